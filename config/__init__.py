@@ -1,0 +1,1 @@
+"""The proxy's one config file: loading, validation that names file/entity/key, reload."""

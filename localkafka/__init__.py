@@ -1,0 +1,286 @@
+"""A local Apache Kafka for tests, benchmarks and `make run`.
+
+The project brings its own broker: the pom beside this file pins one Kafka 4.x release, Maven
+copies its jars into a git-ignored cache, and this module formats KRaft storage and runs 1..N
+combined broker+controller nodes with Java 17 on free loopback ports. Kafka's CLI tools run
+from the same classpath, so tests and benchmarks measure the exact release the proxy fronts.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+POM = HERE / "pom.xml"
+CACHE = Path(os.environ.get("KQP_CACHE", REPO / ".cache"))
+LOOPBACK = "127.0.0.1"
+
+
+def kafka_version() -> str:
+    """The one pinned release, read from the pom so there is a single place to change it."""
+    match = re.search(r"<kafka.version>([^<]+)</kafka.version>", POM.read_text())
+    if match is None:
+        raise RuntimeError(f"{POM}: no <kafka.version> property")
+    return match.group(1)
+
+
+def libs_dir() -> Path:
+    return CACHE / f"kafka-{kafka_version()}" / "libs"
+
+
+def ensure_jars() -> Path:
+    """Fetch the broker and tools jars from Maven Central once; later calls are free."""
+    libs = libs_dir()
+    marker = libs / ".complete"
+    if marker.exists():
+        return libs
+    libs.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            "mvn",
+            "-q",
+            "-B",
+            "-f",
+            str(POM),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={libs}",
+            "-DincludeScope=runtime",
+        ],
+        check=True,
+    )
+    marker.write_text(kafka_version())
+    return libs
+
+
+def java_command(main_class: str, args: Sequence[str], heap: str = "512m") -> list[str]:
+    """A command line running one of Kafka's main classes from the cached jars."""
+    libs = ensure_jars()
+    return [
+        shutil.which("java") or "java",
+        f"-Xmx{heap}",
+        "-XX:+UseG1GC",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
+        "-cp",
+        f"{libs}/*",
+        main_class,
+        *args,
+    ]
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def metadata_broker_count(host: str, port: int, timeout: float = 2.0) -> int:
+    """Number of brokers a node reports in Metadata v1, or -1 while it does not serve yet."""
+    request_body = struct.pack(">i", -1)  # v1: null topic array means all topics
+    client_id = b"localkafka"
+    header = struct.pack(">hhih", 3, 1, 1, len(client_id)) + client_id
+    frame = header + request_body
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+            body = _recv_exact(sock, size)
+    except OSError:
+        return -1
+    count: int = struct.unpack_from(">i", body, 4)[0]  # after the correlation id
+    return count
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < n:
+        chunk = sock.recv(n - len(chunks))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        chunks += chunk
+    return bytes(chunks)
+
+
+@dataclass
+class Broker:
+    node_id: int
+    port: int
+    controller_port: int
+    log_dir: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+
+@dataclass
+class KafkaCluster:
+    """1..N combined KRaft nodes on loopback; `start()` returns once every node serves."""
+
+    brokers_count: int = 1
+    workdir: Path | None = None
+    overrides: dict[str, str] = field(default_factory=dict)
+    heap: str = "768m"
+    brokers: list[Broker] = field(default_factory=list)
+    _tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.address for b in self.brokers)
+
+    def _properties(self, broker: Broker, voters: str) -> str:
+        replication = min(3, self.brokers_count)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(broker.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": (
+                f"PLAINTEXT://{LOOPBACK}:{broker.port},CONTROLLER://{LOOPBACK}:{broker.controller_port}"
+            ),
+            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{broker.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(broker.log_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": str(replication),
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.replication.factor": str(replication),
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "5",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+        }
+        props.update(self.overrides)
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def start(self, timeout: float = 90.0) -> KafkaCluster:
+        ensure_jars()
+        if self.workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="localkafka-")
+            self.workdir = Path(self._tmp.name)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.brokers = [
+            Broker(i, free_port(), free_port(), self.workdir / f"node-{i}" / "data")
+            for i in range(1, self.brokers_count + 1)
+        ]
+        voters = ",".join(f"{b.node_id}@{LOOPBACK}:{b.controller_port}" for b in self.brokers)
+        cluster_id = _cluster_id()
+        for broker in self.brokers:
+            node_dir = broker.log_dir.parent
+            node_dir.mkdir(parents=True, exist_ok=True)
+            props_file = node_dir / "server.properties"
+            props_file.write_text(self._properties(broker, voters))
+            subprocess.run(
+                java_command(
+                    "kafka.tools.StorageTool",
+                    ["format", "-t", cluster_id, "-c", str(props_file), "--ignore-formatted"],
+                    heap="256m",
+                ),
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+        for broker in self.brokers:
+            node_dir = broker.log_dir.parent
+            log = (node_dir / "server.log").open("wb")
+            broker.process = subprocess.Popen(
+                java_command("kafka.Kafka", [str(node_dir / "server.properties")], heap=self.heap),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "LOG_DIR": str(node_dir)},
+            )
+        self._wait_serving(timeout)
+        return self
+
+    def _wait_serving(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        pending = list(self.brokers)
+        while pending:
+            for broker in list(pending):
+                if broker.process is not None and broker.process.poll() is not None:
+                    self.stop()
+                    raise RuntimeError(
+                        f"Kafka node {broker.node_id} exited with {broker.process.returncode}; "
+                        f"see {broker.log_dir.parent / 'server.log'}"
+                    )
+                if metadata_broker_count(LOOPBACK, broker.port) == self.brokers_count:
+                    pending.remove(broker)
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"Kafka did not serve within {timeout:.0f}s")
+            if pending:
+                time.sleep(0.25)
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            if broker.process is not None and broker.process.poll() is None:
+                broker.process.terminate()
+        for broker in self.brokers:
+            if broker.process is not None:
+                try:
+                    broker.process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    broker.process.kill()
+                    broker.process.wait()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def tool(self, main_class: str, *args: str, timeout: float = 120.0) -> str:
+        """Run a Kafka CLI tool to completion and return its stdout (raises on failure)."""
+        result = subprocess.run(
+            java_command(main_class, list(args), heap="256m"),
+            capture_output=True,
+            timeout=timeout,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"{main_class} {' '.join(args)} exited {result.returncode}:\n"
+                f"{result.stderr[-4000:]}"
+            )
+        return result.stdout
+
+    def create_topic(self, name: str, partitions: int, replication: int = 1) -> None:
+        self.tool(
+            "org.apache.kafka.tools.TopicCommand",
+            "--bootstrap-server",
+            self.bootstrap_servers,
+            "--create",
+            "--topic",
+            name,
+            "--partitions",
+            str(partitions),
+            "--replication-factor",
+            str(replication),
+        )
+
+
+@contextlib.contextmanager
+def running_cluster(brokers: int = 1, **kwargs: object) -> Iterator[KafkaCluster]:
+    cluster = KafkaCluster(brokers_count=brokers, **kwargs)  # type: ignore[arg-type]
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

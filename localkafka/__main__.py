@@ -1,0 +1,40 @@
+"""`python -m localkafka fetch | start [--brokers N]`: the project's own local Kafka."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from localkafka import KafkaCluster, ensure_jars, kafka_version
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localkafka", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("fetch", help="download the pinned Kafka jars into .cache/")
+    start = sub.add_parser("start", help="run a local KRaft cluster until interrupted")
+    start.add_argument("--brokers", type=int, default=1)
+    start.add_argument("--topic", action="append", default=[], metavar="NAME:PARTITIONS")
+    args = parser.parse_args(argv)
+    if args.command == "fetch":
+        print(ensure_jars())
+        return 0
+    cluster = KafkaCluster(brokers_count=args.brokers).start()
+    try:
+        for spec in args.topic:
+            name, _, partitions = spec.partition(":")
+            cluster.create_topic(name, int(partitions or 1), replication=1)
+        print(f"Kafka {kafka_version()} serving at {cluster.bootstrap_servers}", flush=True)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        stop.wait()
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

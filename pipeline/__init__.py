@@ -1,0 +1,1 @@
+"""The PySpark usage pipeline (optional extra: pyspark)."""

@@ -1,0 +1,68 @@
+"""Which APIs the proxy decodes, and the schema facts taken from kafka-python's message specs.
+
+kafka-python 3 generates its codecs from Apache Kafka's JSON message specs, so the versions it
+can decode and the versions that are "flexible" (compact encodings, tagged fields) come from
+the same source as the broker's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+PRODUCE: Final = 0
+FETCH: Final = 1
+METADATA: Final = 3
+FIND_COORDINATOR: Final = 10
+API_VERSIONS: Final = 18
+DESCRIBE_CLUSTER: Final = 60
+
+#: api_key -> (request class, response class) for every API whose bodies the proxy reads.
+DECODED: Final[dict[int, tuple[Any, Any]]] = {
+    PRODUCE: (ProduceRequest, ProduceResponse),
+    FETCH: (FetchRequest, FetchResponse),
+    METADATA: (MetadataRequest, MetadataResponse),
+    FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
+    API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
+    DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+}
+
+#: api_key -> highest version the proxy can decode in both directions.
+MAX_DECODABLE_VERSION: Final[dict[int, int]] = {
+    key: min(req.max_version, resp.max_version) for key, (req, resp) in DECODED.items()
+}
+
+
+def _first_flexible(cls: Any) -> int:
+    flexible = cls._flexible_versions
+    return int(flexible[0]) if flexible is not None else 1 << 15
+
+
+_REQUEST_FLEXIBLE_FROM: Final = {key: _first_flexible(req) for key, (req, _) in DECODED.items()}
+_RESPONSE_FLEXIBLE_FROM: Final = {key: _first_flexible(resp) for key, (_, resp) in DECODED.items()}
+
+
+def request_is_flexible(api_key: int, api_version: int) -> bool:
+    return api_version >= _REQUEST_FLEXIBLE_FROM[api_key]
+
+
+def response_header_is_flexible(api_key: int, api_version: int) -> bool:
+    """ApiVersions responses keep header v0 at every version so any client can read them."""
+    if api_key == API_VERSIONS:
+        return False
+    return api_version >= _RESPONSE_FLEXIBLE_FROM[api_key]
+
+
+def response_class(api_key: int) -> Any:
+    return DECODED[api_key][1]

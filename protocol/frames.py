@@ -1,0 +1,59 @@
+"""Splitting a byte stream into size-prefixed Kafka frames."""
+
+from __future__ import annotations
+
+from struct import Struct
+
+from protocol.errors import FrameTooLarge, ProtocolError
+
+_INT32 = Struct(">i")
+
+#: Kafka's default socket.request.max.bytes.
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+
+
+class FrameSplitter:
+    """Accumulates stream bytes; `feed` returns every complete wire frame, prefix included.
+
+    The size is checked as soon as the prefix arrives, before any body is buffered, so an
+    oversized or negative size costs four bytes of memory, not the claimed size.
+    """
+
+    __slots__ = ("_buffer", "max_frame_bytes")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self._buffer = bytearray()
+        self.max_frame_bytes = max_frame_bytes
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buffer = self._buffer
+        if buffer:
+            buffer += data
+            view: bytes | bytearray = buffer
+        else:
+            view = data
+        frames: list[bytes] = []
+        pos = 0
+        end = len(view)
+        while end - pos >= 4:
+            size = _INT32.unpack_from(view, pos)[0]
+            if size < 0:
+                raise ProtocolError(f"negative frame size {size}")
+            if size > self.max_frame_bytes:
+                raise FrameTooLarge(
+                    f"frame of {size} bytes exceeds the maximum of {self.max_frame_bytes}"
+                )
+            stop = pos + 4 + size
+            if stop > end:
+                break
+            frames.append(bytes(view[pos:stop]))
+            pos = stop
+        if view is buffer:
+            del buffer[:pos]
+        elif pos < end:
+            buffer += data[pos:]
+        return frames

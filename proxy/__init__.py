@@ -1,0 +1,1 @@
+"""The I/O shell: listeners, connections, principals, metrics and the command line."""

@@ -1,0 +1,238 @@
+"""One client connection and its upstream connection: the proxy's per-frame hot path.
+
+asyncio Protocols rather than streams: reading is paused and resumed directly on the
+transports (for back-pressure now, for muting throttled clients later), and frames are
+forwarded from the data_received callback without a task switch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+from protocol.api_versions import cap_api_versions, unsupported_version_response
+from protocol.apis import API_VERSIONS, MAX_DECODABLE_VERSION, PRODUCE
+from protocol.errors import ProtocolError
+from protocol.frames import FrameSplitter
+from protocol.headers import parse_request_header, response_correlation_id
+from protocol.produce import produce_acks
+from protocol.rewrite import Advertise, carries_addresses, rewrite_addresses
+
+if TYPE_CHECKING:
+    from asyncio import BaseTransport, Transport
+
+log = logging.getLogger(__name__)
+
+#: Upstream responses are trusted; Fetch responses may legitimately be large.
+_MAX_RESPONSE_BYTES = 2**31 - 1
+_WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A request awaiting its response; Kafka answers one connection's requests in order."""
+
+    correlation_id: int
+    api_key: int
+    api_version: int
+    #: a response the proxy produced itself, sent when every earlier response has gone out
+    local_response: bytes | None = None
+
+
+class ClientConnection(asyncio.Protocol):
+    def __init__(
+        self,
+        upstream_targets: Callable[[], Sequence[tuple[str, int]]],
+        advertise: Advertise,
+        max_frame_bytes: int,
+        connect_timeout_s: float,
+        on_close: Callable[[ClientConnection], None],
+    ) -> None:
+        self._upstream_targets = upstream_targets
+        self._advertise = advertise
+        self._connect_timeout_s = connect_timeout_s
+        self._on_close = on_close
+        self._requests = FrameSplitter(max_frame_bytes)
+        self._responses = FrameSplitter(_MAX_RESPONSE_BYTES)
+        self._in_flight: deque[InFlight] = deque()
+        self._read_pauses: set[str] = set()
+        #: requests read before the upstream connection is up (uvloop reads accepted sockets
+        #: even when connection_made pauses them, so they are queued rather than refused)
+        self._early_requests: list[bytes] = []
+        self.transport: Transport | None = None
+        self.upstream: Transport | None = None
+        self.peer = "?"
+        self._closed = False
+
+    # client side ---------------------------------------------------------------------------
+
+    def connection_made(self, transport: BaseTransport) -> None:
+        self.transport = cast("Transport", transport)  # uvloop's are not asyncio subclasses
+        peer = self.transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        self.pause_reading("connecting")
+        asyncio.get_running_loop().create_task(self._connect_upstream())
+
+    async def _connect_upstream(self) -> None:
+        loop = asyncio.get_running_loop()
+        errors = []
+        for host, port in self._upstream_targets():
+            try:
+                transport, _ = await asyncio.wait_for(
+                    loop.create_connection(lambda: _UpstreamProtocol(self), host, port),
+                    self._connect_timeout_s,
+                )
+            except (OSError, TimeoutError) as exc:
+                errors.append(f"{host}:{port}: {exc or type(exc).__name__}")
+                continue
+            if self._closed:
+                transport.close()
+                return
+            log.debug("client %s -> upstream %s:%d", self.peer, host, port)
+            self.upstream = transport
+            self.upstream.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+            if self._early_requests:
+                self.upstream.writelines(self._early_requests)
+                self._early_requests.clear()
+            self.resume_reading("connecting")
+            return
+        log.warning(
+            "closing client %s: no upstream broker reachable (%s)",
+            self.peer,
+            "; ".join(errors) or "no known address",
+        )
+        self.close()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._requests.feed(data)
+            forward = [frame for frame in frames if self._on_request(frame)]
+        except ProtocolError as exc:
+            log.warning("closing client %s: %s", self.peer, exc)
+            self.close()
+            return
+        if not forward:
+            return
+        if self.upstream is not None:
+            self.upstream.writelines(forward)
+        else:
+            self._early_requests.extend(forward)
+            self.pause_reading("connecting")
+
+    def _on_request(self, frame: bytes) -> bool:
+        """Track one request; True when it goes upstream as the original bytes."""
+        header = parse_request_header(frame)
+        api_key, api_version = header.api_key, header.api_version
+        if api_key == API_VERSIONS and api_version > MAX_DECODABLE_VERSION[API_VERSIONS]:
+            self._answer_locally(
+                InFlight(
+                    header.correlation_id,
+                    api_key,
+                    api_version,
+                    unsupported_version_response(header.correlation_id),
+                )
+            )
+            return False
+        if api_key == PRODUCE and produce_acks(frame, header) == 0:
+            return True
+        self._in_flight.append(InFlight(header.correlation_id, api_key, api_version))
+        return True
+
+    def _answer_locally(self, entry: InFlight) -> None:
+        self._in_flight.append(entry)
+        self._flush_local_responses()
+
+    def _flush_local_responses(self) -> None:
+        while self._in_flight and self._in_flight[0].local_response is not None:
+            entry = self._in_flight.popleft()
+            if self.transport is not None and entry.local_response is not None:
+                self.transport.write(entry.local_response)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.close()
+
+    def pause_writing(self) -> None:
+        if self.upstream is not None:
+            self.upstream.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.upstream is not None and not self._closed:
+            self.upstream.resume_reading()
+
+    def pause_reading(self, reason: str) -> None:
+        if reason not in self._read_pauses and self.transport is not None:
+            self.transport.pause_reading()
+        self._read_pauses.add(reason)
+
+    def resume_reading(self, reason: str) -> None:
+        self._read_pauses.discard(reason)
+        if not self._read_pauses and self.transport is not None and not self._closed:
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.transport is not None:
+            self.transport.close()
+        if self.upstream is not None:
+            self.upstream.close()
+        self._on_close(self)
+
+    # upstream side -------------------------------------------------------------------------
+
+    def upstream_data_received(self, data: bytes) -> None:
+        try:
+            out = [self._on_response(frame) for frame in self._responses.feed(data)]
+        except ProtocolError as exc:
+            log.warning("closing client %s: upstream response unusable: %s", self.peer, exc)
+            self.close()
+            return
+        if self.transport is not None:
+            self.transport.writelines(out)
+        self._flush_local_responses()
+
+    def _on_response(self, frame: bytes) -> bytes:
+        if not self._in_flight:
+            raise ProtocolError("response without an outstanding request")
+        entry = self._in_flight.popleft()
+        correlation_id = response_correlation_id(frame)
+        if correlation_id != entry.correlation_id:
+            raise ProtocolError(
+                f"response correlation id {correlation_id}, expected {entry.correlation_id}"
+            )
+        api_key, api_version = entry.api_key, entry.api_version
+        if api_key == API_VERSIONS:
+            return cap_api_versions(frame, api_version) or frame
+        if carries_addresses(api_key, api_version):
+            return rewrite_addresses(frame, api_key, api_version, self._advertise) or frame
+        return frame
+
+    def upstream_lost(self, exc: Exception | None) -> None:
+        if not self._closed:
+            log.info("closing client %s: upstream connection lost (%s)", self.peer, exc)
+        self.close()
+
+
+class _UpstreamProtocol(asyncio.Protocol):
+    """Delegates to the client connection, which owns all state of the pair."""
+
+    def __init__(self, client: ClientConnection) -> None:
+        self._client = client
+
+    def data_received(self, data: bytes) -> None:
+        self._client.upstream_data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._client.upstream_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._client.pause_reading("upstream-busy")
+
+    def resume_writing(self) -> None:
+        self._client.resume_reading("upstream-busy")

@@ -1,0 +1,1 @@
+"""Per-principal quota engine: sensors, entities and throttle decisions (sans-IO)."""
