@@ -1,0 +1,185 @@
+"""The same produce / consume-and-commit / metadata operations, per real client family.
+
+Each function talks only to the address it is given (the proxy in tests), waits for events
+rather than sleeping, and is bounded in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from confluent_kafka import Consumer as ConfluentConsumer
+from confluent_kafka import Producer as ConfluentProducer
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from localkafka import KafkaCluster
+
+TIMEOUT_S = 60.0
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 6, replication: int = 3) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-admin")
+    try:
+        admin.create_topics([NewTopic(name, partitions, replication)])
+    finally:
+        admin.close()
+
+
+# aiokafka -------------------------------------------------------------------------------------
+
+
+async def aiokafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, v, key=v) for v in values]
+        await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT_S)
+    finally:
+        await producer.stop()
+
+
+async def aiokafka_consume(
+    bootstrap: str, topic: str, group: str, count: int
+) -> tuple[list[bytes], set[str]]:
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < count and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=1000)
+            got += [r.value for records in batches.values() for r in records]
+        extra = await consumer.getmany(timeout_ms=1000)  # nothing beyond what was produced
+        got += [r.value for records in extra.values() for r in records]
+        await consumer.commit()
+        brokers = {f"{b.host}:{b.port}" for b in consumer._client.cluster.brokers()}
+    finally:
+        await consumer.stop()
+    return got, brokers
+
+
+# kafka-python ---------------------------------------------------------------------------------
+
+
+def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    try:
+        futures = [producer.send(topic, v, key=v) for v in values]
+        for future in futures:
+            future.get(timeout=TIMEOUT_S)
+    finally:
+        producer.close()
+
+
+def kafka_python_consume(
+    bootstrap: str, topic: str, group: str, count: int
+) -> tuple[list[bytes], set[str]]:
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < count and time.monotonic() < deadline:
+            batches = consumer.poll(timeout_ms=1000)
+            got += [r.value for records in batches.values() for r in records]
+        extra = consumer.poll(timeout_ms=1000)
+        got += [r.value for records in extra.values() for r in records]
+        consumer.commit()
+        brokers = {f"{b.host}:{b.port}" for b in consumer._client.cluster.brokers()}
+    finally:
+        consumer.close()
+    return got, brokers
+
+
+# confluent-kafka (librdkafka) -----------------------------------------------------------------
+
+
+def confluent_produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = ConfluentProducer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    errors: list[object] = []
+    for v in values:
+        producer.produce(topic, v, key=v, on_delivery=lambda err, _msg: err and errors.append(err))
+        producer.poll(0)
+    remaining = producer.flush(TIMEOUT_S)
+    assert remaining == 0 and not errors, (remaining, errors[:3])
+
+
+def confluent_consume(
+    bootstrap: str, topic: str, group: str, count: int
+) -> tuple[list[bytes], set[str]]:
+    consumer = ConfluentConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < count and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.consume(500, 1.0) if m.error() is None]
+        got += [m.value() for m in consumer.consume(500, 1.0) if m.error() is None]
+        consumer.commit(asynchronous=False)
+        metadata = consumer.list_topics(timeout=10)
+        brokers = {f"{b.host}:{b.port}" for b in metadata.brokers.values()}
+    finally:
+        consumer.close()
+    return got, brokers
+
+
+# Kafka's Java tools ---------------------------------------------------------------------------
+
+
+def java_produce(cluster: KafkaCluster, bootstrap: str, topic: str, values: list[bytes]) -> None:
+    """VerifiableProducer writes its own values; `values` must be str(i) for i in range(n)."""
+    assert values == [str(i).encode() for i in range(len(values))]
+    out = cluster.tool(
+        "org.apache.kafka.tools.VerifiableProducer",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--max-messages",
+        str(len(values)),
+        "--acks",
+        "-1",
+    )
+    acked = out.count('"name":"producer_send_success"')
+    assert acked == len(values), out[-2000:]
+
+
+def java_consume(
+    cluster: KafkaCluster, bootstrap: str, topic: str, group: str, count: int
+) -> list[bytes]:
+    out = cluster.tool(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--from-beginning",
+        "--max-messages",
+        str(count),
+        "--timeout-ms",
+        "60000",
+    )
+    return [line.encode() for line in out.splitlines() if line]
