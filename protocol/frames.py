@@ -39,19 +39,23 @@ class FrameSplitter:
         frames: list[bytes] = []
         pos = 0
         end = len(view)
-        while end - pos >= 4:
-            size = _INT32.unpack_from(view, pos)[0]
-            if size < 0:
-                raise ProtocolError(f"negative frame size {size}")
-            if size > self.max_frame_bytes:
-                raise FrameTooLarge(
-                    f"frame of {size} bytes exceeds the maximum of {self.max_frame_bytes}"
-                )
-            stop = pos + 4 + size
-            if stop > end:
-                break
-            frames.append(bytes(view[pos:stop]))
-            pos = stop
+        with memoryview(view) as window:  # one copy per frame, released before the buffer shrinks
+            while end - pos >= 4:
+                size = _INT32.unpack_from(view, pos)[0]
+                if size < 0:
+                    raise ProtocolError(f"negative frame size {size}")
+                if size > self.max_frame_bytes:
+                    raise FrameTooLarge(
+                        f"frame of {size} bytes exceeds the maximum of {self.max_frame_bytes}"
+                    )
+                stop = pos + 4 + size
+                if stop > end:
+                    break
+                if pos == 0 and stop == end and view is data:
+                    frames.append(data)  # the common case: one read, one whole frame
+                else:
+                    frames.append(window[pos:stop].tobytes())
+                pos = stop
         if view is buffer:
             del buffer[:pos]
         elif pos < end:

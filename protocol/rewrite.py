@@ -24,6 +24,7 @@ from protocol.apis import (
 )
 from protocol.errors import ProtocolError
 from protocol.headers import response_body_offset
+from protocol.skip import has_top_level_tags
 
 _INT32 = Struct(">i")
 
@@ -78,6 +79,10 @@ _REWRITERS: dict[int, tuple[int, Callable[[Any, int, Advertise], bool]]] = {
 }
 
 
+#: APIs whose addresses live only in top-level tagged fields, found without a full decode
+_TAGGED_ONLY = frozenset({PRODUCE, FETCH})
+
+
 def carries_addresses(api_key: int, api_version: int) -> bool:
     entry = _REWRITERS.get(api_key)
     return entry is not None and api_version >= entry[0]
@@ -88,6 +93,8 @@ def rewrite_addresses(
 ) -> bytes | None:
     """The response frame with proxy addresses, or None when it names no broker."""
     offset = response_body_offset(frame, api_key, api_version)
+    if api_key in _TAGGED_ONLY and not has_top_level_tags(frame, offset, api_key, api_version):
+        return None
     try:
         msg = response_class(api_key).decode(memoryview(frame)[offset:], version=api_version)
     except Exception as exc:  # kafka-python raises assorted errors on truncated bodies

@@ -16,7 +16,7 @@ from proxy.server import ProxyServer
 log = logging.getLogger("kafka-quota-proxy")
 
 
-def _install_event_loop(use_uvloop: bool) -> str:
+def install_event_loop(use_uvloop: bool) -> str:
     if use_uvloop:
         try:
             import uvloop
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
         return 2
-    loop_name = _install_event_loop(config.proxy.uvloop)
+    loop_name = install_event_loop(config.proxy.uvloop)
     log.info("event loop: %s", loop_name)
     asyncio.run(serve(config))
     return 0

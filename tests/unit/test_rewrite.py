@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -221,3 +222,47 @@ def test_unsupported_version_answer_is_a_valid_v0_response() -> None:
     assert msg.error_code == 35
     assert [(e.api_key, e.max_version) for e in msg.api_keys] == [(18, MAX_DECODABLE_VERSION[18])]
     assert cap_api_versions(frame, 0) is None  # error responses are never rewritten
+
+
+def fetch_with_records(version: int, endpoints: list[Any]) -> bytes:
+    topic = FetchResponse.FetchableTopicResponse
+    partition = topic.PartitionData
+    aborted = partition.AbortedTransaction
+    partitions = [
+        partition(
+            version=version,
+            partition_index=p,
+            error_code=0,
+            high_watermark=100,
+            last_stable_offset=100,
+            log_start_offset=0,
+            aborted_transactions=[aborted(version=version, producer_id=7, first_offset=3)]
+            if p
+            else None,
+            preferred_read_replica=-1,
+            records=bytes(range(256)) * (p + 1),
+        )
+        for p in range(3)
+    ]
+    msg = FetchResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=1,
+        responses=[topic(version=version, topic="t", topic_id=uuid.uuid4(), partitions=partitions)],
+        node_endpoints=endpoints,
+    )
+    return response_frame(msg, 1, version)
+
+
+@pytest.mark.parametrize("version", [16, 17, 18])
+def test_fetch_walker_steps_over_records_to_the_tagged_section(version: int) -> None:
+    assert rewrite_addresses(fetch_with_records(version, []), 1, version, advertise) is None
+    endpoint = FetchResponse.NodeEndpoint(
+        version=version, node_id=2, host="kafka-2", port=1, rack=None
+    )
+    out = rewrite_addresses(fetch_with_records(version, [endpoint]), 1, version, advertise)
+    assert out is not None
+    got = decode(FetchResponse, out, 1, version)
+    assert [(e.node_id, e.host, e.port) for e in got.node_endpoints] == [(2, "proxy.local", 20002)]
+    assert got.responses[0].partitions[2].records == bytes(range(256)) * 3  # records intact

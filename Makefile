@@ -1,0 +1,35 @@
+# The README's two commands: `make run` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BROKERS ?= 1
+
+.PHONY: setup run test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	@command -v java >/dev/null || { echo "Java 17 is required (the local Kafka runs on it)"; exit 1; }
+	@command -v mvn >/dev/null || { echo "Maven is required (it fetches the Kafka jars)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed
+	$(PY) -m localkafka fetch
+
+# a local Kafka plus the proxy with config/example.toml; prints the bootstrap address
+run: setup
+	$(PY) -m localkafka.demo --brokers $(BROKERS) --config config/example.toml
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: lint
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) -m bench.throughput
+
+clean:
+	rm -rf $(VENV) .cache

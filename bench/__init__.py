@@ -1,0 +1,1 @@
+"""Benchmarks: each prints proxy/direct ratios measured in the same run."""

@@ -1,0 +1,179 @@
+"""Kafka's own perf tools, direct to the broker and through the proxy, alternating in one run.
+
+Prints records/s and MB/s for ProducerPerformance (max rate) and ConsumerPerformance, the
+proxy/direct ratios, and produce latency percentiles measured at a fixed, moderate rate (at
+max rate latency is the producer's own queueing, which hides what the proxy adds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from localkafka import KafkaCluster, free_port
+
+_PRODUCER_SUMMARY = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th"
+)
+
+
+@dataclass
+class ProduceResult:
+    records_per_s: float
+    mb_per_s: float
+    p50_ms: float
+    p99_ms: float
+    p999_ms: float
+
+
+@dataclass
+class ConsumeResult:
+    records_per_s: float
+    mb_per_s: float
+
+
+def produce(
+    cluster: KafkaCluster, bootstrap: str, topic: str, records: int, rate: int, linger_ms: int
+) -> ProduceResult:
+    out = cluster.tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        topic,
+        "--num-records",
+        str(records),
+        "--record-size",
+        "1024",
+        "--throughput",
+        str(rate),
+        "--producer-props",
+        f"bootstrap.servers={bootstrap}",
+        "acks=1",
+        "linger.ms=5",
+        timeout=600,
+    )
+    match = _PRODUCER_SUMMARY.search(out)
+    if match is None:
+        raise RuntimeError(f"unexpected ProducerPerformance output:\n{out[-2000:]}")
+    g = match.groups()
+    return ProduceResult(float(g[1]), float(g[2]), float(g[5]), float(g[7]), float(g[8]))
+
+
+def consume(cluster: KafkaCluster, bootstrap: str, topic: str, records: int) -> ConsumeResult:
+    out = cluster.tool(
+        "org.apache.kafka.tools.ConsumerPerformance",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--messages",
+        str(records),
+        "--timeout",
+        "60000",
+        "--hide-header",
+        timeout=600,
+    )
+    fields = out.strip().splitlines()[-1].split(",")
+    # ..., fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec: the rate without the group join
+    return ConsumeResult(records_per_s=float(fields[9]), mb_per_s=float(fields[8]))
+
+
+def start_proxy(upstream: str, workdir: Path) -> tuple[subprocess.Popen[str], str]:
+    config = workdir / "bench-proxy.toml"
+    config.write_text(
+        f'[proxy]\nupstream_bootstrap_servers = ["{upstream}"]\n'
+        f"bootstrap_port = {free_port()}\nbroker_port_base = {free_port() - 10}\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "run", "--config", str(config), "--log-level", "WARNING"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("kafka-quota-proxy bootstrap: "):
+        process.kill()
+        raise RuntimeError(f"proxy did not start: {line!r}")
+    return process, line.split(": ", 1)[1].strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--latency-rate", type=int, default=2000, help="records/s")
+    parser.add_argument("--latency-records", type=int, default=20_000)
+    args = parser.parse_args(argv)
+
+    cluster = KafkaCluster(brokers_count=1, heap="2g").start()
+    proxy_process = None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            proxy_process, proxy_bootstrap = start_proxy(cluster.bootstrap_servers, Path(tmp))
+            targets = {"direct": cluster.bootstrap_servers, "proxy": proxy_bootstrap}
+            results: dict[str, dict[str, list[object]]] = {
+                mode: {"produce": [], "consume": [], "latency": []} for mode in targets
+            }
+            for round_no in range(args.rounds):
+                for mode, bootstrap in targets.items():
+                    topic = f"bench-{mode}-{round_no}"
+                    cluster.create_topic(topic, args.partitions)
+                    results[mode]["produce"].append(
+                        produce(cluster, bootstrap, topic, args.records, -1, linger_ms=5)
+                    )
+                    results[mode]["consume"].append(
+                        consume(cluster, bootstrap, topic, args.records)
+                    )
+                    results[mode]["latency"].append(
+                        produce(
+                            cluster,
+                            bootstrap,
+                            topic,
+                            args.latency_records,
+                            args.latency_rate,
+                            linger_ms=0,
+                        )
+                    )
+                    print(f"round {round_no + 1}/{args.rounds} {mode} done", flush=True)
+            report(results, args)
+    finally:
+        if proxy_process is not None:
+            proxy_process.send_signal(signal.SIGTERM)
+            proxy_process.wait(timeout=15)
+        cluster.stop()
+    return 0
+
+
+def report(results: dict[str, dict[str, list[object]]], args: argparse.Namespace) -> None:
+    def mean(mode: str, kind: str, attr: str) -> float:
+        return statistics.fmean(getattr(r, attr) for r in results[mode][kind])
+
+    print(
+        f"\n{args.records} records of 1 KiB, {args.partitions} partitions, "
+        f"{args.rounds} alternating rounds (means)"
+    )
+    print(f"{'':28}{'direct':>12}{'proxy':>12}{'proxy/direct':>14}")
+    for kind, attr, label in [
+        ("produce", "records_per_s", "produce records/s"),
+        ("produce", "mb_per_s", "produce MB/s"),
+        ("consume", "records_per_s", "consume records/s"),
+        ("consume", "mb_per_s", "consume MB/s"),
+    ]:
+        direct, proxy = mean("direct", kind, attr), mean("proxy", kind, attr)
+        print(f"{label:28}{direct:12.1f}{proxy:12.1f}{proxy / direct:14.3f}")
+    print(f"produce latency at {args.latency_rate} records/s:")
+    for attr in ("p50_ms", "p99_ms", "p999_ms"):
+        direct, proxy = mean("direct", "latency", attr), mean("proxy", "latency", attr)
+        print(f"  {attr:26}{direct:12.1f}{proxy:12.1f}   added {proxy - direct:+.1f} ms")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
