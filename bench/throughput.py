@@ -56,7 +56,7 @@ def produce(
         "--producer-props",
         f"bootstrap.servers={bootstrap}",
         "acks=1",
-        "linger.ms=5",
+        f"linger.ms={linger_ms}",
         timeout=600,
     )
     match = _PRODUCER_SUMMARY.search(out)
