@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import argparse
 import re
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from localkafka import KafkaCluster, free_port
+from localkafka import KafkaCluster
+from localkafka.proxy_process import RunningProxy, start_proxy
 
 _PRODUCER_SUMMARY = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
@@ -85,25 +84,6 @@ def consume(cluster: KafkaCluster, bootstrap: str, topic: str, records: int) -> 
     return ConsumeResult(records_per_s=float(fields[9]), mb_per_s=float(fields[8]))
 
 
-def start_proxy(upstream: str, workdir: Path) -> tuple[subprocess.Popen[str], str]:
-    config = workdir / "bench-proxy.toml"
-    config.write_text(
-        f'[proxy]\nupstream_bootstrap_servers = ["{upstream}"]\n'
-        f"bootstrap_port = {free_port()}\nbroker_port_base = {free_port() - 10}\n"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "proxy", "run", "--config", str(config), "--log-level", "WARNING"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("kafka-quota-proxy bootstrap: "):
-        process.kill()
-        raise RuntimeError(f"proxy did not start: {line!r}")
-    return process, line.split(": ", 1)[1].strip()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__)
     parser.add_argument("--records", type=int, default=200_000)
@@ -114,11 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     cluster = KafkaCluster(brokers_count=1, heap="2g").start()
-    proxy_process = None
+    proxy: RunningProxy | None = None
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            proxy_process, proxy_bootstrap = start_proxy(cluster.bootstrap_servers, Path(tmp))
-            targets = {"direct": cluster.bootstrap_servers, "proxy": proxy_bootstrap}
+            proxy = start_proxy(Path(tmp), cluster.bootstrap_servers, brokers=1)
+            targets = {"direct": cluster.bootstrap_servers, "proxy": proxy.bootstrap}
             results: dict[str, dict[str, list[object]]] = {
                 mode: {"produce": [], "consume": [], "latency": []} for mode in targets
             }
@@ -145,9 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"round {round_no + 1}/{args.rounds} {mode} done", flush=True)
             report(results, args)
     finally:
-        if proxy_process is not None:
-            proxy_process.send_signal(signal.SIGTERM)
-            proxy_process.wait(timeout=15)
+        if proxy is not None:
+            proxy.stop()
         cluster.stop()
     return 0
 

@@ -10,8 +10,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from localkafka import LOOPBACK, free_port
+from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration import clients
-from tests.integration.conftest import RunningProxy, start_proxy
 
 pytestmark = pytest.mark.integration
 

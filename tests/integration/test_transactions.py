@@ -8,8 +8,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from localkafka.proxy_process import RunningProxy
 from tests.integration import clients
-from tests.integration.conftest import RunningProxy
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from localkafka import KafkaCluster
+from localkafka.proxy_process import RunningProxy
 from tests.integration import clients
-from tests.integration.conftest import RunningProxy
 
 pytestmark = pytest.mark.integration
 

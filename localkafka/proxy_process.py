@@ -1,0 +1,84 @@
+"""Running the proxy's real CLI as a subprocess, as an operator would (tests and benchmarks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from localkafka import LOOPBACK, free_port
+
+
+def free_port_block(count: int) -> int:
+    """A base port such that base+1 .. base+count are all free (for broker listeners)."""
+    for _ in range(200):
+        base = free_port() - count - 1
+        try:
+            socks = []
+            for offset in range(1, count + 1):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind((LOOPBACK, base + offset))
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+        return base
+    raise RuntimeError("no free block of ports")
+
+
+@dataclass
+class RunningProxy:
+    process: subprocess.Popen[str]
+    bootstrap: str
+    broker_port_base: int
+    config_path: Path
+    log_path: Path
+
+    def broker_address(self, node_id: int) -> str:
+        return f"{LOOPBACK}:{self.broker_port_base + node_id}"
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_proxy(
+    tmp: Path, upstream: str, brokers: int, extra: str = "", name: str = "proxy"
+) -> RunningProxy:
+    """Run `kafka-quota-proxy run` as an operator would, and wait for its bootstrap line."""
+    base = free_port_block(brokers)
+    config = tmp / f"{name}.toml"
+    servers = ", ".join(f'"{s}"' for s in upstream.split(","))
+    config.write_text(
+        f"[proxy]\nupstream_bootstrap_servers = [{servers}]\n"
+        f"bootstrap_port = {free_port()}\nbroker_port_base = {base}\n{extra}"
+    )
+    log_path = tmp / f"{name}.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "run", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("kafka-quota-proxy bootstrap: "):
+        process.kill()
+        raise RuntimeError(f"proxy did not start: {line!r}\n{log_path.read_text()}")
+    return RunningProxy(process, line.split(": ", 1)[1].strip(), base, config, log_path)
