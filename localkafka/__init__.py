@@ -194,7 +194,13 @@ class KafkaCluster:
             subprocess.run(
                 java_command(
                     "kafka.tools.StorageTool",
-                    ["format", "-t", cluster_id, "-c", str(props_file), "--ignore-formatted"],
+                    [
+                        "format",
+                        f"--cluster-id={cluster_id}",
+                        "-c",
+                        str(props_file),
+                        "--ignore-formatted",
+                    ],
                     heap="256m",
                 ),
                 check=True,

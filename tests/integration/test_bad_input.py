@@ -93,6 +93,10 @@ async def test_unreachable_upstream_closes_the_client_connection(tmp_path: Path)
         )
         assert await closed_by_proxy(reader)
         assert proxy.process.poll() is None
+        for _ in range(50):  # the log is another process's file: allow it to land
+            if "no upstream broker reachable" in proxy.log():
+                break
+            await asyncio.sleep(0.1)
         assert "no upstream broker reachable" in proxy.log()
     finally:
         proxy.stop()
