@@ -9,7 +9,6 @@ from the same classpath, so tests and benchmarks measure the exact release the p
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import re
 import shutil
@@ -19,9 +18,12 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from protocol.apis import METADATA
+from protocol.headers import encode_request
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -95,13 +97,11 @@ def _cluster_id() -> str:
 
 def metadata_broker_count(host: str, port: int, timeout: float = 2.0) -> int:
     """Number of brokers a node reports in Metadata v1, or -1 while it does not serve yet."""
-    request_body = struct.pack(">i", -1)  # v1: null topic array means all topics
-    client_id = b"localkafka"
-    header = struct.pack(">hhih", 3, 1, 1, len(client_id)) + client_id
-    frame = header + request_body
+    # Metadata v1 with an empty topic list: brokers only
+    frame = encode_request(METADATA, 1, 1, "localkafka", struct.pack(">i", 0))
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            sock.sendall(frame)
             size = struct.unpack(">i", _recv_exact(sock, 4))[0]
             body = _recv_exact(sock, size)
     except OSError:
@@ -280,13 +280,3 @@ class KafkaCluster:
             "--replication-factor",
             str(replication),
         )
-
-
-@contextlib.contextmanager
-def running_cluster(brokers: int = 1, **kwargs: object) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(brokers_count=brokers, **kwargs)  # type: ignore[arg-type]
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()

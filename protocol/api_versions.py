@@ -14,6 +14,7 @@ from protocol.headers import response_body_offset
 from protocol.rewrite import reframe
 
 _INT16 = Struct(">h")
+_INT32 = Struct(">i")
 _UNSUPPORTED_VERSION = 35
 
 
@@ -64,5 +65,5 @@ def unsupported_version_response(correlation_id: int) -> bytes:
             )
         ],
     ).encode(version=0)
-    header = Struct(">i").pack(correlation_id)
-    return Struct(">i").pack(len(header) + len(body)) + header + body
+    header = _INT32.pack(correlation_id)
+    return _INT32.pack(len(header) + len(body)) + header + body

@@ -15,7 +15,8 @@ from protocol.apis import request_is_flexible, response_header_is_flexible
 from protocol.errors import ProtocolError
 from protocol.primitives import skip_tagged_fields
 
-_REQUEST_PREFIX = Struct(">ihhih")  # size, api_key, api_version, correlation_id, client_id len
+_REQUEST_PREFIX = Struct(">ihhih")
+_REQUEST_HEADER_V1 = Struct(">hhih")  # size, api_key, api_version, correlation_id, client_id len
 _INT32 = Struct(">i")
 _CLIENT_ID_AT = _REQUEST_PREFIX.size
 
@@ -44,6 +45,15 @@ def parse_request_header(frame: bytes) -> RequestHeader:
         raise ProtocolError("client_id runs past the frame")
     client_id = frame[_CLIENT_ID_AT:end].decode("utf-8", "replace")
     return RequestHeader(api_key, api_version, correlation_id, client_id, end)
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str, body: bytes
+) -> bytes:
+    """A wire frame with a v1 (non-flexible) request header, for the proxy's own requests."""
+    cid = client_id.encode()
+    header = _REQUEST_HEADER_V1.pack(api_key, api_version, correlation_id, len(cid)) + cid
+    return _INT32.pack(len(header) + len(body)) + header + body
 
 
 def request_body_offset(frame: bytes, header: RequestHeader) -> int:

@@ -15,6 +15,8 @@ from struct import Struct
 from struct import error as struct_error
 from typing import Any
 
+from kafka.protocol.schemas import BaseField
+
 from protocol.apis import response_class
 from protocol.errors import ProtocolError
 from protocol.primitives import read_uvarint, skip_tagged_fields
@@ -38,12 +40,8 @@ Skipper = Callable[[bytes, int], int]
 
 
 def _in_versions(spec: str | None, version: int) -> bool:
-    if not spec or spec == "none":
-        return False
-    if spec.endswith("+"):
-        return version >= int(spec[:-1])
-    low, _, high = spec.partition("-")
-    return int(low) <= version <= int(high or low)
+    versions = BaseField.parse_versions(spec)
+    return versions is not None and versions[0] <= version <= versions[1]
 
 
 def _skip_fixed(size: int) -> Skipper:

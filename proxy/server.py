@@ -16,7 +16,7 @@ from struct import Struct
 
 from config.settings import ProxySettings
 from protocol.apis import METADATA, response_class
-from protocol.headers import response_body_offset
+from protocol.headers import encode_request, response_body_offset
 from proxy.connection import ClientConnection
 
 log = logging.getLogger(__name__)
@@ -143,11 +143,8 @@ class ProxyServer:
             except (OSError, TimeoutError):
                 continue
             try:
-                client_id = b"kafka-quota-proxy"
                 # Metadata v1 with an empty topic list: brokers only
-                request = _INT32.pack(0)
-                header = Struct(">hhih").pack(METADATA, 1, 0, len(client_id)) + client_id
-                writer.write(_INT32.pack(len(header) + len(request)) + header + request)
+                writer.write(encode_request(METADATA, 1, 0, "kafka-quota-proxy", _INT32.pack(0)))
                 size = _INT32.unpack(await reader.readexactly(4))[0]
                 frame = _INT32.pack(size) + await reader.readexactly(size)
             finally:
