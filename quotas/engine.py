@@ -1,0 +1,66 @@
+"""All quota managers of one proxy, built from (and re-built by) the quota config."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from quotas.entities import QuotaType
+from quotas.managers import ClientQuotaManager, QuotaManager, TokenBucketQuotaManager
+from quotas.settings import QuotaConfig
+
+#: Kafka's request quota throttles by at most one window; mutation quotas are per second
+_SECOND_MS = 1000.0
+
+
+class QuotaEngine:
+    def __init__(self, config: QuotaConfig) -> None:
+        self.config = config
+        settings, limits = config.settings, config.limits
+        self.produce = ClientQuotaManager(
+            QuotaType.PRODUCE, settings.client, limits.get(QuotaType.PRODUCE, {})
+        )
+        self.fetch = ClientQuotaManager(
+            QuotaType.FETCH, settings.client, limits.get(QuotaType.FETCH, {})
+        )
+        self.request = ClientQuotaManager(
+            QuotaType.REQUEST,
+            settings.client,
+            limits.get(QuotaType.REQUEST, {}),
+            max_throttle_ms=settings.client.window_ms,
+        )
+        self.controller_mutation = TokenBucketQuotaManager(
+            QuotaType.CONTROLLER_MUTATION,
+            settings.controller,
+            limits.get(QuotaType.CONTROLLER_MUTATION, {}),
+            unit_ms=_SECOND_MS,
+        )
+        #: KIP-936: producer_ids_rate counts new producer ids per quota window
+        self.producer_ids = TokenBucketQuotaManager(
+            QuotaType.PRODUCER_IDS,
+            settings.producer_ids,
+            limits.get(QuotaType.PRODUCER_IDS, {}),
+            unit_ms=float(settings.producer_ids.window_ms),
+        )
+
+    def managers(self) -> Iterator[QuotaManager]:
+        yield self.produce
+        yield self.fetch
+        yield self.request
+        yield self.controller_mutation
+        yield self.producer_ids
+
+    def update(self, config: QuotaConfig) -> bool:
+        """Apply a reloaded config to live sensors; False when the windows changed.
+
+        Kafka reads its quota window settings once at start-up; if a reload changes them,
+        the caller starts a fresh engine (sensor history cannot be re-sampled).
+        """
+        if config.settings != self.config.settings:
+            return False
+        self.config = config
+        for manager in self.managers():
+            manager.update_limits(config.limits.get(manager.quota_type, {}))
+        return True
+
+    def expire(self, now_ms: int) -> int:
+        return sum(manager.expire(now_ms) for manager in self.managers())

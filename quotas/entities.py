@@ -1,0 +1,140 @@
+"""Quota entities in Kafka's model, and which entity (and which shared sensor) a client gets.
+
+An entity is a (user, client-id) pair where either part may be absent or Kafka's `<default>`.
+Resolution follows Kafka's DefaultQuotaCallback exactly: the most specific of the eight
+levels users/<u>/clients/<c> ... clients/<default> that is configured wins, and the metric
+tags it yields decide which clients share one sensor (a `clients/<default>` quota alone gives
+every client-id one sensor shared across all users). See docs/kafka-quota-semantics.md §4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+#: Kafka's name for the default entity (kafka-configs --entity-default).
+DEFAULT: Final = "<default>"
+
+
+class QuotaType(Enum):
+    """Each quota key, with the metric group Kafka reports it under."""
+
+    PRODUCE = ("producer_byte_rate", "Produce")
+    FETCH = ("consumer_byte_rate", "Fetch")
+    REQUEST = ("request_percentage", "Request")
+    CONTROLLER_MUTATION = ("controller_mutation_rate", "ControllerMutation")
+    PRODUCER_IDS = ("producer_ids_rate", "ProducerIds")
+
+    def __init__(self, key: str, group: str) -> None:
+        self.key = key
+        self.group = group
+
+
+QUOTA_KEYS: Final = {quota_type.key: quota_type for quota_type in QuotaType}
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaEntity:
+    """users/<user>[/clients/<client_id>] or clients/<client_id>; None = not part of it."""
+
+    user: str | None = None
+    client_id: str | None = None
+
+    def __str__(self) -> str:
+        parts = []
+        if self.user is not None:
+            parts.append(f"users/{self.user}")
+        if self.client_id is not None:
+            parts.append(f"clients/{self.client_id}")
+        return "/".join(parts)
+
+
+#: (user tag, client-id tag): Kafka's metric tags, "" where the level does not apply.
+MetricTags = tuple[str, str]
+
+_CLIENT_ID_LEVEL = 1
+_USER_LEVEL = 2
+_USER_CLIENT_ID_LEVEL = 4
+
+
+def _level(entity: QuotaEntity) -> int:
+    if entity.user is not None and entity.client_id is not None:
+        return _USER_CLIENT_ID_LEVEL
+    return _USER_LEVEL if entity.user is not None else _CLIENT_ID_LEVEL
+
+
+class EntityQuotas:
+    """The configured limits of one quota type and Kafka's lookup over them."""
+
+    def __init__(self, limits: Mapping[QuotaEntity, float]) -> None:
+        self.limits = dict(limits)
+        levels = 0
+        for entity in self.limits:
+            levels |= _level(entity)
+        #: Kafka's quotaTypesEnabled bit mask; 0 means this quota type is off entirely
+        self.levels_enabled = levels
+
+    def metric_tags(self, user: str, client_id: str) -> MetricTags:
+        """The tags of the sensor this client records into (clients with equal tags share)."""
+        levels = self.levels_enabled
+        if levels in (0, _CLIENT_ID_LEVEL):
+            return "", client_id
+        if levels == _USER_LEVEL:
+            return user, ""
+        if levels == _USER_CLIENT_ID_LEVEL:
+            return user, client_id
+        limits = self.limits
+        if QuotaEntity(user, client_id) in limits or QuotaEntity(user, DEFAULT) in limits:
+            return user, client_id
+        if QuotaEntity(user) in limits:
+            return user, ""
+        if QuotaEntity(DEFAULT, client_id) in limits or QuotaEntity(DEFAULT, DEFAULT) in limits:
+            return user, client_id
+        if QuotaEntity(DEFAULT) in limits:
+            return user, ""
+        return "", client_id
+
+    def limit(self, tags: MetricTags) -> float | None:
+        """The quota for a sensor's tags, or None when no entity applies (unlimited)."""
+        user, client_id = tags
+        get = self.limits.get
+        if user and client_id:
+            for entity in (
+                QuotaEntity(user, client_id),
+                QuotaEntity(user, DEFAULT),
+                QuotaEntity(DEFAULT, client_id),
+                QuotaEntity(DEFAULT, DEFAULT),
+            ):
+                found = get(entity)
+                if found is not None:
+                    return found
+            return None
+        if user:
+            found = get(QuotaEntity(user))
+            return found if found is not None else get(QuotaEntity(DEFAULT))
+        if client_id:
+            found = get(QuotaEntity(client_id=client_id))
+            return found if found is not None else get(QuotaEntity(client_id=DEFAULT))
+        return None
+
+
+_SAFE: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-*_")
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: how a principal name appears in the `user` metric tag.
+
+    Java's URLEncoder (space to '+', everything outside [A-Za-z0-9.-*_] percent-encoded as
+    UTF-8), then '*' to %2A and '+' to %20; urllib.parse.quote differs on '~'.
+    """
+    out = []
+    for byte in name.encode():
+        if byte in _SAFE:
+            out.append("%2A" if byte == 0x2A else chr(byte))
+        elif byte == 0x20:
+            out.append("%20")
+        else:
+            out.append(f"%{byte:02X}")
+    return "".join(out)

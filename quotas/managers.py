@@ -1,0 +1,211 @@
+"""One quota manager per quota type: record usage, decide throttle times, expire sensors.
+
+Each mirrors its Apache Kafka counterpart (ClientQuotaManager, ClientRequestQuotaManager,
+ControllerMutationQuotaManager; KIP-936's ProducerIdQuotaManager), sensor for sensor: the
+same record-then-check order, the same rounding, the same sensor sharing and expiry. Every
+call takes the time in milliseconds, so callers own the clock and tests replay sequences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from quotas.entities import EntityQuotas, MetricTags, QuotaEntity, QuotaType
+from quotas.javamath import java_round, saturate_int
+from quotas.stats import DEFAULT_METRIC_CONFIG, Avg, MetricConfig, Rate, TokenBucket, burst
+
+#: Kafka's INACTIVE_SENSOR_EXPIRATION_TIME_SECONDS for client quota sensors.
+SENSOR_EXPIRATION_MS = 3_600_000
+#: Kafka's quotaLimit() when no entity applies: Long.MAX_VALUE as a double.
+UNLIMITED = float(2**63 - 1)
+
+
+class ClientSensors:
+    """The sensors of one metric-tags entity; every client resolving to it shares them."""
+
+    __slots__ = ("bucket", "last_record_ms", "limit", "rate", "tags", "throttle_time")
+
+    def __init__(self, tags: MetricTags, limit: float, now_ms: int) -> None:
+        self.tags = tags
+        self.limit = limit
+        #: byte-rate / request-time / mutation-rate / producer-id rate
+        self.rate = Rate()
+        self.throttle_time = Avg()
+        self.bucket: TokenBucket | None = None
+        self.last_record_ms = now_ms
+
+
+class QuotaManager:
+    """Sensor bookkeeping shared by every quota type: lookup, sharing, limit updates, expiry."""
+
+    def __init__(
+        self, quota_type: QuotaType, config: MetricConfig, limits: Mapping[QuotaEntity, float]
+    ) -> None:
+        self.quota_type = quota_type
+        self.config = config
+        self._quotas = EntityQuotas(limits)
+        #: metric tags -> sensors; the unit of sharing and of expiry
+        self._sensors: dict[MetricTags, ClientSensors] = {}
+        #: (user, client_id) -> sensors, so a request resolves with one dict lookup
+        self._by_client: dict[tuple[str, str], ClientSensors] = {}
+
+    @property
+    def enabled(self) -> bool:
+        """Kafka records nothing for a quota type no entity configures."""
+        return self._quotas.levels_enabled != 0
+
+    def limits(self) -> Mapping[QuotaEntity, float]:
+        return self._quotas.limits
+
+    def sensors_for(self, user: str, client_id: str, now_ms: int) -> ClientSensors:
+        sensors = self._by_client.get((user, client_id))
+        if sensors is None:
+            tags = self._quotas.metric_tags(user, client_id)
+            sensors = self._sensors.get(tags)
+            if sensors is None:
+                sensors = self._new_sensors(tags, now_ms)
+                self._sensors[tags] = sensors
+            self._by_client[(user, client_id)] = sensors
+        return sensors
+
+    def _new_sensors(self, tags: MetricTags, now_ms: int) -> ClientSensors:
+        return ClientSensors(tags, self._limit(tags), now_ms)
+
+    def _limit(self, tags: MetricTags) -> float:
+        limit = self._quotas.limit(tags)
+        return UNLIMITED if limit is None else limit
+
+    def update_limits(self, limits: Mapping[QuotaEntity, float]) -> None:
+        """Apply new limits to live sensors, keeping their history (Kafka's updateQuota).
+
+        When the set of configured levels changes, Kafka's metric tags change with it and
+        clients move to fresh sensors; the cache is rebuilt so the same happens here.
+        """
+        self._quotas = EntityQuotas(limits)
+        self._by_client.clear()
+        for tags, sensors in self._sensors.items():
+            sensors.limit = self._limit(tags)
+
+    def record_throttle(self, sensors: ClientSensors, throttle_time_ms: int, now_ms: int) -> None:
+        """The `throttle-time` average Kafka keeps whenever it throttles a client."""
+        sensors.throttle_time.record(DEFAULT_METRIC_CONFIG, throttle_time_ms, now_ms)
+
+    def expire(self, now_ms: int) -> int:
+        """Drop sensors idle for over an hour, as Kafka's ExpireSensorTask does; returns count.
+
+        A client coming back afterwards starts with an empty history (and a full bucket).
+        """
+        expired = [
+            tags
+            for tags, sensors in self._sensors.items()
+            if now_ms - sensors.last_record_ms > SENSOR_EXPIRATION_MS
+        ]
+        if expired:
+            for tags in expired:
+                del self._sensors[tags]
+            self._by_client = {
+                client: sensors
+                for client, sensors in self._by_client.items()
+                if sensors.tags not in expired
+            }
+        return len(expired)
+
+    def sensors(self) -> Iterator[ClientSensors]:
+        return iter(list(self._sensors.values()))
+
+
+class ClientQuotaManager(QuotaManager):
+    """Produce and Fetch byte rates, and (with max_throttle_ms) request_percentage."""
+
+    def __init__(
+        self,
+        quota_type: QuotaType,
+        config: MetricConfig,
+        limits: Mapping[QuotaEntity, float],
+        max_throttle_ms: int | None = None,
+    ) -> None:
+        super().__init__(quota_type, config, limits)
+        #: Kafka bounds request-time throttles by one quota window, byte rates not at all
+        self.max_throttle_ms = max_throttle_ms
+
+    def record_and_get_throttle_time_ms(
+        self, sensors: ClientSensors, value: float, now_ms: int
+    ) -> int:
+        """Record, then check (the value that violates stays recorded, as in Kafka)."""
+        config = self.config
+        sensors.last_record_ms = now_ms
+        sensors.rate.record(config, value, now_ms)
+        observed, window_ms = sensors.rate.measure_with_window(config, now_ms)
+        bound = sensors.limit
+        if observed <= bound:
+            return 0
+        throttle_ms = java_round((observed - bound) / bound * window_ms)
+        if self.max_throttle_ms is not None and throttle_ms > self.max_throttle_ms:
+            throttle_ms = self.max_throttle_ms
+        return saturate_int(throttle_ms)
+
+    def record_no_throttle(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
+        sensors.last_record_ms = now_ms
+        sensors.rate.record(self.config, value, now_ms)
+
+    def unrecord(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
+        """Take back a throttled fetch's bytes: its client receives an empty response."""
+        sensors.rate.record(self.config, -value, now_ms)
+
+    def max_value_in_quota_window(self, sensors: ClientSensors) -> float:
+        """The most a fetch may return: Kafka caps fetch.max.bytes with this."""
+        return sensors.limit * (self.config.samples - 1) * (self.config.window_ms / 1000)
+
+
+class TokenBucketQuotaManager(QuotaManager):
+    """controller_mutation_rate (KIP-599) and producer_ids_rate (KIP-936): a token bucket
+    with `tokens` as the quota metric, plus a plain rate that is reported but never checked.
+    """
+
+    def __init__(
+        self,
+        quota_type: QuotaType,
+        config: MetricConfig,
+        limits: Mapping[QuotaEntity, float],
+        unit_ms: float,
+    ) -> None:
+        super().__init__(quota_type, config, limits)
+        #: the quota is per this many ms: a second for mutations, a window for producer ids
+        self.unit_ms = unit_ms
+
+    def _new_sensors(self, tags: MetricTags, now_ms: int) -> ClientSensors:
+        sensors = super()._new_sensors(tags, now_ms)
+        sensors.bucket = TokenBucket(self.burst(sensors), now_ms)
+        return sensors
+
+    def burst(self, sensors: ClientSensors) -> float:
+        return burst(self.config, sensors.limit, self.unit_ms)
+
+    def tokens(self, sensors: ClientSensors, now_ms: int) -> float:
+        assert sensors.bucket is not None
+        return sensors.bucket.refill(sensors.limit, self.burst(sensors), self.unit_ms, now_ms)
+
+    def _throttle_ms(self, sensors: ClientSensors, tokens: float) -> int:
+        return saturate_int(java_round(-tokens / sensors.limit * self.unit_ms))
+
+    def _record(self, sensors: ClientSensors, value: float, now_ms: int) -> float:
+        assert sensors.bucket is not None
+        sensors.last_record_ms = now_ms
+        sensors.rate.record(DEFAULT_METRIC_CONFIG, value, now_ms)
+        sensors.bucket.record(sensors.limit, self.burst(sensors), self.unit_ms, value, now_ms)
+        return sensors.bucket.tokens
+
+    def record_strict(self, sensors: ClientSensors, value: float, now_ms: int) -> int:
+        """Check, then record: refused (throttle > 0, nothing recorded) only while the
+        bucket is already negative, so one request may take it from full to far below zero.
+        """
+        tokens = self.tokens(sensors, now_ms)
+        if tokens < 0:
+            return self._throttle_ms(sensors, tokens)
+        self._record(sensors, value, now_ms)
+        return 0
+
+    def record_permissive(self, sensors: ClientSensors, value: float, now_ms: int) -> int:
+        """Record, then check: never refuses, throttles while the bucket is negative."""
+        tokens = self._record(sensors, value, now_ms)
+        return self._throttle_ms(sensors, tokens) if tokens < 0 else 0

@@ -1,0 +1,33 @@
+"""Broker-level quota settings, under the names Kafka brokers use for them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from quotas.entities import QuotaEntity, QuotaType
+from quotas.stats import MetricConfig
+
+#: Kafka's defaults: 11 one-second samples, and one-hour samples for producer ids (KIP-936)
+_DEFAULT_WINDOWS = MetricConfig(samples=11, window_ms=1000)
+_DEFAULT_PRODUCER_ID_WINDOWS = MetricConfig(samples=11, window_ms=3_600_000)
+
+
+@dataclass(frozen=True)
+class QuotaSettings:
+    #: quota.window.num x quota.window.size.seconds: Produce, Fetch, Request
+    client: MetricConfig = _DEFAULT_WINDOWS
+    #: controller.quota.window.num x controller.quota.window.size.seconds
+    controller: MetricConfig = _DEFAULT_WINDOWS
+    #: producer.id.quota.window.num x producer.id.quota.window.size.seconds (KIP-936)
+    producer_ids: MetricConfig = _DEFAULT_PRODUCER_ID_WINDOWS
+
+
+#: quota type -> entity -> limit, as the config file declares them
+QuotaLimits = Mapping[QuotaType, Mapping[QuotaEntity, float]]
+
+
+@dataclass(frozen=True)
+class QuotaConfig:
+    settings: QuotaSettings = QuotaSettings()
+    limits: QuotaLimits = field(default_factory=dict)

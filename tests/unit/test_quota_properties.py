@@ -1,0 +1,111 @@
+"""Invariants of the quota engine over generated sequences of (time step, value)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from quotas.entities import DEFAULT, EntityQuotas, QuotaEntity, QuotaType
+from quotas.managers import ClientQuotaManager, TokenBucketQuotaManager
+from quotas.stats import MetricConfig
+
+T0 = 1_700_000_000_000
+
+steps = st.lists(
+    st.tuples(st.integers(0, 5000), st.floats(-500, 5000, allow_nan=False)), max_size=60
+)
+windows = st.builds(MetricConfig, samples=st.integers(1, 12), window_ms=st.integers(100, 5000))
+
+
+@given(windows, st.floats(0.5, 1000), steps, st.booleans())
+def test_tokens_never_exceed_the_burst(
+    config: MetricConfig, quota: float, sequence: list[tuple[int, float]], strict: bool
+) -> None:
+    manager = TokenBucketQuotaManager(
+        QuotaType.CONTROLLER_MUTATION, config, {QuotaEntity(DEFAULT): quota}, unit_ms=1000.0
+    )
+    sensors = manager.sensors_for("u", "c", T0)
+    burst = manager.burst(sensors)
+    now = T0
+    for step, value in sequence:
+        now += step
+        record = manager.record_strict if strict else manager.record_permissive
+        throttle = record(sensors, value, now)
+        tokens = manager.tokens(sensors, now)
+        assert tokens <= burst
+        assert throttle >= 0
+        if not strict:
+            assert (throttle > 0) <= (tokens < 0)
+
+
+@given(windows, st.floats(1, 1e6), steps)
+def test_throttle_only_when_the_measured_rate_exceeds_the_quota(
+    config: MetricConfig, quota: float, sequence: list[tuple[int, float]]
+) -> None:
+    manager = ClientQuotaManager(QuotaType.PRODUCE, config, {QuotaEntity(DEFAULT): quota})
+    sensors = manager.sensors_for("u", "c", T0)
+    now = T0 + 1
+    for step, value in sequence:
+        now += step
+        throttle = manager.record_and_get_throttle_time_ms(sensors, abs(value), now)
+        measured = sensors.rate.measure(config, now)
+        if measured <= quota:
+            assert throttle == 0
+
+
+@given(
+    st.integers(1, 1000),
+    st.floats(0.01, 0.9),
+    st.integers(1, 1000),
+    st.integers(1, 200),
+)
+def test_a_client_steadily_below_its_quota_is_never_throttled(
+    quota_kb: int, fraction: float, interval_ms: int, requests: int
+) -> None:
+    """Kafka's defaults (11 x 1 s); sending at <= 90% of the quota never throttles."""
+    quota = quota_kb * 1000.0
+    manager = ClientQuotaManager(
+        QuotaType.PRODUCE, MetricConfig(11, 1000), {QuotaEntity(DEFAULT): quota}
+    )
+    sensors = manager.sensors_for("u", "c", T0)
+    size = quota * fraction * interval_ms / 1000
+    for index in range(requests):
+        now = T0 + index * interval_ms
+        assert manager.record_and_get_throttle_time_ms(sensors, size, now) == 0
+
+
+names = st.sampled_from(["alice", "bob", "carol"])
+client_ids = st.sampled_from(["app", "etl", "cli"])
+entities = st.one_of(
+    st.builds(QuotaEntity, st.one_of(names, st.just(DEFAULT)), st.none()),
+    st.builds(QuotaEntity, st.none(), st.one_of(client_ids, st.just(DEFAULT))),
+    st.builds(
+        QuotaEntity, st.one_of(names, st.just(DEFAULT)), st.one_of(client_ids, st.just(DEFAULT))
+    ),
+)
+
+
+def most_specific(limits: dict[QuotaEntity, float], user: str, client_id: str) -> float | None:
+    for entity in (
+        QuotaEntity(user, client_id),
+        QuotaEntity(user, DEFAULT),
+        QuotaEntity(user),
+        QuotaEntity(DEFAULT, client_id),
+        QuotaEntity(DEFAULT, DEFAULT),
+        QuotaEntity(DEFAULT),
+        QuotaEntity(client_id=client_id),
+        QuotaEntity(client_id=DEFAULT),
+    ):
+        if entity in limits:
+            return limits[entity]
+    return None
+
+
+@given(st.dictionaries(entities, st.floats(1, 1e9), max_size=12), names, client_ids)
+def test_precedence_picks_the_most_specific_entity(
+    limits: dict[QuotaEntity, float], user: str, client_id: str
+) -> None:
+    quotas = EntityQuotas(limits)
+    assert quotas.limit(quotas.metric_tags(user, client_id)) == most_specific(
+        limits, user, client_id
+    )
