@@ -5,17 +5,27 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from config.errors import ConfigError
-from config.settings import ProxySettings, parse_proxy_settings
+from config.quotas import parse_broker_settings, parse_entities
+from config.settings import (
+    MetricsSettings,
+    ProxySettings,
+    parse_metrics_settings,
+    parse_proxy_settings,
+)
+from quotas.settings import QuotaConfig
 
-_SECTIONS = ("proxy",)
+_SECTIONS = ("proxy", "metrics", "broker", "users", "clients")
 
 
 @dataclass(frozen=True)
 class ProxyConfig:
     path: Path | None
     proxy: ProxySettings
+    metrics: MetricsSettings
+    quotas: QuotaConfig
 
 
 def load_config(path: Path | str) -> ProxyConfig:
@@ -25,17 +35,26 @@ def load_config(path: Path | str) -> ProxyConfig:
         document = tomllib.loads(path.read_text())
     except OSError as exc:
         raise ConfigError(path, [f"cannot read: {exc.strerror or exc}"]) from exc
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(path, [f"not valid TOML: {exc}"]) from exc
     problems: list[str] = []
     for section in document:
         if section not in _SECTIONS:
             problems.append(f"unknown section [{section}] (known: {', '.join(_SECTIONS)})")
-    raw_proxy = document.get("proxy", {})
-    if not isinstance(raw_proxy, dict):
-        problems.append("[proxy] must be a table")
-        raw_proxy = {}
-    proxy = parse_proxy_settings(raw_proxy, problems)
+    proxy = parse_proxy_settings(_table(document, "proxy", problems), problems)
+    metrics = parse_metrics_settings(_table(document, "metrics", problems), problems)
+    settings = parse_broker_settings(_table(document, "broker", problems), problems)
+    limits = parse_entities(document.get("users"), document.get("clients"), problems)
     if problems:
         raise ConfigError(path, problems)
-    return ProxyConfig(path=path, proxy=proxy)
+    return ProxyConfig(
+        path=path, proxy=proxy, metrics=metrics, quotas=QuotaConfig(settings, limits)
+    )
+
+
+def _table(document: dict[str, Any], name: str, problems: list[str]) -> dict[str, Any]:
+    raw = document.get(name, {})
+    if not isinstance(raw, dict):
+        problems.append(f"[{name}] must be a table")
+        return {}
+    return raw

@@ -1,4 +1,5 @@
-"""The [proxy] section: where the proxy listens and which cluster it fronts."""
+"""The [proxy] and [metrics] sections: where the proxy listens, which cluster it fronts,
+and where Prometheus scrapes it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class ProxySettings:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     connect_timeout_s: float = 10.0
     uvloop: bool = True
+    #: how often the config file is checked for changes (SIGHUP reloads at once)
+    config_poll_interval_s: float = 1.0
 
     @property
     def advertised(self) -> str:
@@ -35,6 +38,21 @@ class ProxySettings:
         return addresses
 
 
+@dataclass(frozen=True)
+class MetricsSettings:
+    enabled: bool = True
+    #: loopback by default: quota metrics name principals and client-ids
+    listen_host: str = "127.0.0.1"
+    port: int = 9464
+
+
+_METRICS_TYPES: dict[str, tuple[type, ...]] = {
+    "enabled": (bool,),
+    "listen_host": (str,),
+    "port": (int,),
+}
+assert set(_METRICS_TYPES) == {f.name for f in fields(MetricsSettings)}
+
 _TYPES: dict[str, tuple[type, ...]] = {
     "upstream_bootstrap_servers": (list,),
     "listen_host": (str,),
@@ -44,29 +62,49 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "max_frame_bytes": (int,),
     "connect_timeout_s": (int, float),
     "uvloop": (bool,),
+    "config_poll_interval_s": (int, float),
 }
 assert set(_TYPES) == {f.name for f in fields(ProxySettings)}
+
+
+def _typed_values(
+    name: str, section: dict[str, Any], types: dict[str, tuple[type, ...]], problems: list[str]
+) -> dict[str, Any]:
+    """The keys of one table that exist and have the right type; a message for each other."""
+    values: dict[str, Any] = {}
+    for key, value in section.items():
+        expected = types.get(key)
+        where = f"[{name}] key '{key}'"
+        if expected is None:
+            problems.append(f"{where}: unknown key (known: {', '.join(sorted(types))})")
+        elif not _has_type(value, expected):
+            names = " or ".join(t.__name__ for t in expected)
+            problems.append(f"{where}: expected {names}, got {type(value).__name__} {value!r}")
+        else:
+            values[key] = value
+    return values
+
+
+def parse_metrics_settings(section: dict[str, Any], problems: list[str]) -> MetricsSettings:
+    values = _typed_values("metrics", section, _METRICS_TYPES, problems)
+    if "port" in values and not 0 <= values["port"] <= 65535:
+        problems.append(f"[metrics] key 'port': {values.pop('port')} is not a TCP port")
+    return MetricsSettings(**values)
+
+
+_POSITIVE = ("max_frame_bytes", "connect_timeout_s", "config_poll_interval_s")
 
 
 def parse_proxy_settings(section: dict[str, Any], problems: list[str]) -> ProxySettings:
     """Build settings from the [proxy] table, appending one message per bad key."""
     values: dict[str, Any] = {}
-    for key, raw in section.items():
-        value: Any = raw
-        expected = _TYPES.get(key)
+    for key, value in _typed_values("proxy", section, _TYPES, problems).items():
         where = f"[proxy] key '{key}'"
-        if expected is None:
-            problems.append(f"{where}: unknown key (known: {', '.join(sorted(_TYPES))})")
-            continue
-        if not _has_type(value, expected):
-            names = " or ".join(t.__name__ for t in expected)
-            problems.append(f"{where}: expected {names}, got {type(value).__name__} {value!r}")
-            continue
         if key.endswith("_port") or key == "broker_port_base":
             if not 0 <= value <= 65535:
                 problems.append(f"{where}: {value} is not a TCP port")
                 continue
-        elif key in ("max_frame_bytes", "connect_timeout_s") and value <= 0:
+        elif key in _POSITIVE and value <= 0:
             problems.append(f"{where}: must be > 0, got {value}")
             continue
         if key == "upstream_bootstrap_servers":

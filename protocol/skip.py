@@ -15,11 +15,10 @@ from struct import Struct
 from struct import error as struct_error
 from typing import Any
 
-from kafka.protocol.schemas import BaseField
-
 from protocol.apis import response_class
 from protocol.errors import ProtocolError
 from protocol.primitives import read_uvarint, skip_tagged_fields
+from protocol.schemas import in_versions
 
 _INT16 = Struct(">h")
 _INT32 = Struct(">i")
@@ -37,11 +36,6 @@ _FIXED = {
 _BYTES_LIKE = ("string", "bytes", "records")
 
 Skipper = Callable[[bytes, int], int]
-
-
-def _in_versions(spec: str | None, version: int) -> bool:
-    versions = BaseField.parse_versions(spec)
-    return versions is not None and versions[0] <= version <= versions[1]
 
 
 def _skip_fixed(size: int) -> Skipper:
@@ -77,19 +71,19 @@ def _array_length(flexible: bool, data: bytes, pos: int) -> tuple[int, int]:
     return _INT32.unpack_from(data, pos)[0], pos + 4
 
 
-def _compile(
+def compile_walker(
     fields: list[dict[str, Any]], version: int, flexible: bool, trailing_tags: bool = True
 ) -> Skipper:
     """A walker over `fields`; with trailing_tags=False it stops before the tagged section."""
     steps: list[Skipper] = []
     for field in fields:
-        if "tag" in field or not _in_versions(field.get("versions"), version):
+        if "tag" in field or not in_versions(field.get("versions"), version):
             continue
         kind: str = field["type"]
         if kind.startswith("[]"):
             inner = kind[2:]
             if "fields" in field:
-                element = _compile(field["fields"], version, flexible)
+                element = compile_walker(field["fields"], version, flexible)
             elif inner in _FIXED:
                 element = _skip_fixed(_FIXED[inner])
             elif inner == "string":
@@ -98,7 +92,7 @@ def _compile(
                 element = _skip_bytes(flexible)
             steps.append(_array(element, flexible))
         elif "fields" in field:
-            steps.append(_compile(field["fields"], version, flexible))
+            steps.append(compile_walker(field["fields"], version, flexible))
         elif kind in _FIXED:
             steps.append(_skip_fixed(_FIXED[kind]))
         elif kind == "string":
@@ -132,7 +126,7 @@ def _array(element: Skipper, flexible: bool) -> Skipper:
 @cache
 def _tagged_section_finder(api_key: int, version: int) -> Skipper:
     cls = response_class(api_key)
-    return _compile(cls.json["fields"], version, flexible=True, trailing_tags=False)
+    return compile_walker(cls.json["fields"], version, flexible=True, trailing_tags=False)
 
 
 def has_top_level_tags(frame: bytes, body_offset: int, api_key: int, version: int) -> bool:

@@ -96,28 +96,30 @@ class EntityQuotas:
             return user, ""
         return "", client_id
 
-    def limit(self, tags: MetricTags) -> float | None:
-        """The quota for a sensor's tags, or None when no entity applies (unlimited)."""
+    def entity_for(self, tags: MetricTags) -> QuotaEntity | None:
+        """The configured entity that governs a sensor's tags, or None (unlimited)."""
         user, client_id = tags
-        get = self.limits.get
         if user and client_id:
-            for entity in (
+            candidates: tuple[QuotaEntity, ...] = (
                 QuotaEntity(user, client_id),
                 QuotaEntity(user, DEFAULT),
                 QuotaEntity(DEFAULT, client_id),
                 QuotaEntity(DEFAULT, DEFAULT),
-            ):
-                found = get(entity)
-                if found is not None:
-                    return found
+            )
+        elif user:
+            candidates = (QuotaEntity(user), QuotaEntity(DEFAULT))
+        elif client_id:
+            candidates = (QuotaEntity(client_id=client_id), QuotaEntity(client_id=DEFAULT))
+        else:
             return None
-        if user:
-            found = get(QuotaEntity(user))
-            return found if found is not None else get(QuotaEntity(DEFAULT))
-        if client_id:
-            found = get(QuotaEntity(client_id=client_id))
-            return found if found is not None else get(QuotaEntity(client_id=DEFAULT))
+        for entity in candidates:
+            if entity in self.limits:
+                return entity
         return None
+
+    def limit(self, tags: MetricTags) -> float | None:
+        entity = self.entity_for(tags)
+        return None if entity is None else self.limits[entity]
 
 
 _SAFE: Final = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-*_")

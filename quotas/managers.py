@@ -35,6 +35,16 @@ class ClientSensors:
         self.last_record_ms = now_ms
 
 
+#: Kafka's metric name for each quota type's rate stat (group = QuotaType.group)
+RATE_METRIC = {
+    QuotaType.PRODUCE: "byte-rate",
+    QuotaType.FETCH: "byte-rate",
+    QuotaType.REQUEST: "request-time",
+    QuotaType.CONTROLLER_MUTATION: "mutation-rate",
+    QuotaType.PRODUCER_IDS: "rate",
+}
+
+
 class QuotaManager:
     """Sensor bookkeeping shared by every quota type: lookup, sharing, limit updates, expiry."""
 
@@ -112,6 +122,17 @@ class QuotaManager:
 
     def sensors(self) -> Iterator[ClientSensors]:
         return iter(list(self._sensors.values()))
+
+    def metric_values(self, sensors: ClientSensors, now_ms: int) -> list[tuple[str, float]]:
+        """Kafka's metrics for one sensor, by Kafka's metric names, as a JMX read sees them."""
+        return [
+            (RATE_METRIC[self.quota_type], sensors.rate.measure(self._rate_config, now_ms)),
+            ("throttle-time", sensors.throttle_time.measure(DEFAULT_METRIC_CONFIG, now_ms)),
+        ]
+
+    @property
+    def _rate_config(self) -> MetricConfig:
+        return self.config
 
 
 class ClientQuotaManager(QuotaManager):
@@ -191,9 +212,17 @@ class TokenBucketQuotaManager(QuotaManager):
     def _record(self, sensors: ClientSensors, value: float, now_ms: int) -> float:
         assert sensors.bucket is not None
         sensors.last_record_ms = now_ms
-        sensors.rate.record(DEFAULT_METRIC_CONFIG, value, now_ms)
+        sensors.rate.record(self._rate_config, value, now_ms)
         sensors.bucket.record(sensors.limit, self.burst(sensors), self.unit_ms, value, now_ms)
         return sensors.bucket.tokens
+
+    @property
+    def _rate_config(self) -> MetricConfig:
+        """The reported rate is not the quota metric here: Kafka's Metrics defaults."""
+        return DEFAULT_METRIC_CONFIG
+
+    def metric_values(self, sensors: ClientSensors, now_ms: int) -> list[tuple[str, float]]:
+        return [*super().metric_values(sensors, now_ms), ("tokens", self.tokens(sensors, now_ms))]
 
     def record_strict(self, sensors: ClientSensors, value: float, now_ms: int) -> int:
         """Check, then record: refused (throttle > 0, nothing recorded) only while the

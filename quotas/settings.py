@@ -14,6 +14,15 @@ _DEFAULT_PRODUCER_ID_WINDOWS = MetricConfig(samples=11, window_ms=3_600_000)
 
 
 @dataclass(frozen=True)
+class ProducerIdCacheSettings:
+    """KIP-936's producer.id.quota.cache.* settings for the layered Bloom filter."""
+
+    cleanup_interval_ms: int = 10
+    layer_count: int = 4
+    false_positive_rate: float = 0.001
+
+
+@dataclass(frozen=True)
 class QuotaSettings:
     #: quota.window.num x quota.window.size.seconds: Produce, Fetch, Request
     client: MetricConfig = _DEFAULT_WINDOWS
@@ -21,6 +30,7 @@ class QuotaSettings:
     controller: MetricConfig = _DEFAULT_WINDOWS
     #: producer.id.quota.window.num x producer.id.quota.window.size.seconds (KIP-936)
     producer_ids: MetricConfig = _DEFAULT_PRODUCER_ID_WINDOWS
+    producer_id_cache: ProducerIdCacheSettings = ProducerIdCacheSettings()
 
 
 #: quota type -> entity -> limit, as the config file declares them

@@ -8,6 +8,8 @@ import pytest
 
 from config.errors import ConfigError
 from config.loader import load_config
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.stats import MetricConfig
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -67,3 +69,91 @@ def test_unreadable_and_invalid_toml(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.toml")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(write(tmp_path, "[proxy\n"))
+
+
+QUOTAS = """
+[broker]
+quota.window.num = 5
+"quota.window.size.seconds" = 2
+controller.quota.window.size.seconds = 3
+producer.id.quota.window.size.seconds = 60
+
+[users.alice]
+producer_byte_rate = 1048576
+producer_ids_rate = 100
+
+[users.alice.clients.reporting]
+consumer_byte_rate = 2097152
+request_percentage = 12.5
+
+[users."<default>"]
+request_percentage = 50
+
+[users."<default>".clients."<default>"]
+controller_mutation_rate = 10
+
+[clients."<default>"]
+producer_byte_rate = 10485760
+"""
+
+
+def test_quota_entities_and_broker_settings(tmp_path: Path) -> None:
+    quotas = load_config(write(tmp_path, QUOTAS)).quotas
+    assert quotas.settings.client == MetricConfig(samples=5, window_ms=2000)
+    assert quotas.settings.controller == MetricConfig(samples=11, window_ms=3000)
+    assert quotas.settings.producer_ids == MetricConfig(samples=11, window_ms=60_000)
+    assert quotas.limits[QuotaType.PRODUCE] == {
+        QuotaEntity("alice"): 1048576,
+        QuotaEntity(client_id=DEFAULT): 10485760,
+    }
+    assert quotas.limits[QuotaType.FETCH] == {QuotaEntity("alice", "reporting"): 2097152}
+    assert quotas.limits[QuotaType.REQUEST] == {
+        QuotaEntity("alice", "reporting"): 12.5,
+        QuotaEntity(DEFAULT): 50,
+    }
+    assert quotas.limits[QuotaType.CONTROLLER_MUTATION] == {QuotaEntity(DEFAULT, DEFAULT): 10}
+    assert quotas.limits[QuotaType.PRODUCER_IDS] == {QuotaEntity("alice"): 100}
+
+
+def test_every_quota_problem_names_file_entity_and_key(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[broker]
+quota.window.num = 0
+quota.window.sizes = 1
+"producer.id.quota.cache.false.positive.rate" = 2
+
+[users.alice]
+producer_byte_rate = 1.5
+request_percentage = -3
+consumer_bytes_rate = 10
+
+[users.alice.clients.app]
+producer_ids_rate = 10
+controller_mutation_rate = "fast"
+
+[clients."<default>"]
+producer_ids_rate = 10
+consumer_byte_rate = true
+""",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    lines = str(caught.value).splitlines()
+    assert all(line.startswith(f"{path}: ") for line in lines)
+    expected = [
+        "[broker] key 'quota.window.num': must be >= 1, got 0",
+        "[broker] key 'quota.window.sizes': unknown key",
+        "[broker] key 'producer.id.quota.cache.false.positive.rate': expected a number between",
+        "users/alice: key 'producer_byte_rate': expected an integer (bytes/second), got 1.5",
+        "users/alice: key 'request_percentage': must be > 0, got -3",
+        "users/alice: key 'consumer_bytes_rate': unknown quota",
+        "users/alice/clients/app: key 'producer_ids_rate': producer_ids_rate applies to users",
+        "users/alice/clients/app: key 'controller_mutation_rate': expected a number, got 'fast'",
+        "clients/<default>: key 'producer_ids_rate': producer_ids_rate applies to users",
+        "clients/<default>: key 'consumer_byte_rate': expected an integer (bytes/second), got True",
+    ]
+    for fragment in expected:
+        assert any(fragment in line for line in lines), fragment
+    assert len(lines) == len(expected)

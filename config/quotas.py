@@ -1,0 +1,152 @@
+"""The quota parts of the config file: Kafka's broker-level quota settings and the entities.
+
+Entities use Kafka's entity model as tables, so `kafka-configs --entity-type users
+--entity-name alice --entity-type clients --entity-name app` becomes
+`[users.alice.clients.app]`, and `--entity-default` becomes `"<default>"`. Every problem is
+reported with the entity and the key, in Kafka's path form (users/alice/clients/app).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from quotas.entities import DEFAULT, QUOTA_KEYS, QuotaEntity, QuotaType
+from quotas.settings import ProducerIdCacheSettings, QuotaSettings
+from quotas.stats import MetricConfig
+
+#: Kafka declares the byte rates LONG and the others DOUBLE
+_INTEGER_QUOTAS = frozenset({QuotaType.PRODUCE, QuotaType.FETCH})
+
+_WINDOW_KEYS = {
+    "quota.window.num": ("client", "samples"),
+    "quota.window.size.seconds": ("client", "window"),
+    "controller.quota.window.num": ("controller", "samples"),
+    "controller.quota.window.size.seconds": ("controller", "window"),
+    "producer.id.quota.window.num": ("producer_ids", "samples"),
+    "producer.id.quota.window.size.seconds": ("producer_ids", "window"),
+}
+_CACHE_KEYS = {
+    "producer.id.quota.cache.cleanup.scheduler.interval.ms": "cleanup_interval_ms",
+    "producer.id.quota.cache.layer.count": "layer_count",
+    "producer.id.quota.cache.false.positive.rate": "false_positive_rate",
+}
+BROKER_KEYS = (*_WINDOW_KEYS, *_CACHE_KEYS)
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`quota.window.num = 11` written unquoted is a nested table in TOML; read it back."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def parse_broker_settings(section: Mapping[str, Any], problems: list[str]) -> QuotaSettings:
+    windows = {
+        "client": [11, 1],
+        "controller": [11, 1],
+        "producer_ids": [11, 3600],
+    }
+    cache: dict[str, Any] = {}
+    for key, value in _flatten(section).items():
+        where = f"[broker] key '{key}'"
+        if key in _WINDOW_KEYS:
+            if not isinstance(value, int) or isinstance(value, bool):
+                problems.append(f"{where}: expected an integer, got {value!r}")
+            elif value < 1:
+                problems.append(f"{where}: must be >= 1, got {value}")
+            else:
+                group, part = _WINDOW_KEYS[key]
+                windows[group][0 if part == "samples" else 1] = value
+        elif key in _CACHE_KEYS:
+            field = _CACHE_KEYS[key]
+            if field == "false_positive_rate":
+                if not _is_number(value) or not 0 < value < 1:
+                    problems.append(f"{where}: expected a number between 0 and 1, got {value!r}")
+                    continue
+            elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                problems.append(f"{where}: expected an integer >= 1, got {value!r}")
+                continue
+            cache[field] = value
+        else:
+            problems.append(f"{where}: unknown key (known: {', '.join(BROKER_KEYS)})")
+    configs = {
+        group: MetricConfig(samples=samples, window_ms=seconds * 1000)
+        for group, (samples, seconds) in windows.items()
+    }
+    return QuotaSettings(
+        client=configs["client"],
+        controller=configs["controller"],
+        producer_ids=configs["producer_ids"],
+        producer_id_cache=ProducerIdCacheSettings(**cache),
+    )
+
+
+def parse_entities(
+    users: Any, clients: Any, problems: list[str]
+) -> dict[QuotaType, dict[QuotaEntity, float]]:
+    """[users.<u>] with optional [users.<u>.clients.<c>], and [clients.<c>]."""
+    limits: dict[QuotaType, dict[QuotaEntity, float]] = {}
+    for user, table in _entity_tables(users, "users", problems):
+        nested = table.pop("clients", None) if isinstance(table, dict) else None
+        _parse_entity(QuotaEntity(user=user), table, limits, problems)
+        for client_id, client_table in _entity_tables(nested, f"users/{user}/clients", problems):
+            _parse_entity(QuotaEntity(user, client_id), client_table, limits, problems)
+    for client_id, table in _entity_tables(clients, "clients", problems):
+        _parse_entity(QuotaEntity(client_id=client_id), table, limits, problems)
+    return limits
+
+
+def _entity_tables(raw: Any, where: str, problems: list[str]) -> list[tuple[str, Any]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: expected a table of entities, got {raw!r}")
+        return []
+    return list(raw.items())
+
+
+def _parse_entity(
+    entity: QuotaEntity,
+    table: Any,
+    limits: dict[QuotaType, dict[QuotaEntity, float]],
+    problems: list[str],
+) -> None:
+    if not isinstance(table, dict):
+        problems.append(f"{entity}: expected a table of quotas, got {table!r}")
+        return
+    for key, value in table.items():
+        where = f"{entity}: key '{key}'"
+        quota_type = QUOTA_KEYS.get(key)
+        if quota_type is None:
+            known = ", ".join(QUOTA_KEYS)
+            extra = " or a 'clients' table" if entity.client_id is None and entity.user else ""
+            problems.append(f"{where}: unknown quota (known: {known}{extra})")
+            continue
+        if quota_type in _INTEGER_QUOTAS:
+            if not isinstance(value, int) or isinstance(value, bool):
+                problems.append(f"{where}: expected an integer (bytes/second), got {value!r}")
+                continue
+        elif not _is_number(value):
+            problems.append(f"{where}: expected a number, got {value!r}")
+            continue
+        if not value > 0 or not math.isfinite(value):
+            problems.append(f"{where}: must be > 0, got {value}")
+            continue
+        if quota_type is QuotaType.PRODUCER_IDS and (entity.client_id is not None):
+            problems.append(
+                f"{where}: producer_ids_rate applies to users/<user> and users/{DEFAULT} only"
+                " (KIP-936), not to client-id entities"
+            )
+            continue
+        limits.setdefault(quota_type, {})[entity] = float(value)

@@ -1,0 +1,64 @@
+"""What `kafka-quota-proxy check-config` prints: every entity's effective quotas.
+
+Effective means after Kafka's precedence: users/alice/clients/app may take its byte rate
+from users/alice and its request quota from users/<default>, and an operator reviewing a
+change wants to see exactly that.
+"""
+
+from __future__ import annotations
+
+from quotas.entities import DEFAULT, EntityQuotas, QuotaEntity, QuotaType
+from quotas.settings import QuotaConfig
+from quotas.stats import MetricConfig
+
+#: stands for "a user / client-id that no entity names" when resolving default entities
+_UNNAMED = "\x00unnamed"
+
+
+def _windows(prefix: str, config: MetricConfig) -> str:
+    seconds = config.window_ms // 1000
+    return f"{prefix}window.num={config.samples} {prefix}window.size.seconds={seconds}"
+
+
+def effective_quotas(config: QuotaConfig) -> list[str]:
+    settings = config.settings
+    cache = settings.producer_id_cache
+    lines = [
+        _windows("quota.", settings.client),
+        _windows("controller.quota.", settings.controller),
+        _windows("producer.id.quota.", settings.producer_ids),
+        f"producer.id.quota.cache.layer.count={cache.layer_count}"
+        f" producer.id.quota.cache.false.positive.rate={cache.false_positive_rate}"
+        f" producer.id.quota.cache.cleanup.scheduler.interval.ms={cache.cleanup_interval_ms}",
+    ]
+    resolvers = {
+        quota_type: EntityQuotas(config.limits.get(quota_type, {})) for quota_type in QuotaType
+    }
+    entities = {entity for per_type in config.limits.values() for entity in per_type}
+    if not entities:
+        lines.append("no quota entities: every client is unlimited")
+    width = max(len(quota_type.key) for quota_type in QuotaType)
+    for entity in sorted(entities, key=_precedence):
+        lines.append(str(entity))
+        user = entity.user if entity.user not in (None, DEFAULT) else _UNNAMED
+        client_id = entity.client_id if entity.client_id not in (None, DEFAULT) else _UNNAMED
+        for quota_type, quotas in resolvers.items():
+            source = quotas.entity_for(quotas.metric_tags(user, client_id))
+            if source is None:
+                lines.append(f"  {quota_type.key:<{width}}  unlimited")
+            else:
+                value = quotas.limits[source]
+                shown = int(value) if value.is_integer() else value
+                lines.append(f"  {quota_type.key:<{width}}  {shown:<12} from {source}")
+    return lines
+
+
+def _precedence(entity: QuotaEntity) -> tuple[int, str, str]:
+    """Kafka's precedence levels 1..8, then names."""
+
+    def kind(name: str | None) -> int:
+        return 2 if name is None else 1 if name == DEFAULT else 0
+
+    user, client_id = kind(entity.user), kind(entity.client_id)
+    level = 6 + client_id if user == 2 else user * 3 + client_id
+    return level, entity.user or "", entity.client_id or ""

@@ -1,0 +1,32 @@
+"""Apache Kafka's JSON message specs, as shipped inside kafka-python, indexed by api_key.
+
+Used where the proxy needs a fact about *every* API rather than the few it decodes: where
+throttle_time_ms sits in each response version.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from functools import cache
+from typing import Any
+
+from kafka.protocol.schemas import BaseField
+from kafka.protocol.schemas.load_json import load_json
+
+_RESOURCES = "kafka.protocol.schemas.resources"
+
+
+@cache
+def response_schemas() -> dict[int, dict[str, Any]]:
+    schemas: dict[int, dict[str, Any]] = {}
+    for entry in importlib.resources.files(_RESOURCES).iterdir():
+        if entry.name.endswith("Response.json"):
+            schema = load_json(entry.name.removesuffix(".json"))
+            schemas[int(schema["apiKey"])] = schema
+    return schemas
+
+
+def in_versions(spec: str | None, version: int) -> bool:
+    """Whether `version` is within a spec's "versions" string ("3+", "0-4", "none")."""
+    versions = BaseField.parse_versions(spec)
+    return versions is not None and versions[0] <= version <= versions[1]

@@ -1,0 +1,80 @@
+"""Writing throttle_time_ms into any response, at the place its schema version puts it.
+
+The field is first in most responses, after the partition responses in Produce and after
+ErrorCode and ApiKeys in ApiVersions; older versions of some APIs have none, and then only
+muting can slow the client. The offset is found by walking the preceding fields as the
+message spec defines them, and the int32 is patched in place: nothing else in the response
+is decoded or re-encoded.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from struct import Struct
+from struct import error as struct_error
+
+from protocol.apis import API_VERSIONS
+from protocol.errors import ProtocolError
+from protocol.primitives import skip_tagged_fields
+from protocol.schemas import in_versions, response_schemas
+from protocol.skip import Skipper, compile_walker
+
+_INT32 = Struct(">i")
+_RESPONSE_HEADER = 8  # size prefix + correlation id
+
+
+@cache
+def _locator(api_key: int, version: int) -> tuple[bool, Skipper] | None:
+    """(response header is flexible, walker to the field), or None if there is no field."""
+    schema = response_schemas().get(api_key)
+    if schema is None:
+        return None
+    fields = schema["fields"]
+    for index, field in enumerate(fields):
+        if field["name"] == "ThrottleTimeMs":
+            if "tag" in field or not in_versions(field.get("versions"), version):
+                return None
+            flexible = in_versions(schema.get("flexibleVersions"), version)
+            walker = compile_walker(fields[:index], version, flexible, trailing_tags=False)
+            return flexible and api_key != API_VERSIONS, walker
+    return None
+
+
+def has_throttle_time(api_key: int, version: int) -> bool:
+    return _locator(api_key, version) is not None
+
+
+def _offset(frame: bytes, api_key: int, version: int) -> int | None:
+    located = _locator(api_key, version)
+    if located is None:
+        return None
+    header_flexible, walker = located
+    body = skip_tagged_fields(frame, _RESPONSE_HEADER) if header_flexible else _RESPONSE_HEADER
+    try:
+        offset = walker(frame, body)
+    except (IndexError, struct_error) as exc:
+        raise ProtocolError(f"truncated response api_key={api_key} v{version}") from exc
+    if offset + 4 > len(frame):
+        raise ProtocolError(f"truncated response api_key={api_key} v{version}")
+    return offset
+
+
+def throttle_time_ms(frame: bytes, api_key: int, version: int) -> int | None:
+    """The broker's own throttle_time_ms in a response, or None if the version has none."""
+    offset = _offset(frame, api_key, version)
+    if offset is None:
+        return None
+    value: int = _INT32.unpack_from(frame, offset)[0]
+    return value
+
+
+def with_throttle_time(frame: bytes, api_key: int, version: int, throttle_ms: int) -> bytes:
+    """The response carrying max(broker's throttle, throttle_ms); unchanged if it has no field."""
+    offset = _offset(frame, api_key, version)
+    if offset is None:
+        return frame
+    if _INT32.unpack_from(frame, offset)[0] >= throttle_ms:
+        return frame
+    patched = bytearray(frame)
+    _INT32.pack_into(patched, offset, throttle_ms)
+    return bytes(patched)
