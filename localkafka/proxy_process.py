@@ -39,6 +39,8 @@ class RunningProxy:
     broker_port_base: int
     config_path: Path
     log_path: Path
+    #: http://host:port/metrics
+    metrics_url: str
 
     def broker_address(self, node_id: int) -> str:
         return f"{LOOPBACK}:{self.broker_port_base + node_id}"
@@ -66,6 +68,7 @@ def start_proxy(
     config.write_text(
         f"[proxy]\nupstream_bootstrap_servers = [{servers}]\n"
         f"bootstrap_port = {free_port()}\nbroker_port_base = {base}\n{extra}"
+        "\n[metrics]\nport = 0\n"
     )
     log_path = tmp / f"{name}.log"
     log = log_path.open("w")
@@ -77,8 +80,20 @@ def start_proxy(
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("kafka-quota-proxy bootstrap: "):
+    printed = {}
+    for line in iter(process.stdout.readline, ""):
+        label, _, value = line.partition(": ")
+        printed[label] = value.strip()
+        if label == "kafka-quota-proxy bootstrap":
+            break
+    else:
         process.kill()
-        raise RuntimeError(f"proxy did not start: {line!r}\n{log_path.read_text()}")
-    return RunningProxy(process, line.split(": ", 1)[1].strip(), base, config, log_path)
+        raise RuntimeError(f"proxy did not start: {printed}\n{log_path.read_text()}")
+    return RunningProxy(
+        process,
+        printed["kafka-quota-proxy bootstrap"],
+        base,
+        config,
+        log_path,
+        printed["kafka-quota-proxy metrics"],
+    )

@@ -27,6 +27,16 @@ METADATA: Final = 3
 FIND_COORDINATOR: Final = 10
 API_VERSIONS: Final = 18
 DESCRIBE_CLUSTER: Final = 60
+SASL_HANDSHAKE: Final = 17
+SASL_AUTHENTICATE: Final = 36
+
+#: Requests Kafka never charges to a client's request quota: SASL (handled by the network
+#: layer) and the cluster actions of ApiKeys (clusterAction = true), which brokers and
+#: controllers send among themselves. See docs/kafka-quota-semantics.md §3.4.
+REQUEST_QUOTA_EXEMPT: Final = frozenset(
+    {SASL_HANDSHAKE, SASL_AUTHENTICATE, 4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 57, 58, 62, 63, 67}
+    | set(range(83, 88))
+)
 
 #: api_key -> (request class, response class) for every API whose bodies the proxy reads.
 DECODED: Final[dict[int, tuple[Any, Any]]] = {

@@ -1,4 +1,4 @@
-"""`kafka-quota-proxy`: run the proxy from a config file."""
+"""`kafka-quota-proxy`: run the proxy from a config file, or check a config file."""
 
 from __future__ import annotations
 
@@ -11,9 +11,17 @@ from pathlib import Path
 
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
+from config.report import effective_quotas
+from proxy.enforcement import Enforcer, now_ms
+from proxy.metrics import QuotaCollector, ReloadStats, build_registry, serve_metrics
+from proxy.reload import ConfigReloader
 from proxy.server import ProxyServer
+from quotas.engine import QuotaEngine
 
 log = logging.getLogger("kafka-quota-proxy")
+
+#: Kafka's ExpireSensorTask period
+_SENSOR_EXPIRY_INTERVAL_S = 30.0
 
 
 def install_event_loop(use_uvloop: bool) -> str:
@@ -27,17 +35,60 @@ def install_event_loop(use_uvloop: bool) -> str:
     return "asyncio"
 
 
+async def _expire_sensors(enforcer: Enforcer, stats: ReloadStats) -> None:
+    while True:
+        await asyncio.sleep(_SENSOR_EXPIRY_INTERVAL_S)
+        stats.expired_sensors += enforcer.engine.expire(now_ms())
+
+
 async def serve(config: ProxyConfig) -> None:
-    server = ProxyServer(config.proxy)
+    enforcer = Enforcer(QuotaEngine(config.quotas))
+    stats = ReloadStats()
+
+    def apply(new: ProxyConfig) -> None:
+        if not enforcer.engine.update(new.quotas):
+            log.warning("quota window settings changed: every quota sensor starts afresh")
+            enforcer.engine = QuotaEngine(new.quotas)
+
+    server = ProxyServer(config.proxy, enforcer)
     await server.start()
+    background: list[asyncio.Task[None]] = []
+    metrics_server = None
+    if config.metrics.enabled:
+        registry = build_registry(QuotaCollector(lambda: enforcer.engine, now_ms, stats))
+        metrics_server = await serve_metrics(
+            registry, config.metrics.listen_host, config.metrics.port
+        )
+        host, port = metrics_server.sockets[0].getsockname()[:2]
+        print(f"kafka-quota-proxy metrics: http://{host}:{port}/metrics", flush=True)
+    reloader = ConfigReloader(config, apply, stats)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, reloader.reload, "SIGHUP")
+    background.append(loop.create_task(reloader.watch(config.proxy.config_poll_interval_s)))
+    background.append(loop.create_task(_expire_sensors(enforcer, stats)))
     print(f"kafka-quota-proxy bootstrap: {server.bootstrap_address}", flush=True)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
+    for task in background:
+        task.cancel()
+    if metrics_server is not None:
+        metrics_server.close()
     await server.stop()
+
+
+def check_config(path: Path) -> int:
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
+        return 2
+    print(f"{path}: valid")
+    for line in effective_quotas(config.quotas):
+        print(line)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="serve clients in front of the configured cluster")
     run.add_argument("--config", "-c", type=Path, required=True, help="TOML config file")
     run.add_argument("--log-level", default="INFO")
+    check = sub.add_parser(
+        "check-config", help="validate a config file and print each entity's effective quotas"
+    )
+    check.add_argument("file", type=Path)
     args = parser.parse_args(argv)
+    if args.command == "check-config":
+        return check_config(args.file)
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

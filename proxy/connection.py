@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from protocol.frames import FrameSplitter
 from protocol.headers import parse_request_header, response_correlation_id
 from protocol.produce import produce_acks
 from protocol.rewrite import Advertise, carries_addresses, rewrite_addresses
+from protocol.throttle import with_throttle_time
+from proxy.enforcement import Enforcer, now_ms
 
 if TYPE_CHECKING:
     from asyncio import BaseTransport, Transport
@@ -39,6 +42,9 @@ class InFlight:
     correlation_id: int
     api_key: int
     api_version: int
+    client_id: str = ""
+    request_bytes: int = 0
+    received_ns: int = 0
     #: a response the proxy produced itself, sent when every earlier response has gone out
     local_response: bytes | None = None
 
@@ -51,8 +57,15 @@ class ClientConnection(asyncio.Protocol):
         max_frame_bytes: int,
         connect_timeout_s: float,
         on_close: Callable[[ClientConnection], None],
+        enforcer: Enforcer,
     ) -> None:
         self._upstream_targets = upstream_targets
+        self._enforcer = enforcer
+        #: the principal's user name; PLAINTEXT connections are User:ANONYMOUS in Kafka
+        self.user = "ANONYMOUS"
+        #: monotonic time (s) until which reading stays paused for a throttle (KIP-219)
+        self._muted_until = 0.0
+        self._unmute: asyncio.TimerHandle | None = None
         self._advertise = advertise
         self._connect_timeout_s = connect_timeout_s
         self._on_close = on_close
@@ -67,6 +80,8 @@ class ClientConnection(asyncio.Protocol):
         self.upstream: Transport | None = None
         self.peer = "?"
         self._closed = False
+        #: the largest throttle among the responses being written now
+        self._throttle_ms = 0
 
     # client side ---------------------------------------------------------------------------
 
@@ -134,13 +149,28 @@ class ClientConnection(asyncio.Protocol):
                     header.correlation_id,
                     api_key,
                     api_version,
-                    unsupported_version_response(header.correlation_id),
+                    local_response=unsupported_version_response(header.correlation_id),
                 )
             )
             return False
+        client_id = header.client_id or ""
         if api_key == PRODUCE and produce_acks(frame, header) == 0:
+            throttle = self._enforcer.produce_without_response(
+                self.user, client_id, len(frame) - 4, now_ms()
+            )
+            if throttle:
+                self._mute(throttle)
             return True
-        self._in_flight.append(InFlight(header.correlation_id, api_key, api_version))
+        self._in_flight.append(
+            InFlight(
+                header.correlation_id,
+                api_key,
+                api_version,
+                client_id,
+                len(frame) - 4,
+                time.perf_counter_ns(),
+            )
+        )
         return True
 
     def _answer_locally(self, entry: InFlight) -> None:
@@ -174,10 +204,28 @@ class ClientConnection(asyncio.Protocol):
         if not self._read_pauses and self.transport is not None and not self._closed:
             self.transport.resume_reading()
 
+    def _mute(self, throttle_ms: int) -> None:
+        """Stop reading this client until the throttle has passed (Kafka mutes the channel).
+
+        The socket's receive buffer then fills and TCP flow control holds the client, so a
+        client that ignores throttle_time_ms is slowed without the proxy buffering for it.
+        """
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        if self._unmute is not None:
+            self._unmute.cancel()
+        self.pause_reading("throttled")
+        self._unmute = loop.call_at(until, self.resume_reading, "throttled")
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._unmute is not None:
+            self._unmute.cancel()
         if self.transport is not None:
             self.transport.close()
         if self.upstream is not None:
@@ -187,6 +235,7 @@ class ClientConnection(asyncio.Protocol):
     # upstream side -------------------------------------------------------------------------
 
     def upstream_data_received(self, data: bytes) -> None:
+        self._throttle_ms = 0
         try:
             out = [self._on_response(frame) for frame in self._responses.feed(data)]
         except ProtocolError as exc:
@@ -196,6 +245,8 @@ class ClientConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.writelines(out)
         self._flush_local_responses()
+        if self._throttle_ms:
+            self._mute(self._throttle_ms)
 
     def _on_response(self, frame: bytes) -> bytes:
         if not self._in_flight:
@@ -208,9 +259,21 @@ class ClientConnection(asyncio.Protocol):
             )
         api_key, api_version = entry.api_key, entry.api_version
         if api_key == API_VERSIONS:
-            return cap_api_versions(frame, api_version) or frame
-        if carries_addresses(api_key, api_version):
-            return rewrite_addresses(frame, api_key, api_version, self._advertise) or frame
+            frame = cap_api_versions(frame, api_version) or frame
+        elif carries_addresses(api_key, api_version):
+            frame = rewrite_addresses(frame, api_key, api_version, self._advertise) or frame
+        throttle = self._enforcer.on_response(
+            self.user,
+            entry.client_id,
+            api_key,
+            entry.request_bytes,
+            len(frame) - 4,
+            time.perf_counter_ns() - entry.received_ns,
+            now_ms(),
+        )
+        if throttle:
+            frame = with_throttle_time(frame, api_key, api_version, throttle)
+            self._throttle_ms = max(self._throttle_ms, throttle)
         return frame
 
     def upstream_lost(self, exc: Exception | None) -> None:

@@ -18,6 +18,7 @@ from config.settings import ProxySettings
 from protocol.apis import METADATA, response_class
 from protocol.headers import encode_request, response_body_offset
 from proxy.connection import ClientConnection
+from proxy.enforcement import Enforcer
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +26,9 @@ _INT32 = Struct(">i")
 
 
 class ProxyServer:
-    def __init__(self, settings: ProxySettings) -> None:
+    def __init__(self, settings: ProxySettings, enforcer: Enforcer) -> None:
         self.settings = settings
+        self.enforcer = enforcer
         #: node_id -> the upstream broker's own (host, port), learned from its responses
         self.upstream_nodes: dict[int, tuple[str, int]] = {}
         self._servers: dict[int | None, asyncio.Server] = {}
@@ -91,6 +93,7 @@ class ProxyServer:
                 max_frame_bytes=self.settings.max_frame_bytes,
                 connect_timeout_s=self.settings.connect_timeout_s,
                 on_close=self.connections.discard,
+                enforcer=self.enforcer,
             )
             self.connections.add(connection)
             return connection

@@ -1,0 +1,125 @@
+"""Prometheus metrics named after Kafka's quota metrics, served from the event loop.
+
+Values are read from the quota sensors at scrape time, as a JMX read of a broker does, so
+the hot path pays nothing for metrics and a series disappears with its expired sensor. The
+scrape runs on the event loop thread (not prometheus-client's own HTTP thread) because
+measuring a sensor purges its samples and must not race the requests that record into it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from quotas.engine import QuotaEngine
+from quotas.entities import QuotaType, sanitize
+
+log = logging.getLogger(__name__)
+
+_MAX_REQUEST_HEAD = 8192
+_READ_TIMEOUT_S = 5.0
+
+
+@dataclass
+class ReloadStats:
+    succeeded: int = 0
+    failed: int = 0
+    #: quota sensors dropped after an hour without activity
+    expired_sensors: int = 0
+
+
+def metric_name(group: str, name: str) -> str:
+    """kafka.server:type=Produce,... byte-rate -> kafka_server_produce_byte_rate."""
+    return f"kafka_server_{group.lower()}_{name.replace('-', '_')}"
+
+
+class QuotaCollector(Collector):
+    def __init__(
+        self, engine: Callable[[], QuotaEngine], now_ms: Callable[[], int], stats: ReloadStats
+    ) -> None:
+        self._engine = engine
+        self._now_ms = now_ms
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        now_ms = self._now_ms()
+        families: dict[str, GaugeMetricFamily] = {}
+        for manager in self._engine().managers():
+            group = manager.quota_type.group
+            per_user = manager.quota_type is QuotaType.PRODUCER_IDS
+            labels = ["user"] if per_user else ["user", "client_id"]
+            for sensors in manager.sensors():
+                user, client_id = sensors.tags
+                values = [sanitize(user)] if per_user else [sanitize(user), client_id]
+                for name, value in manager.metric_values(sensors, now_ms):
+                    full = metric_name(group, name)
+                    family = families.get(full)
+                    if family is None:
+                        family = GaugeMetricFamily(
+                            full, f"Kafka's {group} {name} per {'/'.join(labels)}", labels=labels
+                        )
+                        families[full] = family
+                    family.add_metric(values, value)
+        yield from families.values()
+        reloads = GaugeMetricFamily(
+            "kafka_quota_proxy_config_reloads",
+            "Config reloads since start, by result",
+            labels=["result"],
+        )
+        reloads.add_metric(["success"], self._stats.succeeded)
+        reloads.add_metric(["failure"], self._stats.failed)
+        yield reloads
+        yield GaugeMetricFamily(
+            "kafka_quota_proxy_expired_sensors",
+            "Quota sensors dropped after an hour without activity, since start",
+            value=self._stats.expired_sensors,
+        )
+
+
+def build_registry(collector: QuotaCollector) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    ProcessCollector(registry=registry)
+    return registry
+
+
+async def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> asyncio.Server:
+    """A minimal HTTP/1.0 endpoint: GET /metrics, anything else 404."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
+            request_line = head.split(b"\r\n", 1)[0].split()
+            if (
+                len(request_line) >= 2
+                and request_line[0] == b"GET"
+                and (request_line[1].split(b"?")[0] in (b"/metrics", b"/"))
+            ):
+                body = generate_latest(registry)
+                status = b"200 OK"
+                content_type = b"text/plain; version=0.0.4; charset=utf-8"
+            else:
+                body, status, content_type = b"not found\n", b"404 Not Found", b"text/plain"
+            writer.write(
+                b"HTTP/1.0 "
+                + status
+                + b"\r\nContent-Type: "
+                + content_type
+                + b"\r\nContent-Length: "
+                + str(len(body)).encode()
+                + b"\r\n\r\n"
+                + body
+            )
+            await writer.drain()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, host, port, limit=_MAX_REQUEST_HEAD)

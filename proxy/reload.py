@@ -1,0 +1,70 @@
+"""Config reload on SIGHUP and on file change: new limits for live connections, or nothing.
+
+A file that does not validate is refused with the same errors start-up would print, and
+the running config stays in force; connections never drop for a reload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from config.errors import ConfigError
+from config.loader import ProxyConfig, load_config
+from proxy.metrics import ReloadStats
+
+log = logging.getLogger(__name__)
+
+_FileState = tuple[int, int, int] | None
+
+
+def _file_state(path: Path) -> _FileState:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+
+class ConfigReloader:
+    def __init__(
+        self, config: ProxyConfig, apply: Callable[[ProxyConfig], None], stats: ReloadStats
+    ) -> None:
+        assert config.path is not None
+        self.path = config.path
+        self.config = config
+        self._apply = apply
+        self._stats = stats
+        self._seen = _file_state(self.path)
+
+    def reload(self, reason: str) -> bool:
+        self._seen = _file_state(self.path)
+        try:
+            config = load_config(self.path)
+        except ConfigError as exc:
+            self._stats.failed += 1
+            log.error("config reload (%s) refused; the running config stays:\n%s", reason, exc)
+            return False
+        for section, old, new in (
+            ("proxy", self.config.proxy, config.proxy),
+            ("metrics", self.config.metrics, config.metrics),
+        ):
+            if old != new:
+                log.warning(
+                    "config reload (%s): [%s] changes apply after a restart", reason, section
+                )
+        self._apply(config)
+        self.config = config
+        self._stats.succeeded += 1
+        log.info("config reloaded (%s) from %s", reason, self.path)
+        return True
+
+    async def watch(self, interval_s: float) -> None:
+        """Poll the file's mtime, size and inode (editors often replace rather than write)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            if _file_state(self.path) != self._seen:
+                self.reload("file changed")
