@@ -12,7 +12,7 @@ RUN pip install --no-cache-dir . \
     && useradd --system --no-create-home proxy
 
 USER proxy
-# bootstrap listener, then broker N at 9200 + N
-EXPOSE 9192 9201 9202 9203
+# bootstrap listener, then broker N at 9200 + N, then Prometheus metrics
+EXPOSE 9192 9201 9202 9203 9464
 ENTRYPOINT ["kafka-quota-proxy"]
 CMD ["run", "--config", "/etc/kafka-quota-proxy/proxy.toml"]

@@ -29,6 +29,7 @@ test: lint
 	$(PY) -m pytest
 
 bench: setup
+	$(PY) -m bench.quota_decision
 	$(PY) -m bench.throughput
 
 clean:

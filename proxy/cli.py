@@ -13,7 +13,7 @@ from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
 from config.report import effective_quotas
 from proxy.enforcement import Enforcer, now_ms
-from proxy.metrics import QuotaCollector, ReloadStats, build_registry, serve_metrics
+from proxy.metrics import ProxyStats, QuotaCollector, build_registry, serve_metrics
 from proxy.reload import ConfigReloader
 from proxy.server import ProxyServer
 from quotas.engine import QuotaEngine
@@ -35,7 +35,7 @@ def install_event_loop(use_uvloop: bool) -> str:
     return "asyncio"
 
 
-async def _expire_sensors(enforcer: Enforcer, stats: ReloadStats) -> None:
+async def _expire_sensors(enforcer: Enforcer, stats: ProxyStats) -> None:
     while True:
         await asyncio.sleep(_SENSOR_EXPIRY_INTERVAL_S)
         stats.expired_sensors += enforcer.engine.expire(now_ms())
@@ -43,14 +43,14 @@ async def _expire_sensors(enforcer: Enforcer, stats: ReloadStats) -> None:
 
 async def serve(config: ProxyConfig) -> None:
     enforcer = Enforcer(QuotaEngine(config.quotas))
-    stats = ReloadStats()
+    stats = ProxyStats()
 
     def apply(new: ProxyConfig) -> None:
         if not enforcer.engine.update(new.quotas):
             log.warning("quota window settings changed: every quota sensor starts afresh")
             enforcer.engine = QuotaEngine(new.quotas)
 
-    server = ProxyServer(config.proxy, enforcer)
+    server = ProxyServer(config.proxy, enforcer, stats)
     await server.start()
     background: list[asyncio.Task[None]] = []
     metrics_server = None

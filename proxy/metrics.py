@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from quotas.engine import QuotaEngine
@@ -27,11 +27,15 @@ _READ_TIMEOUT_S = 5.0
 
 
 @dataclass
-class ReloadStats:
-    succeeded: int = 0
-    failed: int = 0
+class ProxyStats:
+    """Counters of the proxy itself, next to Kafka's quota metrics."""
+
+    reloads_succeeded: int = 0
+    reloads_failed: int = 0
     #: quota sensors dropped after an hour without activity
     expired_sensors: int = 0
+    connections_accepted: int = 0
+    connections_active: int = 0
 
 
 def metric_name(group: str, name: str) -> str:
@@ -41,7 +45,7 @@ def metric_name(group: str, name: str) -> str:
 
 class QuotaCollector(Collector):
     def __init__(
-        self, engine: Callable[[], QuotaEngine], now_ms: Callable[[], int], stats: ReloadStats
+        self, engine: Callable[[], QuotaEngine], now_ms: Callable[[], int], stats: ProxyStats
     ) -> None:
         self._engine = engine
         self._now_ms = now_ms
@@ -67,18 +71,29 @@ class QuotaCollector(Collector):
                         families[full] = family
                     family.add_metric(values, value)
         yield from families.values()
-        reloads = GaugeMetricFamily(
+        reloads = CounterMetricFamily(
             "kafka_quota_proxy_config_reloads",
-            "Config reloads since start, by result",
+            "Config reloads, by result",
             labels=["result"],
         )
-        reloads.add_metric(["success"], self._stats.succeeded)
-        reloads.add_metric(["failure"], self._stats.failed)
+        stats = self._stats
+        reloads.add_metric(["success"], stats.reloads_succeeded)
+        reloads.add_metric(["failure"], stats.reloads_failed)
         yield reloads
-        yield GaugeMetricFamily(
+        yield CounterMetricFamily(
             "kafka_quota_proxy_expired_sensors",
-            "Quota sensors dropped after an hour without activity, since start",
-            value=self._stats.expired_sensors,
+            "Quota sensors dropped after an hour without activity",
+            value=stats.expired_sensors,
+        )
+        yield CounterMetricFamily(
+            "kafka_quota_proxy_connections_accepted",
+            "Client connections accepted since start",
+            value=stats.connections_accepted,
+        )
+        yield GaugeMetricFamily(
+            "kafka_quota_proxy_connections_active",
+            "Client connections open now",
+            value=stats.connections_active,
         )
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
-from proxy.metrics import ReloadStats
+from proxy.metrics import ProxyStats
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def _file_state(path: Path) -> _FileState:
 
 class ConfigReloader:
     def __init__(
-        self, config: ProxyConfig, apply: Callable[[ProxyConfig], None], stats: ReloadStats
+        self, config: ProxyConfig, apply: Callable[[ProxyConfig], None], stats: ProxyStats
     ) -> None:
         assert config.path is not None
         self.path = config.path
@@ -45,7 +45,7 @@ class ConfigReloader:
         try:
             config = load_config(self.path)
         except ConfigError as exc:
-            self._stats.failed += 1
+            self._stats.reloads_failed += 1
             log.error("config reload (%s) refused; the running config stays:\n%s", reason, exc)
             return False
         for section, old, new in (
@@ -58,7 +58,7 @@ class ConfigReloader:
                 )
         self._apply(config)
         self.config = config
-        self._stats.succeeded += 1
+        self._stats.reloads_succeeded += 1
         log.info("config reloaded (%s) from %s", reason, self.path)
         return True
 

@@ -19,6 +19,7 @@ from protocol.apis import METADATA, response_class
 from protocol.headers import encode_request, response_body_offset
 from proxy.connection import ClientConnection
 from proxy.enforcement import Enforcer
+from proxy.metrics import ProxyStats
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +27,10 @@ _INT32 = Struct(">i")
 
 
 class ProxyServer:
-    def __init__(self, settings: ProxySettings, enforcer: Enforcer) -> None:
+    def __init__(self, settings: ProxySettings, enforcer: Enforcer, stats: ProxyStats) -> None:
         self.settings = settings
         self.enforcer = enforcer
+        self.stats = stats
         #: node_id -> the upstream broker's own (host, port), learned from its responses
         self.upstream_nodes: dict[int, tuple[str, int]] = {}
         self._servers: dict[int | None, asyncio.Server] = {}
@@ -92,14 +94,20 @@ class ProxyServer:
                 advertise=self.advertise,
                 max_frame_bytes=self.settings.max_frame_bytes,
                 connect_timeout_s=self.settings.connect_timeout_s,
-                on_close=self.connections.discard,
+                on_close=self._closed,
                 enforcer=self.enforcer,
             )
             self.connections.add(connection)
+            self.stats.connections_accepted += 1
+            self.stats.connections_active = len(self.connections)
             return connection
 
         loop = asyncio.get_running_loop()
         self._servers[node_id] = await loop.create_server(factory, sock=sock)
+
+    def _closed(self, connection: ClientConnection) -> None:
+        self.connections.discard(connection)
+        self.stats.connections_active = len(self.connections)
 
     def _targets(self, node_id: int | None) -> Sequence[tuple[str, int]]:
         if node_id is None:

@@ -30,12 +30,6 @@ def saturate_int(value: int) -> int:
     return INT_MAX if value > INT_MAX else value
 
 
-def java_div(numerator: int, denominator: int) -> int:
-    """Java long division, which truncates toward zero (a clock may step backwards)."""
-    quotient = abs(numerator) // abs(denominator)
-    return quotient if (numerator >= 0) == (denominator > 0) else -quotient
-
-
 def java_double_div(numerator: float, denominator: float) -> float:
     """Java double division: x / 0.0 is +-Infinity or NaN instead of an exception."""
     if denominator == 0.0:

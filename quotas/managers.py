@@ -54,15 +54,12 @@ class QuotaManager:
         self.quota_type = quota_type
         self.config = config
         self._quotas = EntityQuotas(limits)
+        #: Kafka records nothing for a quota type no entity configures
+        self.enabled = self._quotas.levels_enabled != 0
         #: metric tags -> sensors; the unit of sharing and of expiry
         self._sensors: dict[MetricTags, ClientSensors] = {}
         #: (user, client_id) -> sensors, so a request resolves with one dict lookup
         self._by_client: dict[tuple[str, str], ClientSensors] = {}
-
-    @property
-    def enabled(self) -> bool:
-        """Kafka records nothing for a quota type no entity configures."""
-        return self._quotas.levels_enabled != 0
 
     def limits(self) -> Mapping[QuotaEntity, float]:
         return self._quotas.limits
@@ -92,6 +89,7 @@ class QuotaManager:
         clients move to fresh sensors; the cache is rebuilt so the same happens here.
         """
         self._quotas = EntityQuotas(limits)
+        self.enabled = self._quotas.levels_enabled != 0
         self._by_client.clear()
         for tags, sensors in self._sensors.items():
             sensors.limit = self._limit(tags)
@@ -153,10 +151,8 @@ class ClientQuotaManager(QuotaManager):
         self, sensors: ClientSensors, value: float, now_ms: int
     ) -> int:
         """Record, then check (the value that violates stays recorded, as in Kafka)."""
-        config = self.config
         sensors.last_record_ms = now_ms
-        sensors.rate.record(config, value, now_ms)
-        observed, window_ms = sensors.rate.measure_with_window(config, now_ms)
+        observed, window_ms = sensors.rate.record_and_measure(self.config, value, now_ms)
         bound = sensors.limit
         if observed <= bound:
             return 0

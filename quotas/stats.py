@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import reduce
+from operator import add
 
-from quotas.javamath import java_div, java_double_div
+from quotas.javamath import java_double_div
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,77 +29,72 @@ class MetricConfig:
 #: stats that carry no quota: throttle-time, mutation-rate.
 DEFAULT_METRIC_CONFIG = MetricConfig(samples=2, window_ms=30_000)
 
-_NO_START = 2**63
-
-
-class Sample:
-    __slots__ = ("count", "last_event_ms", "start_ms", "value")
-
-    def __init__(self, now_ms: int) -> None:
-        self.reset(now_ms)
-
-    def reset(self, now_ms: int) -> None:
-        self.value = 0.0
-        self.count = 0
-        self.start_ms = now_ms
-        self.last_event_ms = now_ms
-
 
 class SampledStat:
-    """WindowedSum (value) and WindowedCount (count) over a ring of samples+1 samples."""
+    """WindowedSum (values) and WindowedCount (counts) over a ring of samples+1 samples.
 
-    __slots__ = ("_current", "samples")
+    The samples are kept as parallel lists rather than objects so that the per-request
+    measure runs min() and a left-to-right add in C: the window sum must be added in slot
+    order, exactly as Java does, to stay bit-identical (sum() compensates from Python 3.12).
+    """
+
+    __slots__ = ("_current", "counts", "last_events_ms", "starts_ms", "values")
 
     def __init__(self) -> None:
-        self.samples: list[Sample] = []
+        self.starts_ms: list[int] = []
+        self.last_events_ms: list[int] = []
+        self.values: list[float] = []
+        self.counts: list[int] = []
         self._current = 0
 
+    def _append(self, now_ms: int) -> None:
+        self.starts_ms.append(now_ms)
+        self.last_events_ms.append(now_ms)
+        self.values.append(0.0)
+        self.counts.append(0)
+
+    def _reset(self, index: int, now_ms: int) -> None:
+        self.starts_ms[index] = now_ms
+        self.last_events_ms[index] = now_ms
+        self.values[index] = 0.0
+        self.counts[index] = 0
+
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
-        samples = self.samples
-        if not samples:
-            samples.append(Sample(now_ms))
-        sample = samples[self._current]
-        if now_ms - sample.start_ms >= config.window_ms:
-            self._current = (self._current + 1) % (config.samples + 1)
-            if self._current >= len(samples):
-                sample = Sample(now_ms)
-                samples.append(sample)
+        if not self.values:
+            self._append(now_ms)
+        current = self._current
+        if now_ms - self.starts_ms[current] >= config.window_ms:
+            current = self._current = (current + 1) % (config.samples + 1)
+            if current >= len(self.values):
+                self._append(now_ms)
             else:
-                sample = samples[self._current]
-                sample.reset(now_ms)
-        sample.value += value
-        sample.count += 1
-        sample.last_event_ms = now_ms
+                self._reset(current, now_ms)
+        self.values[current] += value
+        self.counts[current] += 1
+        self.last_events_ms[current] = now_ms
 
-    def purge_and_sum(self, config: MetricConfig, now_ms: int) -> tuple[float, int, int]:
-        """Purge obsolete samples; return (sum of values, sum of counts, oldest start)."""
-        samples = self.samples
-        if not samples:
-            samples.append(Sample(now_ms))
+    def purge(self, config: MetricConfig, now_ms: int) -> None:
+        """Reset samples with no event in the last samples x window (Kafka >= 3.8)."""
+        if not self.values:
+            self._append(now_ms)
         expire_age = config.samples * config.window_ms
-        total = 0.0
-        count = 0
-        oldest_start = _NO_START
-        for sample in samples:
-            if now_ms - sample.last_event_ms >= expire_age:
-                sample.reset(now_ms)
-            total += sample.value
-            count += sample.count
-            if sample.start_ms < oldest_start:
-                oldest_start = sample.start_ms
-        return total, count, oldest_start
+        last_events = self.last_events_ms
+        if now_ms - min(last_events) >= expire_age:
+            for index, last_event in enumerate(last_events):
+                if now_ms - last_event >= expire_age:
+                    self._reset(index, now_ms)
+
+    def total(self) -> float:
+        return reduce(add, self.values, 0.0)
+
+    def oldest_start_ms(self) -> int:
+        return min(self.starts_ms)
 
 
-class Rate:
+class Rate(SampledStat):
     """Kafka's Rate(SECONDS) over a WindowedSum: value per second over the elapsed window."""
 
-    __slots__ = ("stat",)
-
-    def __init__(self) -> None:
-        self.stat = SampledStat()
-
-    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
-        self.stat.record(config, value, now_ms)
+    __slots__ = ()
 
     def measure_with_window(self, config: MetricConfig, now_ms: int) -> tuple[float, int]:
         """(rate per second, window in ms); the window is also what throttle times scale by.
@@ -106,32 +103,39 @@ class Rate:
         the window is padded to that minimum, so a client's first burst is spread over ten
         seconds with Kafka's defaults rather than judged on its first millisecond.
         """
-        total, _, oldest_start = self.stat.purge_and_sum(config, now_ms)
-        elapsed = now_ms - oldest_start
-        full_windows = java_div(elapsed, config.window_ms)
+        self.purge(config, now_ms)
+        window_ms = config.window_ms
+        elapsed = now_ms - min(self.starts_ms)
+        # Java's long division truncates toward zero (elapsed < 0 if a clock stepped back)
+        full_windows = elapsed // window_ms if elapsed >= 0 else -(-elapsed // window_ms)
         min_full_windows = config.samples - 1
         if full_windows < min_full_windows:
-            elapsed += (min_full_windows - full_windows) * config.window_ms
-        return java_double_div(total, elapsed / 1000.0), elapsed
+            elapsed += (min_full_windows - full_windows) * window_ms
+        total = reduce(add, self.values, 0.0)
+        if elapsed:
+            return total / (elapsed / 1000.0), elapsed
+        return java_double_div(total, 0.0), elapsed  # only with quota.window.num = 1
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         return self.measure_with_window(config, now_ms)[0]
 
+    def record_and_measure(
+        self, config: MetricConfig, value: float, now_ms: int
+    ) -> tuple[float, int]:
+        """Sensor.record with quota check: record first, then measure (the hot path)."""
+        self.record(config, value, now_ms)
+        return self.measure_with_window(config, now_ms)
 
-class Avg:
+
+class Avg(SampledStat):
     """Kafka's Avg: mean of recorded values over the retained samples; NaN when empty."""
 
-    __slots__ = ("stat",)
-
-    def __init__(self) -> None:
-        self.stat = SampledStat()
-
-    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
-        self.stat.record(config, value, now_ms)
+    __slots__ = ()
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
-        total, count, _ = self.stat.purge_and_sum(config, now_ms)
-        return total / count if count else math.nan
+        self.purge(config, now_ms)
+        count = sum(self.counts)
+        return self.total() / count if count else math.nan
 
 
 class TokenBucket:

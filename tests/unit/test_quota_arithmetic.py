@@ -126,10 +126,10 @@ def test_stale_samples_are_purged_by_last_event() -> None:
     rate = Rate()
     for offset in (0, 999, 1000, 1999, 2000):
         rate.record(config, 1, T0 + offset)
-    total, _, _ = rate.stat.purge_and_sum(config, T0 + 2200)
-    assert total == 5  # three slots, each with an event in the last 2 s
-    total, _, _ = rate.stat.purge_and_sum(config, T0 + 3000)
-    assert total == 3  # the first sample's last event (+999) is now 2001 ms old
+    rate.purge(config, T0 + 2200)
+    assert rate.total() == 5  # three slots, each with an event in the last 2 s
+    rate.purge(config, T0 + 3000)
+    assert rate.total() == 3  # the first sample's last event (+999) is now 2001 ms old
 
 
 def test_rate_is_consistent_after_the_first_window() -> None:
