@@ -40,10 +40,6 @@ def _locator(api_key: int, version: int) -> tuple[bool, Skipper] | None:
     return None
 
 
-def has_throttle_time(api_key: int, version: int) -> bool:
-    return _locator(api_key, version) is not None
-
-
 def _offset(frame: bytes, api_key: int, version: int) -> int | None:
     located = _locator(api_key, version)
     if located is None:
@@ -57,15 +53,6 @@ def _offset(frame: bytes, api_key: int, version: int) -> int | None:
     if offset + 4 > len(frame):
         raise ProtocolError(f"truncated response api_key={api_key} v{version}")
     return offset
-
-
-def throttle_time_ms(frame: bytes, api_key: int, version: int) -> int | None:
-    """The broker's own throttle_time_ms in a response, or None if the version has none."""
-    offset = _offset(frame, api_key, version)
-    if offset is None:
-        return None
-    value: int = _INT32.unpack_from(frame, offset)[0]
-    return value
 
 
 def with_throttle_time(frame: bytes, api_key: int, version: int, throttle_ms: int) -> bytes:

@@ -61,9 +61,6 @@ class QuotaManager:
         #: (user, client_id) -> sensors, so a request resolves with one dict lookup
         self._by_client: dict[tuple[str, str], ClientSensors] = {}
 
-    def limits(self) -> Mapping[QuotaEntity, float]:
-        return self._quotas.limits
-
     def sensors_for(self, user: str, client_id: str, now_ms: int) -> ClientSensors:
         sensors = self._by_client.get((user, client_id))
         if sensors is None:
@@ -160,10 +157,6 @@ class ClientQuotaManager(QuotaManager):
         if self.max_throttle_ms is not None and throttle_ms > self.max_throttle_ms:
             throttle_ms = self.max_throttle_ms
         return saturate_int(throttle_ms)
-
-    def record_no_throttle(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
-        sensors.last_record_ms = now_ms
-        sensors.rate.record(self.config, value, now_ms)
 
     def unrecord(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         """Take back a throttled fetch's bytes: its client receives an empty response."""

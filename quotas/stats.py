@@ -87,9 +87,6 @@ class SampledStat:
     def total(self) -> float:
         return reduce(add, self.values, 0.0)
 
-    def oldest_start_ms(self) -> int:
-        return min(self.starts_ms)
-
 
 class Rate(SampledStat):
     """Kafka's Rate(SECONDS) over a WindowedSum: value per second over the elapsed window."""
