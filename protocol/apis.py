@@ -21,6 +21,8 @@ from kafka.protocol.metadata import (
 )
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from protocol.schemas import first_flexible_version, response_schemas
+
 PRODUCE: Final = 0
 FETCH: Final = 1
 METADATA: Final = 3
@@ -60,7 +62,11 @@ def _first_flexible(cls: Any) -> int:
 
 
 _REQUEST_FLEXIBLE_FROM: Final = {key: _first_flexible(req) for key, (req, _) in DECODED.items()}
-_RESPONSE_FLEXIBLE_FROM: Final = {key: _first_flexible(resp) for key, (_, resp) in DECODED.items()}
+#: every API Kafka's message specs define, not only the decoded ones: throttle_time_ms is
+#: written into any response, so any response header must be skippable
+_RESPONSE_FLEXIBLE_FROM: Final = {
+    key: first_flexible_version(schema) for key, schema in response_schemas().items()
+}
 
 
 def request_is_flexible(api_key: int, api_version: int) -> bool:

@@ -15,8 +15,8 @@ from protocol.apis import request_is_flexible, response_header_is_flexible
 from protocol.errors import ProtocolError
 from protocol.primitives import skip_tagged_fields
 
-_REQUEST_PREFIX = Struct(">ihhih")
-_REQUEST_HEADER_V1 = Struct(">hhih")  # size, api_key, api_version, correlation_id, client_id len
+_REQUEST_PREFIX = Struct(">ihhih")  # size, api_key, api_version, correlation_id, client_id len
+_REQUEST_HEADER_V1 = Struct(">hhih")  # the same without the size
 _INT32 = Struct(">i")
 _CLIENT_ID_AT = _REQUEST_PREFIX.size
 

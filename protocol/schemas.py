@@ -30,3 +30,9 @@ def in_versions(spec: str | None, version: int) -> bool:
     """Whether `version` is within a spec's "versions" string ("3+", "0-4", "none")."""
     versions = BaseField.parse_versions(spec)
     return versions is not None and versions[0] <= version <= versions[1]
+
+
+def first_flexible_version(schema: dict[str, Any]) -> int:
+    """The first version with compact encodings and tagged fields (2**15 for none)."""
+    versions = BaseField.parse_versions(schema.get("flexibleVersions"))
+    return versions[0] if versions is not None and versions[0] >= 0 else 1 << 15

@@ -13,19 +13,17 @@ from functools import cache
 from struct import Struct
 from struct import error as struct_error
 
-from protocol.apis import API_VERSIONS
 from protocol.errors import ProtocolError
-from protocol.primitives import skip_tagged_fields
+from protocol.headers import response_body_offset
 from protocol.schemas import in_versions, response_schemas
 from protocol.skip import Skipper, compile_walker
 
 _INT32 = Struct(">i")
-_RESPONSE_HEADER = 8  # size prefix + correlation id
 
 
 @cache
-def _locator(api_key: int, version: int) -> tuple[bool, Skipper] | None:
-    """(response header is flexible, walker to the field), or None if there is no field."""
+def _locator(api_key: int, version: int) -> Skipper | None:
+    """A walker from the body to the field, or None if this version has no field."""
     schema = response_schemas().get(api_key)
     if schema is None:
         return None
@@ -35,19 +33,16 @@ def _locator(api_key: int, version: int) -> tuple[bool, Skipper] | None:
             if "tag" in field or not in_versions(field.get("versions"), version):
                 return None
             flexible = in_versions(schema.get("flexibleVersions"), version)
-            walker = compile_walker(fields[:index], version, flexible, trailing_tags=False)
-            return flexible and api_key != API_VERSIONS, walker
+            return compile_walker(fields[:index], version, flexible, trailing_tags=False)
     return None
 
 
 def _offset(frame: bytes, api_key: int, version: int) -> int | None:
-    located = _locator(api_key, version)
-    if located is None:
+    walker = _locator(api_key, version)
+    if walker is None:
         return None
-    header_flexible, walker = located
-    body = skip_tagged_fields(frame, _RESPONSE_HEADER) if header_flexible else _RESPONSE_HEADER
     try:
-        offset = walker(frame, body)
+        offset = walker(frame, response_body_offset(frame, api_key, version))
     except (IndexError, struct_error) as exc:
         raise ProtocolError(f"truncated response api_key={api_key} v{version}") from exc
     if offset + 4 > len(frame):

@@ -55,7 +55,9 @@ async def serve(config: ProxyConfig) -> None:
     background: list[asyncio.Task[None]] = []
     metrics_server = None
     if config.metrics.enabled:
-        registry = build_registry(QuotaCollector(lambda: enforcer.engine, now_ms, stats))
+        registry = build_registry(
+            QuotaCollector(lambda: enforcer.engine, now_ms, stats, lambda: len(server.connections))
+        )
         metrics_server = await serve_metrics(
             registry, config.metrics.listen_host, config.metrics.port
         )

@@ -35,7 +35,6 @@ class ProxyStats:
     #: quota sensors dropped after an hour without activity
     expired_sensors: int = 0
     connections_accepted: int = 0
-    connections_active: int = 0
 
 
 def metric_name(group: str, name: str) -> str:
@@ -45,11 +44,16 @@ def metric_name(group: str, name: str) -> str:
 
 class QuotaCollector(Collector):
     def __init__(
-        self, engine: Callable[[], QuotaEngine], now_ms: Callable[[], int], stats: ProxyStats
+        self,
+        engine: Callable[[], QuotaEngine],
+        now_ms: Callable[[], int],
+        stats: ProxyStats,
+        active_connections: Callable[[], int],
     ) -> None:
         self._engine = engine
         self._now_ms = now_ms
         self._stats = stats
+        self._active_connections = active_connections
 
     def collect(self) -> Iterator[Metric]:
         now_ms = self._now_ms()
@@ -93,7 +97,7 @@ class QuotaCollector(Collector):
         yield GaugeMetricFamily(
             "kafka_quota_proxy_connections_active",
             "Client connections open now",
-            value=stats.connections_active,
+            value=self._active_connections(),
         )
 
 

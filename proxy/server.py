@@ -94,20 +94,15 @@ class ProxyServer:
                 advertise=self.advertise,
                 max_frame_bytes=self.settings.max_frame_bytes,
                 connect_timeout_s=self.settings.connect_timeout_s,
-                on_close=self._closed,
+                on_close=self.connections.discard,
                 enforcer=self.enforcer,
             )
             self.connections.add(connection)
             self.stats.connections_accepted += 1
-            self.stats.connections_active = len(self.connections)
             return connection
 
         loop = asyncio.get_running_loop()
         self._servers[node_id] = await loop.create_server(factory, sock=sock)
-
-    def _closed(self, connection: ClientConnection) -> None:
-        self.connections.discard(connection)
-        self.stats.connections_active = len(self.connections)
 
     def _targets(self, node_id: int | None) -> Sequence[tuple[str, int]]:
         if node_id is None:

@@ -15,7 +15,7 @@ T0 = 1_700_000_000_000
 
 
 def samples(engine: QuotaEngine, now: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    registry = build_registry(QuotaCollector(lambda: engine, lambda: now, ProxyStats()))
+    registry = build_registry(QuotaCollector(lambda: engine, lambda: now, ProxyStats(), lambda: 0))
     text = generate_latest(registry).decode()
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
