@@ -10,11 +10,10 @@ from struct import Struct
 
 from protocol.apis import API_VERSIONS, MAX_DECODABLE_VERSION, response_class
 from protocol.errors import ProtocolError
-from protocol.headers import response_body_offset
+from protocol.headers import encode_response, response_body_offset
 from protocol.rewrite import reframe
 
 _INT16 = Struct(">h")
-_INT32 = Struct(">i")
 _UNSUPPORTED_VERSION = 35
 
 
@@ -65,5 +64,4 @@ def unsupported_version_response(correlation_id: int) -> bytes:
             )
         ],
     ).encode(version=0)
-    header = _INT32.pack(correlation_id)
-    return _INT32.pack(len(header) + len(body)) + header + body
+    return encode_response(correlation_id, API_VERSIONS, 0, body)

@@ -20,6 +20,12 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from protocol.schemas import first_flexible_version, response_schemas
 
@@ -48,6 +54,8 @@ DECODED: Final[dict[int, tuple[Any, Any]]] = {
     FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
     API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
     DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+    SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
+    SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
 }
 
 #: api_key -> highest version the proxy can decode in both directions.
@@ -57,8 +65,9 @@ MAX_DECODABLE_VERSION: Final[dict[int, int]] = {
 
 
 def _first_flexible(cls: Any) -> int:
+    """kafka-python marks "none" as None or (-1, -1)."""
     flexible = cls._flexible_versions
-    return int(flexible[0]) if flexible is not None else 1 << 15
+    return int(flexible[0]) if flexible is not None and flexible[0] >= 0 else 1 << 15
 
 
 _REQUEST_FLEXIBLE_FROM: Final = {key: _first_flexible(req) for key, (req, _) in DECODED.items()}

@@ -56,6 +56,14 @@ def encode_request(
     return _INT32.pack(len(header) + len(body)) + header + body
 
 
+def encode_response(correlation_id: int, api_key: int, api_version: int, body: bytes) -> bytes:
+    """A wire frame for a response the proxy answers itself, with the header its version uses."""
+    header = _INT32.pack(correlation_id)
+    if response_header_is_flexible(api_key, api_version):
+        header += b"\x00"  # no tagged fields
+    return _INT32.pack(len(header) + len(body)) + header + body
+
+
 def request_body_offset(frame: bytes, header: RequestHeader) -> int:
     """Start of the request body, for the APIs listed in protocol.apis.DECODED."""
     if request_is_flexible(header.api_key, header.api_version):

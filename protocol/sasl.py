@@ -1,0 +1,137 @@
+"""Learning a connection's principal from the SASL exchange it passes through the proxy.
+
+The proxy has no credentials and verifies nothing: it reads the name a client *claims* in its
+first SASL token and adopts it only when the broker, which does verify, answers the last step
+of the exchange with success. Until then the connection keeps its previous principal, so a
+client can never choose its principal by claiming one, and a failed authentication (the
+broker answers an error and closes) never yields one.
+
+The user name is the one Kafka's SASL servers make the principal with the default
+principal builder:
+- PLAIN (RFC 4616): the authcid; a differing authzid is refused by the broker.
+- SCRAM-SHA-256/512 (RFC 5802): the `n=` name of the client-first-message, with `=2C`/`=3D`
+  unescaped, adopted when the server-final-message carries the `v=` verifier.
+Other mechanisms (GSSAPI, OAUTHBEARER) name their principal through broker-side rules the
+proxy cannot see; their connections keep User:ANONYMOUS and a warning says so.
+
+Only SaslHandshake v1+ is followed: with v0 the tokens that follow are not Kafka requests, and
+every client since Kafka 1.0 uses SaslAuthenticate instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.apis import DECODED, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from protocol.errors import ProtocolError
+from protocol.headers import RequestHeader, request_body_offset, response_body_offset
+
+PLAIN = "PLAIN"
+SCRAM_MECHANISMS = frozenset({"SCRAM-SHA-256", "SCRAM-SHA-512"})
+
+
+def _decode(api_key: int, side: int, frame: bytes, offset: int, version: int) -> Any:
+    """side 0 decodes a request body, 1 a response body."""
+    try:
+        return DECODED[api_key][side].decode(memoryview(frame)[offset:], version=version)
+    except Exception as exc:
+        kind = ("request", "response")[side]
+        raise ProtocolError(f"undecodable api_key={api_key} v{version} {kind}: {exc}") from exc
+
+
+def plain_user(token: bytes) -> str | None:
+    """authzid NUL authcid NUL passwd -> authcid."""
+    parts = token.split(b"\x00")
+    if len(parts) != 3 or not parts[1]:
+        return None
+    return parts[1].decode("utf-8", "replace")
+
+
+def scram_user(client_first: bytes) -> str | None:
+    """gs2-header, then `n=saslname,r=nonce` -> the unescaped saslname."""
+    try:
+        text = client_first.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    fields = text.split(",")
+    # gs2-cbind-flag, [a=authzid], then the bare message starting with n=
+    if len(fields) < 4 or not fields[2].startswith("n="):
+        return None
+    return fields[2][2:].replace("=2C", ",").replace("=3D", "=")
+
+
+@dataclass
+class SaslExchange:
+    """One connection's SASL state; feed it the SASL requests and responses in order."""
+
+    #: the mechanism the broker accepted in the last SaslHandshake
+    mechanism: str | None = None
+    #: the mechanism of the SaslHandshake awaiting its response
+    requested: str | None = None
+    #: the user the client claims in the exchange under way (not yet verified)
+    claimed: str | None = None
+    #: SaslAuthenticate responses still expected before the exchange completes
+    steps_left: int = 0
+
+    @property
+    def learnable(self) -> bool:
+        return self.mechanism == PLAIN or self.mechanism in SCRAM_MECHANISMS
+
+    def on_handshake_request(self, frame: bytes, header: RequestHeader) -> None:
+        if header.api_version < 1:
+            raise ProtocolError(
+                "SaslHandshake v0 sends unframed SASL tokens, which the proxy cannot follow"
+            )
+        request = _decode(
+            SASL_HANDSHAKE, 0, frame, request_body_offset(frame, header), header.api_version
+        )
+        self.requested = str(request.mechanism)
+
+    def on_handshake_response(self, frame: bytes, version: int) -> None:
+        response = _decode(
+            SASL_HANDSHAKE, 1, frame, response_body_offset(frame, SASL_HANDSHAKE, version), version
+        )
+        self.mechanism = self.requested if response.error_code == 0 else None
+        self.requested = None
+        self.claimed = None
+        self.steps_left = 0
+
+    def on_authenticate_request(self, frame: bytes, header: RequestHeader) -> None:
+        """The first token of an exchange names the claimed user."""
+        if self.steps_left:
+            return
+        request = _decode(
+            SASL_AUTHENTICATE, 0, frame, request_body_offset(frame, header), header.api_version
+        )
+        token = bytes(request.auth_bytes or b"")
+        if self.mechanism == PLAIN:
+            self.claimed, self.steps_left = plain_user(token), 1
+        elif self.mechanism in SCRAM_MECHANISMS:
+            self.claimed, self.steps_left = scram_user(token), 2
+        else:
+            self.claimed, self.steps_left = None, 0
+
+    def on_authenticate_response(self, frame: bytes, version: int) -> str | None:
+        """The authenticated user when this response completes a successful exchange."""
+        response = _decode(
+            SASL_AUTHENTICATE,
+            1,
+            frame,
+            response_body_offset(frame, SASL_AUTHENTICATE, version),
+            version,
+        )
+        if self.steps_left == 0:
+            return None
+        if response.error_code != 0:
+            self.claimed, self.steps_left = None, 0
+            return None
+        self.steps_left -= 1
+        if self.steps_left:
+            return None
+        user, self.claimed = self.claimed, None
+        if self.mechanism in SCRAM_MECHANISMS and not bytes(response.auth_bytes or b"").startswith(
+            b"v="
+        ):
+            return None
+        return user

@@ -1,0 +1,68 @@
+"""Fetch: max_bytes capped in place, and the empty throttled answer clients can read."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+from protocol.apis import FETCH, request_is_flexible, response_header_is_flexible
+from protocol.fetch import cap_fetch_max_bytes, empty_fetch_response
+from protocol.headers import parse_request_header
+
+
+def fetch_request(version: int, max_bytes: int, min_bytes: int = 1) -> bytes:
+    cid = b"consumer"
+    header = struct.pack(">hhih", FETCH, version, 9, len(cid)) + cid
+    if request_is_flexible(FETCH, version):
+        header += b"\x00"
+    body = FetchRequest(
+        version=version,
+        replica_id=-1,
+        max_wait_ms=500,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=1,
+        session_id=77,
+        session_epoch=3,
+        topics=[],
+        forgotten_topics_data=[],
+        rack_id="",
+    ).encode(version=version)
+    payload = header + bytes(body)
+    return struct.pack(">i", len(payload)) + payload
+
+
+def decode_request(frame: bytes, version: int) -> FetchRequest:
+    header = parse_request_header(frame)
+    offset = header.client_id_end + (1 if request_is_flexible(FETCH, version) else 0)
+    return FetchRequest.decode(frame[offset:], version=version)
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 15, 17])
+def test_max_bytes_is_capped_and_nothing_else_changes(version: int) -> None:
+    frame = fetch_request(version, max_bytes=52_428_800, min_bytes=5_000_000)
+    capped = cap_fetch_max_bytes(frame, parse_request_header(frame), 1_000_000)
+    before, after = decode_request(frame, version), decode_request(capped, version)
+    assert (after.max_bytes, after.min_bytes) == (1_000_000, 1_000_000)
+    assert after.max_wait_ms == 500
+    if version >= 7:
+        assert (after.session_id, after.session_epoch) == (77, 3)
+    after.max_bytes, after.min_bytes = before.max_bytes, before.min_bytes
+    assert after == before
+    small = fetch_request(version, max_bytes=500_000)
+    assert cap_fetch_max_bytes(small, parse_request_header(small), 1_000_000) is small
+
+
+@pytest.mark.parametrize("version", [4, 7, 12, 16])
+def test_empty_response_carries_the_throttle_and_no_session(version: int) -> None:
+    frame = empty_fetch_response(41, version, 1234)
+    (size, correlation_id) = struct.unpack_from(">ii", frame)
+    assert size == len(frame) - 4 and correlation_id == 41
+    offset = 9 if response_header_is_flexible(FETCH, version) else 8
+    response = FetchResponse.decode(frame[offset:], version=version)
+    assert response.throttle_time_ms == 1234
+    assert list(response.responses) == []
+    if version >= 7:
+        assert (response.error_code, response.session_id) == (0, 0)

@@ -1,0 +1,114 @@
+"""The principal comes from the SASL exchange only once the broker reports success."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+
+from protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE, request_is_flexible
+from protocol.errors import ProtocolError
+from protocol.headers import RequestHeader, encode_response, parse_request_header
+from protocol.sasl import SaslExchange, plain_user, scram_user
+
+AUTH_VERSION = 2  # flexible: request header v2, compact bytes
+FAILED = 58  # SASL_AUTHENTICATION_FAILED
+
+
+def request(api_key: int, version: int, body: Any) -> tuple[bytes, RequestHeader]:
+    cid = b"client"
+    header = struct.pack(">hhih", api_key, version, 1, len(cid)) + cid
+    if request_is_flexible(api_key, version):
+        header += b"\x00"
+    payload = header + bytes(body.encode(version=version))
+    frame = struct.pack(">i", len(payload)) + payload
+    return frame, parse_request_header(frame)
+
+
+def handshake(exchange: SaslExchange, mechanism: str, error: int = 0) -> None:
+    exchange.on_handshake_request(
+        *request(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism))
+    )
+    body = SaslHandshakeResponse(error_code=error, mechanisms=["PLAIN", "SCRAM-SHA-256"])
+    exchange.on_handshake_response(
+        encode_response(1, SASL_HANDSHAKE, 1, bytes(body.encode(version=1))), 1
+    )
+
+
+def authenticate(exchange: SaslExchange, token: bytes, reply: bytes, error: int = 0) -> str | None:
+    exchange.on_authenticate_request(
+        *request(SASL_AUTHENTICATE, AUTH_VERSION, SaslAuthenticateRequest(auth_bytes=token))
+    )
+    body = SaslAuthenticateResponse(
+        error_code=error, error_message=None, auth_bytes=reply, session_lifetime_ms=0
+    ).encode(version=AUTH_VERSION)
+    frame = encode_response(1, SASL_AUTHENTICATE, AUTH_VERSION, bytes(body))
+    return exchange.on_authenticate_response(frame, AUTH_VERSION)
+
+
+def test_plain_user_is_adopted_only_on_success() -> None:
+    exchange = SaslExchange()
+    handshake(exchange, "PLAIN")
+    assert authenticate(exchange, b"\x00alice\x00secret", b"") == "alice"
+    failed = SaslExchange()
+    handshake(failed, "PLAIN")
+    assert authenticate(failed, b"\x00alice\x00wrong", b"", error=FAILED) is None
+
+
+def test_plain_principal_is_the_authcid_not_the_requested_authzid() -> None:
+    assert plain_user(b"admin\x00alice\x00secret") == "alice"
+    assert plain_user(b"\x00\x00secret") is None
+    assert plain_user(b"garbage") is None
+
+
+def test_scram_user_needs_both_steps_and_the_server_verifier() -> None:
+    first = b"n,,n=al=2Cice=3D,r=nonce"
+    assert scram_user(first) == "al,ice="
+    assert scram_user(b"n,a=bob,n=bob,r=x") == "bob"
+    exchange = SaslExchange()
+    handshake(exchange, "SCRAM-SHA-512")
+    assert authenticate(exchange, first, b"r=nonce+server,s=salt,i=4096") is None
+    assert authenticate(exchange, b"c=biws,r=nonce+server,p=proof", b"v=verifier") == "al,ice="
+    # the broker refusing the client proof yields nothing
+    refused = SaslExchange()
+    handshake(refused, "SCRAM-SHA-256")
+    assert authenticate(refused, first, b"r=nonce+server,s=salt,i=4096") is None
+    assert authenticate(refused, b"c=biws,r=nonce+server,p=bad", b"", error=FAILED) is None
+    # a success without the verifier is not a completed SCRAM exchange
+    odd = SaslExchange()
+    handshake(odd, "SCRAM-SHA-256")
+    authenticate(odd, first, b"r=x")
+    assert authenticate(odd, b"c=biws,r=x,p=proof", b"e=other-error") is None
+
+
+def test_rejected_or_unlearnable_mechanisms_yield_no_principal() -> None:
+    rejected = SaslExchange()
+    handshake(rejected, "PLAIN", error=33)  # UNSUPPORTED_SASL_MECHANISM
+    assert authenticate(rejected, b"\x00alice\x00secret", b"") is None
+    oauth = SaslExchange()
+    handshake(oauth, "OAUTHBEARER")
+    assert not oauth.learnable
+    assert authenticate(oauth, b"n,,\x01auth=Bearer token\x01\x01", b"") is None
+
+
+def test_a_second_exchange_on_the_connection_replaces_the_first() -> None:
+    """KIP-368 re-authentication goes through the same steps."""
+    exchange = SaslExchange()
+    handshake(exchange, "PLAIN")
+    assert authenticate(exchange, b"\x00alice\x00secret", b"") == "alice"
+    handshake(exchange, "PLAIN")
+    assert authenticate(exchange, b"\x00bob\x00secret", b"", error=FAILED) is None
+
+
+def test_handshake_v0_is_refused() -> None:
+    with pytest.raises(ProtocolError, match="v0"):
+        SaslExchange().on_handshake_request(
+            *request(SASL_HANDSHAKE, 0, SaslHandshakeRequest(mechanism="PLAIN"))
+        )
