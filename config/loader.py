@@ -14,10 +14,12 @@ from config.settings import (
     ProxySettings,
     parse_metrics_settings,
     parse_proxy_settings,
+    parse_shadow,
 )
+from quotas.entities import QuotaType
 from quotas.settings import QuotaConfig
 
-_SECTIONS = ("proxy", "metrics", "broker", "users", "clients")
+_SECTIONS = ("proxy", "metrics", "enforcement", "broker", "users", "clients")
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,8 @@ class ProxyConfig:
     proxy: ProxySettings
     metrics: MetricsSettings
     quotas: QuotaConfig
+    #: quota types decided and reported but not enforced ([enforcement] shadow)
+    shadow: frozenset[QuotaType] = frozenset()
 
 
 def load_config(path: Path | str) -> ProxyConfig:
@@ -43,12 +47,17 @@ def load_config(path: Path | str) -> ProxyConfig:
             problems.append(f"unknown section [{section}] (known: {', '.join(_SECTIONS)})")
     proxy = parse_proxy_settings(_table(document, "proxy", problems), problems)
     metrics = parse_metrics_settings(_table(document, "metrics", problems), problems)
+    shadow = parse_shadow(_table(document, "enforcement", problems), problems)
     settings = parse_broker_settings(_table(document, "broker", problems), problems)
     limits = parse_entities(document.get("users"), document.get("clients"), problems)
     if problems:
         raise ConfigError(path, problems)
     return ProxyConfig(
-        path=path, proxy=proxy, metrics=metrics, quotas=QuotaConfig(settings, limits)
+        path=path,
+        proxy=proxy,
+        metrics=metrics,
+        quotas=QuotaConfig(settings, limits),
+        shadow=shadow,
     )
 
 

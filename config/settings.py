@@ -1,5 +1,5 @@
-"""The [proxy] and [metrics] sections: where the proxy listens, which cluster it fronts,
-and where Prometheus scrapes it."""
+"""The [proxy], [metrics] and [enforcement] sections: where the proxy listens, which cluster
+it fronts, where Prometheus scrapes it, and which quotas only run in shadow mode."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from protocol.frames import DEFAULT_MAX_FRAME_BYTES
+from quotas.entities import QUOTA_KEYS, QuotaType
 
 
 @dataclass(frozen=True)
@@ -129,3 +130,23 @@ def _is_host_port(server: object) -> bool:
         return False
     host, sep, port = server.rpartition(":")
     return bool(sep and host and port.isdigit() and 0 < int(port) <= 65535)
+
+
+def parse_shadow(section: dict[str, Any], problems: list[str]) -> frozenset[QuotaType]:
+    """[enforcement] shadow: true (every quota), false, or a list of quota keys.
+
+    Shadowed quota types are measured and decided as usual, and the decisions are logged and
+    counted, but no client is throttled for them: a way to trial quotas on live traffic.
+    """
+    values = _typed_values("enforcement", section, {"shadow": (bool, list)}, problems)
+    shadow = values.get("shadow", False)
+    if isinstance(shadow, bool):
+        return frozenset(QuotaType) if shadow else frozenset()
+    unknown = [key for key in shadow if key not in QUOTA_KEYS]
+    if unknown:
+        problems.append(
+            f"[enforcement] key 'shadow': unknown quota {', '.join(map(repr, unknown))} "
+            f"(known: {', '.join(QUOTA_KEYS)})"
+        )
+        return frozenset()
+    return frozenset(QUOTA_KEYS[key] for key in shadow)

@@ -42,10 +42,11 @@ async def _expire_sensors(enforcer: Enforcer, stats: ProxyStats) -> None:
 
 
 async def serve(config: ProxyConfig) -> None:
-    enforcer = Enforcer(QuotaEngine(config.quotas))
+    enforcer = Enforcer(QuotaEngine(config.quotas), config.shadow)
     stats = ProxyStats()
 
     def apply(new: ProxyConfig) -> None:
+        enforcer.shadow = new.shadow
         if not enforcer.engine.update(new.quotas):
             log.warning("quota window settings changed: every quota sensor starts afresh")
             enforcer.engine = QuotaEngine(new.quotas)

@@ -16,12 +16,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from protocol.api_versions import cap_api_versions, unsupported_version_response
-from protocol.apis import API_VERSIONS, MAX_DECODABLE_VERSION, PRODUCE
+from protocol.apis import (
+    API_VERSIONS,
+    FETCH,
+    MAX_DECODABLE_VERSION,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+)
 from protocol.errors import ProtocolError
+from protocol.fetch import cap_fetch_max_bytes, empty_fetch_response
 from protocol.frames import FrameSplitter
 from protocol.headers import parse_request_header, response_correlation_id
 from protocol.produce import produce_acks
 from protocol.rewrite import Advertise, carries_addresses, rewrite_addresses
+from protocol.sasl import SaslExchange
 from protocol.throttle import with_throttle_time
 from proxy.enforcement import Enforcer, now_ms
 
@@ -61,8 +70,10 @@ class ClientConnection(asyncio.Protocol):
     ) -> None:
         self._upstream_targets = upstream_targets
         self._enforcer = enforcer
-        #: the principal's user name; PLAINTEXT connections are User:ANONYMOUS in Kafka
+        #: the principal's user name; PLAINTEXT connections are User:ANONYMOUS in Kafka, and
+        #: a SASL exchange replaces it only once the broker reports success
         self.user = "ANONYMOUS"
+        self._sasl = SaslExchange()
         #: monotonic time (s) until which reading stays paused for a throttle (KIP-219)
         self._muted_until = 0.0
         self._unmute: asyncio.TimerHandle | None = None
@@ -125,8 +136,11 @@ class ClientConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            frames = self._requests.feed(data)
-            forward = [frame for frame in frames if self._on_request(frame)]
+            forward = []
+            for frame in self._requests.feed(data):
+                upstream_frame = self._on_request(frame)
+                if upstream_frame is not None:
+                    forward.append(upstream_frame)
         except ProtocolError as exc:
             log.warning("closing client %s: %s", self.peer, exc)
             self.close()
@@ -139,8 +153,8 @@ class ClientConnection(asyncio.Protocol):
             self._early_requests.extend(forward)
             self.pause_reading("connecting")
 
-    def _on_request(self, frame: bytes) -> bool:
-        """Track one request; True when it goes upstream as the original bytes."""
+    def _on_request(self, frame: bytes) -> bytes | None:
+        """Track one request; the frame to send upstream, or None when answered here."""
         header = parse_request_header(frame)
         api_key, api_version = header.api_key, header.api_version
         if api_key == API_VERSIONS and api_version > MAX_DECODABLE_VERSION[API_VERSIONS]:
@@ -152,15 +166,37 @@ class ClientConnection(asyncio.Protocol):
                     local_response=unsupported_version_response(header.correlation_id),
                 )
             )
-            return False
+            return None
         client_id = header.client_id or ""
-        if api_key == PRODUCE and produce_acks(frame, header) == 0:
-            throttle = self._enforcer.produce_without_response(
-                self.user, client_id, len(frame) - 4, now_ms()
-            )
+        if api_key == PRODUCE:
+            if produce_acks(frame, header) == 0:
+                throttle = self._enforcer.produce_without_response(
+                    self.user, client_id, len(frame) - 4, now_ms()
+                )
+                if throttle:
+                    self._mute(throttle)
+                return frame
+        elif api_key == FETCH:
+            throttle, max_bytes = self._enforcer.before_fetch(self.user, client_id, now_ms())
             if throttle:
+                self._answer_locally(
+                    InFlight(
+                        header.correlation_id,
+                        api_key,
+                        api_version,
+                        local_response=empty_fetch_response(
+                            header.correlation_id, api_version, throttle
+                        ),
+                    )
+                )
                 self._mute(throttle)
-            return True
+                return None
+            if max_bytes is not None:
+                frame = cap_fetch_max_bytes(frame, header, max_bytes)
+        elif api_key == SASL_HANDSHAKE:
+            self._sasl.on_handshake_request(frame, header)
+        elif api_key == SASL_AUTHENTICATE:
+            self._sasl.on_authenticate_request(frame, header)
         self._in_flight.append(
             InFlight(
                 header.correlation_id,
@@ -171,7 +207,7 @@ class ClientConnection(asyncio.Protocol):
                 time.perf_counter_ns(),
             )
         )
-        return True
+        return frame
 
     def _answer_locally(self, entry: InFlight) -> None:
         self._in_flight.append(entry)
@@ -262,6 +298,21 @@ class ClientConnection(asyncio.Protocol):
             frame = cap_api_versions(frame, api_version) or frame
         elif carries_addresses(api_key, api_version):
             frame = rewrite_addresses(frame, api_key, api_version, self._advertise) or frame
+        elif api_key == SASL_HANDSHAKE:
+            self._sasl.on_handshake_response(frame, api_version)
+            if self._sasl.mechanism is not None and not self._sasl.learnable:
+                log.warning(
+                    "client %s authenticates with %s, whose principal the proxy cannot learn: "
+                    "its quotas are those of User:%s",
+                    self.peer,
+                    self._sasl.mechanism,
+                    self.user,
+                )
+        elif api_key == SASL_AUTHENTICATE:
+            user = self._sasl.on_authenticate_response(frame, api_version)
+            if user is not None:
+                log.info("client %s authenticated as User:%s", self.peer, user)
+                self.user = user
         throttle = self._enforcer.on_response(
             self.user,
             entry.client_id,

@@ -4,17 +4,30 @@ Kafka's KafkaApis records a Produce request's size and a Fetch response's size i
 byte-rate sensors and the request's thread time into the request sensor, then throttles by
 the larger of the resulting times. The proxy cannot see the broker's threads, so request
 time here is the time from reading a request to answering it, which includes the broker.
+
+Quota types in shadow mode go through the same decisions; a throttle decided for one is
+counted, logged and kept in the throttle-time metric, but not applied.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 from protocol.apis import FETCH, PRODUCE, REQUEST_QUOTA_EXEMPT
 from quotas.engine import QuotaEngine
+from quotas.entities import QuotaType
+from quotas.managers import ClientQuotaManager, ClientSensors
+
+log = logging.getLogger(__name__)
 
 #: ClientRequestQuotaManager.NANOS_TO_PERCENTAGE_PER_SECOND
 _NANOS_TO_PERCENTAGE = 100.0 / 1_000_000_000
+#: a shadow decision is logged at most this often per entity and quota type
+_SHADOW_LOG_INTERVAL_MS = 10_000
+
+#: (manager, sensors, throttle_ms) for one quota type of one request
+Decision = tuple[ClientQuotaManager, ClientSensors, int]
 
 
 def now_ms() -> int:
@@ -25,8 +38,10 @@ def now_ms() -> int:
 class Enforcer:
     """Owns the live QuotaEngine (replaced on reload) and turns traffic into throttle times."""
 
-    def __init__(self, engine: QuotaEngine) -> None:
+    def __init__(self, engine: QuotaEngine, shadow: frozenset[QuotaType] = frozenset()) -> None:
         self.engine = engine
+        #: quota types whose throttles are decided and reported but not applied
+        self.shadow = shadow
 
     def produce_without_response(
         self, user: str, client_id: str, request_bytes: int, now: int
@@ -37,9 +52,25 @@ class Enforcer:
             return 0
         sensors = produce.sensors_for(user, client_id, now)
         throttle = produce.record_and_get_throttle_time_ms(sensors, request_bytes, now)
+        return self._settle(now, (produce, sensors, throttle)) if throttle else 0
+
+    def before_fetch(self, user: str, client_id: str, now: int) -> tuple[int, int | None]:
+        """(throttle owed already, most bytes the fetch may return) before a Fetch goes out.
+
+        A principal already over its consumer quota is answered at once with an empty Fetch
+        and the throttle, as Kafka returns an empty fetch when it throttles; otherwise Kafka
+        caps the fetch to what the quota allows in one quota window.
+        """
+        fetch = self.engine.fetch
+        if not fetch.enabled:
+            return 0, None
+        sensors = fetch.sensors_for(user, client_id, now)
+        throttle = fetch.throttle_time_ms(sensors, now)
         if throttle:
-            produce.record_throttle(sensors, throttle, now)
-        return throttle
+            return self._settle(now, (fetch, sensors, throttle)), None
+        if QuotaType.FETCH in self.shadow:
+            return 0, None
+        return 0, int(fetch.max_value_in_quota_window(sensors))
 
     def on_response(
         self,
@@ -53,28 +84,65 @@ class Enforcer:
     ) -> int:
         """The throttle for one answered request (0 = none); records into every sensor."""
         engine = self.engine
-        bandwidth = 0
-        bandwidth_manager = None
+        bandwidth: Decision | None = None
         if api_key == PRODUCE:
-            bandwidth_manager, value = engine.produce, request_bytes
+            manager, value = engine.produce, request_bytes
         elif api_key == FETCH:
-            bandwidth_manager, value = engine.fetch, response_bytes
-        if bandwidth_manager is not None and bandwidth_manager.enabled:
-            bandwidth_sensors = bandwidth_manager.sensors_for(user, client_id, now)
-            bandwidth = bandwidth_manager.record_and_get_throttle_time_ms(
-                bandwidth_sensors, value, now
-            )
-        request_throttle = 0
+            manager, value = engine.fetch, response_bytes
+        else:
+            manager = None
+        if manager is not None and manager.enabled:
+            sensors = manager.sensors_for(user, client_id, now)
+            throttle = manager.record_and_get_throttle_time_ms(sensors, value, now)
+            bandwidth = (manager, sensors, throttle)
+        request_time: Decision | None = None
         request = engine.request
         if request.enabled and api_key not in REQUEST_QUOTA_EXEMPT:
-            request_sensors = request.sensors_for(user, client_id, now)
-            request_throttle = request.record_and_get_throttle_time_ms(
-                request_sensors, elapsed_ns * _NANOS_TO_PERCENTAGE, now
+            sensors = request.sensors_for(user, client_id, now)
+            throttle = request.record_and_get_throttle_time_ms(
+                sensors, elapsed_ns * _NANOS_TO_PERCENTAGE, now
             )
-        if bandwidth > request_throttle:
-            assert bandwidth_manager is not None
-            bandwidth_manager.record_throttle(bandwidth_sensors, bandwidth, now)
-            return bandwidth
-        if request_throttle:
-            request.record_throttle(request_sensors, request_throttle, now)
-        return request_throttle
+            request_time = (request, sensors, throttle)
+        if bandwidth is not None and bandwidth[2]:
+            if request_time is not None and request_time[2]:
+                return self._settle(now, request_time, bandwidth)
+            return self._settle(now, bandwidth)
+        if request_time is not None and request_time[2]:
+            return self._settle(now, request_time)
+        return 0
+
+    def _settle(self, now: int, *decisions: Decision) -> int:
+        """Kafka throttles by the largest decision and records it under its quota type; the
+        first wins a tie, and callers pass request time first, as KafkaApis breaks ties.
+
+        Returns the throttle to apply: the largest of the enforced quota types. When the
+        largest decision belongs to a shadowed type, that decision is what shadow mode
+        counts and logs, one per request, as enforcing it would have applied it.
+        """
+        largest = max(decisions, key=lambda decision: decision[2])
+        manager, sensors, throttle = largest
+        manager.record_throttle(sensors, throttle, now)
+        if manager.quota_type not in self.shadow:
+            return throttle
+        self._shadowed(manager.quota_type, sensors, throttle, now)
+        return max(
+            (ms for other, _, ms in decisions if other.quota_type not in self.shadow), default=0
+        )
+
+    def _shadowed(
+        self, quota_type: QuotaType, sensors: ClientSensors, throttle: int, now: int
+    ) -> None:
+        sensors.shadow_throttles += 1
+        last = sensors.shadow_logged_ms
+        if last is None or now - last >= _SHADOW_LOG_INTERVAL_MS:
+            sensors.shadow_logged_ms = now
+            user, client = sensors.tags
+            log.info(
+                "shadow mode: would throttle user=%s client_id=%s by %d ms for %s "
+                "(%d shadow throttles so far)",
+                user,
+                client,
+                throttle,
+                quota_type.key,
+                sensors.shadow_throttles,
+            )

@@ -58,6 +58,11 @@ class QuotaCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         now_ms = self._now_ms()
         families: dict[str, GaugeMetricFamily] = {}
+        shadow = CounterMetricFamily(
+            "kafka_quota_proxy_shadow_throttles",
+            "Throttles decided but not applied, for quotas in shadow mode ([enforcement])",
+            labels=["quota", "user", "client_id"],
+        )
         for manager in self._engine().managers():
             group = manager.quota_type.group
             per_user = manager.quota_type is QuotaType.PRODUCER_IDS
@@ -74,7 +79,13 @@ class QuotaCollector(Collector):
                         )
                         families[full] = family
                     family.add_metric(values, value)
+                if sensors.shadow_throttles:
+                    shadow.add_metric(
+                        [manager.quota_type.key, sanitize(user), client_id],
+                        sensors.shadow_throttles,
+                    )
         yield from families.values()
+        yield shadow
         reloads = CounterMetricFamily(
             "kafka_quota_proxy_config_reloads",
             "Config reloads, by result",

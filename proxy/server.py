@@ -58,8 +58,10 @@ class ProxyServer:
         await self._listen(None, self._bind(self.settings.bootstrap_port))
         try:
             await self.discover_brokers()
-        except (OSError, TimeoutError, ValueError) as exc:
-            log.warning("no broker listeners opened at start-up: %s", exc)
+        except (OSError, TimeoutError, ValueError, EOFError) as exc:
+            # a SASL listener closes on a request before authentication; listeners then
+            # open as clients' own Metadata responses name the brokers
+            log.warning("no broker listeners opened at start-up: %r", exc)
         log.info(
             "proxy serving bootstrap at %s for %s",
             self.bootstrap_address,

@@ -23,7 +23,16 @@ UNLIMITED = float(2**63 - 1)
 class ClientSensors:
     """The sensors of one metric-tags entity; every client resolving to it shares them."""
 
-    __slots__ = ("bucket", "last_record_ms", "limit", "rate", "tags", "throttle_time")
+    __slots__ = (
+        "bucket",
+        "last_record_ms",
+        "limit",
+        "rate",
+        "shadow_logged_ms",
+        "shadow_throttles",
+        "tags",
+        "throttle_time",
+    )
 
     def __init__(self, tags: MetricTags, limit: float, now_ms: int) -> None:
         self.tags = tags
@@ -33,6 +42,9 @@ class ClientSensors:
         self.throttle_time = Avg()
         self.bucket: TokenBucket | None = None
         self.last_record_ms = now_ms
+        #: throttles decided but not applied because the quota type runs in shadow mode
+        self.shadow_throttles = 0
+        self.shadow_logged_ms: int | None = None
 
 
 #: Kafka's metric name for each quota type's rate stat (group = QuotaType.group)
@@ -150,6 +162,14 @@ class ClientQuotaManager(QuotaManager):
         """Record, then check (the value that violates stays recorded, as in Kafka)."""
         sensors.last_record_ms = now_ms
         observed, window_ms = sensors.rate.record_and_measure(self.config, value, now_ms)
+        return self._throttle_time_ms(sensors, observed, window_ms)
+
+    def throttle_time_ms(self, sensors: ClientSensors, now_ms: int) -> int:
+        """The throttle owed now, recording nothing: whether a client is already over quota."""
+        observed, window_ms = sensors.rate.measure_with_window(self.config, now_ms)
+        return self._throttle_time_ms(sensors, observed, window_ms)
+
+    def _throttle_time_ms(self, sensors: ClientSensors, observed: float, window_ms: int) -> int:
         bound = sensors.limit
         if observed <= bound:
             return 0

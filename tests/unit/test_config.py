@@ -157,3 +157,22 @@ consumer_byte_rate = true
     for fragment in expected:
         assert any(fragment in line for line in lines), fragment
     assert len(lines) == len(expected)
+
+
+def test_shadow_mode_globally_or_per_quota(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, "")).shadow == frozenset()
+    assert load_config(write(tmp_path, "[enforcement]\nshadow = true\n")).shadow == set(QuotaType)
+    listed = load_config(
+        write(tmp_path, '[enforcement]\nshadow = ["consumer_byte_rate", "request_percentage"]\n')
+    )
+    assert listed.shadow == {QuotaType.FETCH, QuotaType.REQUEST}
+    path = write(tmp_path, '[enforcement]\nshadow = ["consumer_bytes_rate"]\nenforce = 1\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    lines = str(caught.value).splitlines()
+    assert sorted(lines) == [
+        f"{path}: [enforcement] key 'enforce': unknown key (known: shadow)",
+        f"{path}: [enforcement] key 'shadow': unknown quota 'consumer_bytes_rate' (known: "
+        "producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate, "
+        "producer_ids_rate)",
+    ]

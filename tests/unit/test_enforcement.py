@@ -1,0 +1,101 @@
+"""Enforcement decisions: Kafka's order, the empty-fetch check, and shadow mode."""
+
+from __future__ import annotations
+
+import math
+
+from protocol.apis import FETCH, METADATA, PRODUCE
+from proxy.enforcement import Enforcer
+from quotas.engine import QuotaEngine
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.settings import QuotaConfig, QuotaSettings
+from quotas.stats import MetricConfig
+
+WINDOWS = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
+LIMITS = {
+    QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0},
+    QuotaType.FETCH: {QuotaEntity(client_id=DEFAULT): 1000.0},
+    QuotaType.REQUEST: {QuotaEntity(client_id=DEFAULT): 10.0},
+}
+
+
+def engine() -> QuotaEngine:
+    return QuotaEngine(QuotaConfig(WINDOWS, LIMITS))
+
+
+#: (ms, api_key, request bytes, response bytes, elapsed ns): a client over both quotas
+TRAFFIC = [
+    (t, PRODUCE if t % 3 else METADATA, 400, 50, 3_000_000 + 1000 * t) for t in range(0, 4000, 37)
+]
+
+
+def replay(enforcer: Enforcer) -> list[int]:
+    return [
+        enforcer.on_response("ANONYMOUS", "app", api, req, resp, elapsed, now)
+        for now, api, req, resp, elapsed in TRAFFIC
+    ]
+
+
+def throttle_averages(enforcer: Enforcer, now: int) -> list[float]:
+    engine = enforcer.engine
+    return [
+        next(engine_manager.sensors()).throttle_time.measure(engine_manager.config, now)
+        for engine_manager in (engine.produce, engine.request)
+    ]
+
+
+def test_shadow_mode_decides_the_same_throttles_and_applies_none() -> None:
+    enforcing = Enforcer(engine())
+    shadow = Enforcer(engine(), frozenset(QuotaType))
+    enforced = replay(enforcing)
+    assert replay(shadow) == [0] * len(TRAFFIC)
+    throttled = [ms for ms in enforced if ms]
+    assert len(throttled) > 10
+    sensors = [next(m.sensors()) for m in (shadow.engine.produce, shadow.engine.request)]
+    assert sum(s.shadow_throttles for s in sensors) == len(throttled)
+    # Kafka's throttle-time metrics show the decisions either way
+    end = TRAFFIC[-1][0]
+    for enforced_avg, shadow_avg in zip(
+        throttle_averages(enforcing, end), throttle_averages(shadow, end), strict=True
+    ):
+        assert not math.isnan(enforced_avg)
+        assert enforced_avg == shadow_avg
+
+
+def test_shadowing_one_quota_type_still_enforces_the_others() -> None:
+    only_request = Enforcer(engine(), frozenset({QuotaType.PRODUCE}))
+    produce_only = [
+        only_request.on_response("ANONYMOUS", "app", PRODUCE, 5000, 50, 0, now)
+        for now in range(0, 2000, 100)
+    ]
+    assert produce_only == [0] * len(produce_only)
+    assert next(only_request.engine.produce.sensors()).shadow_throttles == len(produce_only)
+    slow = only_request.on_response("ANONYMOUS", "app", METADATA, 10, 10, 900_000_000, 2000)
+    assert slow > 0
+
+
+def test_fetch_over_quota_is_refused_before_going_upstream() -> None:
+    enforcer = Enforcer(engine())
+    # under quota: the fetch may return what the quota allows in one window
+    assert enforcer.before_fetch("ANONYMOUS", "app", 0) == (0, 1000)
+    first = enforcer.on_response("ANONYMOUS", "app", FETCH, 100, 4000, 0, 10)
+    assert first > 0  # the response that crossed the quota carries the throttle
+    throttle, max_bytes = enforcer.before_fetch("ANONYMOUS", "app", 20)
+    assert throttle > 0 and max_bytes is None
+    # nothing was recorded by the check: the owed throttle shrinks as time passes
+    later, _ = enforcer.before_fetch("ANONYMOUS", "app", 1500)
+    assert 0 < later < throttle
+    assert enforcer.before_fetch("ANONYMOUS", "app", 4100) == (0, 1000)
+    shadow = Enforcer(engine(), frozenset({QuotaType.FETCH}))
+    shadow.on_response("ANONYMOUS", "app", FETCH, 100, 4000, 0, 10)
+    assert shadow.before_fetch("ANONYMOUS", "app", 20) == (0, None)
+
+
+def test_a_tie_is_recorded_as_request_time_as_kafka_does() -> None:
+    enforcer = Enforcer(engine())
+    decisions = (enforcer.engine.produce, enforcer.engine.request)
+    sensors = [manager.sensors_for("u", "c", 0) for manager in decisions]
+    applied = enforcer._settle(0, (decisions[1], sensors[1], 500), (decisions[0], sensors[0], 500))
+    assert applied == 500
+    assert sensors[1].throttle_time.measure(WINDOWS.client, 0) == 500
+    assert math.isnan(sensors[0].throttle_time.measure(WINDOWS.client, 0))
