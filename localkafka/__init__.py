@@ -30,6 +30,10 @@ REPO = HERE.parent
 POM = HERE / "pom.xml"
 CACHE = Path(os.environ.get("KQP_CACHE", REPO / ".cache"))
 LOOPBACK = "127.0.0.1"
+#: what the SASL_PLAINTEXT listener accepts; PLAIN first, then the SCRAM ones
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 def kafka_version() -> str:
@@ -126,11 +130,18 @@ class Broker:
     port: int
     controller_port: int
     log_dir: Path
+    #: the SASL_PLAINTEXT listener, when the cluster has SASL users
+    sasl_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def address(self) -> str:
         return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def sasl_address(self) -> str:
+        assert self.sasl_port is not None, "the cluster was started without sasl_users"
+        return f"{LOOPBACK}:{self.sasl_port}"
 
 
 @dataclass
@@ -141,6 +152,9 @@ class KafkaCluster:
     workdir: Path | None = None
     overrides: dict[str, str] = field(default_factory=dict)
     heap: str = "768m"
+    #: user -> password: adds a SASL_PLAINTEXT listener taking PLAIN and SCRAM-SHA-256/512
+    #: for these users, next to the PLAINTEXT one the brokers use among themselves
+    sasl_users: dict[str, str] = field(default_factory=dict)
     brokers: list[Broker] = field(default_factory=list)
     _tmp: tempfile.TemporaryDirectory[str] | None = None
 
@@ -150,17 +164,20 @@ class KafkaCluster:
 
     def _properties(self, broker: Broker, voters: str) -> str:
         replication = min(3, self.brokers_count)
+        advertised = f"PLAINTEXT://{LOOPBACK}:{broker.port}"
+        if broker.sasl_port is not None:
+            advertised += f",SASL_PLAINTEXT://{LOOPBACK}:{broker.sasl_port}"
         props = {
             "process.roles": "broker,controller",
             "node.id": str(broker.node_id),
             "controller.quorum.voters": voters,
-            "listeners": (
-                f"PLAINTEXT://{LOOPBACK}:{broker.port},CONTROLLER://{LOOPBACK}:{broker.controller_port}"
-            ),
-            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{broker.port}",
+            "listeners": f"{advertised},CONTROLLER://{LOOPBACK}:{broker.controller_port}",
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+            ),
             "log.dirs": str(broker.log_dir),
             "num.partitions": "1",
             "offsets.topic.replication.factor": str(replication),
@@ -171,6 +188,17 @@ class KafkaCluster:
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "false",
         }
+        if self.sasl_users:
+            plain_users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
+            prefix = "listener.name.sasl_plaintext"
+            props.update(
+                {
+                    "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+                    f"{prefix}.plain.sasl.jaas.config": (f"{_PLAIN_LOGIN} required {plain_users};"),
+                    f"{prefix}.scram-sha-256.sasl.jaas.config": f"{_SCRAM_LOGIN} required;",
+                    f"{prefix}.scram-sha-512.sasl.jaas.config": f"{_SCRAM_LOGIN} required;",
+                }
+            )
         props.update(self.overrides)
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -181,8 +209,21 @@ class KafkaCluster:
             self.workdir = Path(self._tmp.name)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.brokers = [
-            Broker(i, free_port(), free_port(), self.workdir / f"node-{i}" / "data")
+            Broker(
+                i,
+                free_port(),
+                free_port(),
+                self.workdir / f"node-{i}" / "data",
+                free_port() if self.sasl_users else None,
+            )
             for i in range(1, self.brokers_count + 1)
+        ]
+        # SCRAM credentials live in the cluster metadata; KRaft writes them at format time
+        scram = [
+            arg
+            for user, password in self.sasl_users.items()
+            for mechanism in SASL_MECHANISMS[1:]
+            for arg in ("--add-scram", f"{mechanism}=[name={user},password={password}]")
         ]
         voters = ",".join(f"{b.node_id}@{LOOPBACK}:{b.controller_port}" for b in self.brokers)
         cluster_id = _cluster_id()
@@ -200,6 +241,7 @@ class KafkaCluster:
                         "-c",
                         str(props_file),
                         "--ignore-formatted",
+                        *scram,
                     ],
                     heap="256m",
                 ),
