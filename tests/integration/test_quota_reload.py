@@ -8,7 +8,6 @@ broken edit is refused while the last good limits stay in force.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from aiokafka import AIOKafkaProducer
 
 from localkafka import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
+from tests.integration.load import Timeline
 from tests.integration.scrape import scrape, value, wait_for_metric
 
 CLIENT_ID = "reload-test"
@@ -42,22 +42,11 @@ def quota_proxy(kafka3: KafkaCluster, tmp_path: Path) -> Iterator[RunningProxy]:
     proxy.stop()
 
 
-class Acks:
-    """When each produced byte was acknowledged, to compute rates over any interval."""
-
-    def __init__(self) -> None:
-        self.times: list[tuple[float, int]] = []
-
-    def rate(self, start: float, end: float) -> float:
-        acked = sum(size for at, size in self.times if start <= at < end)
-        return acked / (end - start)
-
-
-async def produce_until(producer: AIOKafkaProducer, acks: Acks, stop: asyncio.Event) -> None:
+async def produce_until(producer: AIOKafkaProducer, acks: Timeline, stop: asyncio.Event) -> None:
     while not stop.is_set():
         futures = [await producer.send(TOPIC, PAYLOAD) for _ in range(4)]
         await asyncio.wait_for(asyncio.gather(*futures), 60)
-        acks.times.append((time.monotonic(), 4 * len(PAYLOAD)))
+        acks.add(4 * len(PAYLOAD))
 
 
 async def test_reload_changes_a_live_throttle_and_a_broken_file_changes_nothing(
@@ -69,12 +58,11 @@ async def test_reload_changes_a_live_throttle_and_a_broken_file_changes_nothing(
         bootstrap_servers=quota_proxy.bootstrap, client_id=CLIENT_ID, acks=1, linger_ms=0
     )
     await producer.start()
-    acks, stop = Acks(), asyncio.Event()
+    acks, stop = Timeline(), asyncio.Event()
     task = asyncio.create_task(produce_until(producer, acks, stop))
     try:
-        started = time.monotonic()
         await asyncio.sleep(6)
-        low_rate = acks.rate(started + 2, time.monotonic())
+        low_rate = acks.rate(2, acks.elapsed())
         samples = scrape(metrics)
         assert (value(samples, "kafka_server_produce_throttle_time", **labels) or 0) > 0
         assert value(samples, "kafka_server_produce_byte_rate", **labels) is not None
@@ -91,9 +79,9 @@ async def test_reload_changes_a_live_throttle_and_a_broken_file_changes_nothing(
             lambda s: value(s, "kafka_quota_proxy_config_reloads_total", result="success") == 1,
         )
         await asyncio.sleep(3)  # the mute earned under the old limit runs out
-        raised_from = time.monotonic()
+        raised_from = acks.elapsed()
         await asyncio.sleep(3)
-        high_rate = acks.rate(raised_from, time.monotonic())
+        high_rate = acks.rate(raised_from, acks.elapsed())
         assert high_rate > 10 * low_rate and high_rate > 15 * LOW, (low_rate, high_rate)
         assert high_rate < 1.3 * HIGH
 
@@ -102,9 +90,9 @@ async def test_reload_changes_a_live_throttle_and_a_broken_file_changes_nothing(
             metrics,
             lambda s: value(s, "kafka_quota_proxy_config_reloads_total", result="failure") == 1,
         )
-        kept_from = time.monotonic()
+        kept_from = acks.elapsed()
         await asyncio.sleep(4)
-        kept_rate = acks.rate(kept_from, time.monotonic())
+        kept_rate = acks.rate(kept_from, acks.elapsed())
         # the refused file says 1 B/s: had it applied, almost nothing would be acked
         assert kept_rate > 10 * LOW, (high_rate, kept_rate)
         assert not task.done()

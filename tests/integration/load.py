@@ -1,0 +1,309 @@
+"""Clients that produce or consume as fast as they can, timing every byte they get through.
+
+Every loop is bounded by a deadline; records carry a sequence number so that what arrived
+can be compared with what was acknowledged, end to end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
+
+from localkafka import KafkaCluster, java_command
+
+RECORD_BYTES = 1000
+
+
+def record(seq: int) -> bytes:
+    """A RECORD_BYTES value that names its sequence number."""
+    return f"{seq:012d}".encode().ljust(RECORD_BYTES, b".")
+
+
+def seq_of(value: bytes) -> int:
+    return int(value[:12])
+
+
+@dataclass
+class Timeline:
+    """When each amount of bytes got through, to compute a rate over any interval."""
+
+    started: float = field(default_factory=time.monotonic)
+    events: list[tuple[float, int]] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, size: int, seq: int | None = None) -> None:
+        with self.lock:
+            self.events.append((time.monotonic(), size))
+            if seq is not None:
+                self.seqs.append(seq)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def rate(self, start: float, end: float) -> float:
+        """Bytes per second between start and end seconds after `started`."""
+        lo, hi = self.started + start, self.started + end
+        with self.lock:
+            total = sum(size for at, size in self.events if lo <= at < hi)
+        return total / (end - start)
+
+
+async def aiokafka_flood(
+    bootstrap: str, client_id: str, topic: str, seconds: float, timeline: Timeline
+) -> int:
+    """Produce until the deadline with at most 100 records unacknowledged; returns sent."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5)
+    await producer.start()
+    pending: set[asyncio.Future[object]] = set()
+    sent = 0
+    timeline.started = time.monotonic()
+    try:
+        while time.monotonic() - timeline.started < seconds:
+            future = await producer.send(topic, record(sent))
+            future.add_done_callback(
+                lambda f, seq=sent: f.exception() or timeline.add(RECORD_BYTES, seq)
+            )
+            pending.add(future)
+            sent += 1
+            if len(pending) >= 100:
+                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait_for(asyncio.gather(*pending), 60)
+    finally:
+        await producer.stop()
+    return sent
+
+
+def kafka_python_flood(
+    bootstrap: str, client_id: str, topic: str, seconds: float, timeline: Timeline, **config: object
+) -> int:
+    """The same with kafka-python, at most 1000 records unacknowledged."""
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5, **config
+    )
+    window = threading.BoundedSemaphore(1000)
+    sent = 0
+    errors: list[BaseException] = []
+
+    def acked(seq: int) -> Callable[[object], None]:
+        def record_ack(_metadata: object) -> None:
+            timeline.add(RECORD_BYTES, seq)
+            window.release()
+
+        return record_ack
+
+    def failed(error: BaseException) -> None:
+        errors.append(error)
+        window.release()
+
+    timeline.started = time.monotonic()
+    try:
+        while time.monotonic() - timeline.started < seconds:
+            if not window.acquire(timeout=1):
+                continue
+            producer.send(topic, record(sent)).add_callback(acked(sent)).add_errback(failed)
+            sent += 1
+        producer.flush(timeout=60)
+    finally:
+        producer.close(timeout=10)
+    assert not errors, errors[:3]
+    return sent
+
+
+async def aiokafka_drain(
+    bootstrap: str, client_id: str, topic: str, seconds: float, timeline: Timeline
+) -> None:
+    """Consume partition 0 from the start until the deadline, without a group."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id)
+    await consumer.start()
+    partition = TopicPartition(topic, 0)
+    consumer.assign([partition])
+    await consumer.seek_to_beginning(partition)
+    timeline.started = time.monotonic()
+    try:
+        while time.monotonic() - timeline.started < seconds:
+            batches = await consumer.getmany(timeout_ms=200)
+            for messages in batches.values():
+                for message in messages:
+                    assert message.value is not None
+                    timeline.add(len(message.value), message.offset)
+    finally:
+        await consumer.stop()
+
+
+def kafka_python_drain(
+    bootstrap: str, client_id: str, topic: str, seconds: float, timeline: Timeline
+) -> None:
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, client_id=client_id, enable_auto_commit=False
+    )
+    partition = KafkaTopicPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    timeline.started = time.monotonic()
+    try:
+        while time.monotonic() - timeline.started < seconds:
+            for messages in consumer.poll(timeout_ms=200).values():
+                for message in messages:
+                    timeline.add(len(message.value), message.offset)
+    finally:
+        consumer.close()
+
+
+def read_all(bootstrap: str, topic: str, timeout_s: float = 60) -> list[bytes]:
+    """Every record of partition 0, read straight from Kafka (no proxy, no quota)."""
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    partition = KafkaTopicPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    end = consumer.end_offsets([partition])[partition]
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while consumer.position(partition) < end and time.monotonic() < deadline:
+            for messages in consumer.poll(timeout_ms=500).values():
+                values.extend(message.value for message in messages)
+    finally:
+        consumer.close()
+    assert len(values) == end, f"read {len(values)} of {end} records of {topic}"
+    return values
+
+
+def assert_no_loss_or_duplicates(acked: Iterable[int], stored: Iterable[int]) -> None:
+    acked_list, stored_list = sorted(acked), sorted(stored)
+    assert len(set(stored_list)) == len(stored_list), "a record was stored twice"
+    assert set(acked_list) <= set(stored_list), "an acknowledged record is missing"
+    assert len(acked_list) == len(stored_list), (len(acked_list), len(stored_list))
+
+
+#: ProducerPerformance's report every 5 s: "N records sent, R records/sec (M MB/sec), ..."
+_PERF_REPORT = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec")
+
+
+def java_flood(
+    cluster: KafkaCluster, bootstrap: str, client_id: str, topic: str, records: int
+) -> subprocess.Popen[str]:
+    """ProducerPerformance at full speed; `java_flood_rates` reads its 5-second reports."""
+    return subprocess.Popen(
+        java_command(
+            "org.apache.kafka.tools.ProducerPerformance",
+            [
+                "--topic",
+                topic,
+                "--num-records",
+                str(records),
+                "--record-size",
+                str(RECORD_BYTES),
+                "--throughput",
+                "-1",
+                "--producer-props",
+                f"bootstrap.servers={bootstrap}",
+                f"client.id={client_id}",
+                "linger.ms=5",
+                "buffer.memory=1000000",
+            ],
+            heap="256m",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def java_flood_reports(process: subprocess.Popen[str], timeout_s: float) -> list[tuple[int, float]]:
+    """(records, seconds) of each 5-second report, once the tool has finished."""
+    out, _ = process.communicate(timeout=timeout_s)
+    assert process.returncode == 0, out[-3000:]
+    reports = []
+    for line in out.splitlines():
+        match = _PERF_REPORT.match(line)
+        if match and "50th" not in line:  # the final summary has percentiles
+            sent, per_second = int(match[1]), float(match[2])
+            reports.append((sent, sent / per_second))
+    return reports
+
+
+def java_fill(cluster: KafkaCluster, topic: str, records: int) -> None:
+    """Records straight into Kafka at full speed, for consumers to read through the proxy.
+
+    In batches of the producer's default 16 KiB: a fetch capped by the quota ends in a
+    partial batch the client discards, so much larger batches would waste much of each fetch.
+    """
+    cluster.tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        topic,
+        "--num-records",
+        str(records),
+        "--record-size",
+        str(RECORD_BYTES),
+        "--throughput",
+        "-1",
+        "--producer-props",
+        f"bootstrap.servers={cluster.bootstrap_servers}",
+        "linger.ms=20",
+    )
+
+
+def java_drain(
+    cluster: KafkaCluster, bootstrap: str, client_id: str, topic: str, records: int, config: Path
+) -> subprocess.Popen[str]:
+    """ConsumerPerformance with a report every 5 s; `java_drain_reports` reads them."""
+    config.write_text(f"client.id={client_id}\n")
+    return subprocess.Popen(
+        java_command(
+            "org.apache.kafka.tools.ConsumerPerformance",
+            [
+                "--bootstrap-server",
+                bootstrap,
+                "--topic",
+                topic,
+                "--messages",
+                str(records),
+                "--timeout",
+                "60000",
+                "--show-detailed-stats",
+                "--reporting-interval",
+                "5000",
+                "--hide-header",
+                "--consumer.config",
+                str(config),
+            ],
+            heap="256m",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def java_drain_rate(process: subprocess.Popen[str], timeout_s: float) -> float:
+    """Records/s between ConsumerPerformance's first and seventh 5-second reports (30 s).
+
+    Each report line: time, thread, total MB, MB/s, total records, records/s, ...
+    """
+    out, _ = process.communicate(timeout=timeout_s)
+    assert process.returncode == 0, out[-3000:]
+    reports = []
+    for line in out.splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) >= 6 and fields[0][:2] == "20":
+            at = datetime.strptime(fields[0], "%Y-%m-%d %H:%M:%S:%f")
+            reports.append((at, int(fields[4])))
+    assert len(reports) >= 7, out[-3000:]
+    (start, first), (end, last) = reports[0], reports[6]
+    return (last - first) / (end - start).total_seconds()
