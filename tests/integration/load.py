@@ -60,9 +60,17 @@ class Timeline:
 
 
 async def aiokafka_flood(
-    bootstrap: str, client_id: str, topic: str, seconds: float, timeline: Timeline
+    bootstrap: str,
+    client_id: str,
+    topic: str,
+    seconds: float,
+    timeline: Timeline,
+    offered_rate: float | None = None,
 ) -> int:
-    """Produce until the deadline with at most 100 records unacknowledged; returns sent."""
+    """Produce until the deadline with at most 100 records unacknowledged; returns sent.
+
+    With offered_rate (bytes/s), records are offered no faster than that.
+    """
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5)
     await producer.start()
     pending: set[asyncio.Future[object]] = set()
@@ -76,6 +84,9 @@ async def aiokafka_flood(
             )
             pending.add(future)
             sent += 1
+            if offered_rate is not None and sent % 20 == 0:
+                due = timeline.started + sent * RECORD_BYTES / offered_rate
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
             if len(pending) >= 100:
                 _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
         await asyncio.wait_for(asyncio.gather(*pending), 60)

@@ -13,6 +13,7 @@ real broker's own quota in the same run.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,10 +37,12 @@ from tests.integration.load import (
     read_all,
     seq_of,
 )
+from tests.integration.scrape import scrape, value, wait_for_metric
 
 QUOTA = 1_000_000
 FIRST_WINDOW_S, MEASURED_S = 2.0, 30.0
-PRODUCERS = ("quota-aiokafka", "quota-kafka-python", "quota-java")
+BYSTANDER_RATE = 10 * QUOTA
+PRODUCERS = ("quota-aiokafka", "quota-kafka-python", "quota-java", "flood-java")
 CONSUMERS = ("drain-aiokafka", "drain-kafka-python", "drain-java")
 CONFIG = """
 [broker]
@@ -69,7 +72,7 @@ def assert_held(name: str, rate: float) -> None:
 async def test_producers_are_held_to_their_byte_rate(
     kafka3: KafkaCluster, byte_rate_proxy: RunningProxy
 ) -> None:
-    for client in PRODUCERS:
+    for client in PRODUCERS[:3]:
         kafka3.create_topic(client, partitions=1)
     bootstrap = byte_rate_proxy.bootstrap
     seconds = FIRST_WINDOW_S + MEASURED_S
@@ -127,3 +130,52 @@ async def test_consumers_are_held_to_their_byte_rate(
         assert_held(client, timeline.rate(FIRST_WINDOW_S, FIRST_WINDOW_S + MEASURED_S))
         # every offset once, in order: the empty throttled fetches skipped or repeated nothing
         assert timeline.seqs == list(range(len(timeline.seqs)))
+
+
+async def test_a_second_principal_keeps_its_throughput_next_to_a_throttled_one(
+    kafka3: KafkaCluster, byte_rate_proxy: RunningProxy
+) -> None:
+    """A bystander without a quota offers 10 MB/s, alone and next to a flooder held to 1 MB/s
+    (a separate JVM, so that only the proxy and the brokers are shared).
+
+    The offered load stays below what this 2-core machine can carry: a bystander producing
+    flat out would measure the flooder's own client and broker CPU (about a fifth of a core
+    while throttled), not the proxy, whose cost for the throttled flooder is about 1 %.
+    """
+    bystander, flooder = "bystander", PRODUCERS[3]
+    for topic in (bystander, flooder):
+        kafka3.create_topic(topic, partitions=1)
+    bootstrap, metrics = byte_rate_proxy.bootstrap, byte_rate_proxy.metrics_url
+
+    async def bystander_rate() -> float:
+        timeline = Timeline()
+        await aiokafka_flood(bootstrap, bystander, bystander, 6.0, timeline, BYSTANDER_RATE)
+        return timeline.rate(1.0, 6.0)
+
+    await bystander_rate()  # warm-up: connections, the broker's first segment, the JIT
+    alone_before = await bystander_rate()
+    java = java_flood(kafka3, bootstrap, flooder, flooder, 25_000)
+    try:
+        await wait_for_metric(
+            metrics,
+            lambda s: (
+                (value(s, "kafka_server_produce_throttle_time", user="", client_id=flooder) or 0)
+                > 0
+            ),
+            timeout_s=30,
+        )
+        shared = await bystander_rate()
+        flooded = await asyncio.to_thread(scrape, metrics)
+    finally:
+        java.kill()
+        java.wait()
+    alone_after = await bystander_rate()
+    alone = (alone_before + alone_after) / 2
+    print(
+        f"bystander B/s: alone {alone_before:,.0f} / {alone_after:,.0f},"
+        f" next to the flooder {shared:,.0f} ({shared / alone:.0%})"
+    )
+    assert alone >= 0.9 * BYSTANDER_RATE
+    assert shared >= 0.9 * alone
+    throttle = value(flooded, "kafka_server_produce_throttle_time", user="", client_id=bystander)
+    assert throttle is not None and math.isnan(throttle), "the bystander was throttled"
