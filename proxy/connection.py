@@ -32,7 +32,7 @@ from protocol.produce import produce_acks
 from protocol.rewrite import Advertise, carries_addresses, rewrite_addresses
 from protocol.sasl import SaslExchange
 from protocol.throttle import with_throttle_time
-from proxy.enforcement import Enforcer, now_ms
+from proxy.enforcement import Decision, Enforcer, now_ms
 
 if TYPE_CHECKING:
     from asyncio import BaseTransport, Transport
@@ -52,8 +52,11 @@ class InFlight:
     api_key: int
     api_version: int
     client_id: str = ""
-    request_bytes: int = 0
+    #: the Produce byte-rate decision taken when the request was read
+    produce: Decision | None = None
     received_ns: int = 0
+    #: reading stays paused until this (throttled) request's response is written
+    held: bool = False
     #: a response the proxy produced itself, sent when every earlier response has gone out
     local_response: bytes | None = None
 
@@ -93,6 +96,10 @@ class ClientConnection(asyncio.Protocol):
         self._closed = False
         #: the largest throttle among the responses being written now
         self._throttle_ms = 0
+        #: throttled Produce requests whose responses have not been written yet
+        self._held_responses = 0
+        #: how many of those are among the responses being written now
+        self._released = 0
 
     # client side ---------------------------------------------------------------------------
 
@@ -168,11 +175,12 @@ class ClientConnection(asyncio.Protocol):
             )
             return None
         client_id = header.client_id or ""
+        produce = None
         if api_key == PRODUCE:
+            now = now_ms()
+            produce = self._enforcer.on_produce(self.user, client_id, len(frame) - 4, now)
             if produce_acks(frame, header) == 0:
-                throttle = self._enforcer.produce_without_response(
-                    self.user, client_id, len(frame) - 4, now_ms()
-                )
+                throttle = produce and self._enforcer.settle_without_response(produce, now)
                 if throttle:
                     self._mute(throttle)
                 return frame
@@ -197,16 +205,21 @@ class ClientConnection(asyncio.Protocol):
             self._sasl.on_handshake_request(frame, header)
         elif api_key == SASL_AUTHENTICATE:
             self._sasl.on_authenticate_request(frame, header)
-        self._in_flight.append(
-            InFlight(
-                header.correlation_id,
-                api_key,
-                api_version,
-                client_id,
-                len(frame) - 4,
-                time.perf_counter_ns(),
-            )
+        entry = InFlight(
+            header.correlation_id,
+            api_key,
+            api_version,
+            client_id,
+            produce,
+            time.perf_counter_ns(),
         )
+        if produce is not None and self._enforcer.holds(produce):
+            # Kafka reads nothing more from a connection until its throttled response has
+            # gone out and the throttle has passed
+            entry.held = True
+            self._held_responses += 1
+            self.pause_reading("throttle-pending")
+        self._in_flight.append(entry)
         return frame
 
     def _answer_locally(self, entry: InFlight) -> None:
@@ -272,6 +285,7 @@ class ClientConnection(asyncio.Protocol):
 
     def upstream_data_received(self, data: bytes) -> None:
         self._throttle_ms = 0
+        self._released = 0
         try:
             out = [self._on_response(frame) for frame in self._responses.feed(data)]
         except ProtocolError as exc:
@@ -283,6 +297,11 @@ class ClientConnection(asyncio.Protocol):
         self._flush_local_responses()
         if self._throttle_ms:
             self._mute(self._throttle_ms)
+        if self._released:
+            self._held_responses -= self._released
+            self._released = 0
+            if not self._held_responses:
+                self.resume_reading("throttle-pending")
 
     def _on_response(self, frame: bytes) -> bytes:
         if not self._in_flight:
@@ -313,11 +332,13 @@ class ClientConnection(asyncio.Protocol):
             if user is not None:
                 log.info("client %s authenticated as User:%s", self.peer, user)
                 self.user = user
+        if entry.held:
+            self._released += 1
         throttle = self._enforcer.on_response(
             self.user,
             entry.client_id,
             api_key,
-            entry.request_bytes,
+            entry.produce,
             len(frame) - 4,
             time.perf_counter_ns() - entry.received_ns,
             now_ms(),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 
-from protocol.apis import FETCH, PRODUCE, REQUEST_QUOTA_EXEMPT
+from protocol.apis import FETCH, REQUEST_QUOTA_EXEMPT
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType
 from quotas.managers import ClientQuotaManager, ClientSensors
@@ -43,16 +43,27 @@ class Enforcer:
         #: quota types whose throttles are decided and reported but not applied
         self.shadow = shadow
 
-    def produce_without_response(
+    def on_produce(
         self, user: str, client_id: str, request_bytes: int, now: int
-    ) -> int:
-        """acks=0: the byte rate only, as Kafka skips the request quota for these."""
+    ) -> Decision | None:
+        """Charge a Produce request's bytes when it is read, as Kafka charges them when it
+        handles the request: a client pipelining requests is judged on each one in turn, and
+        its connection stops being read at the first request over quota. The decision is
+        settled with the request time once the response comes (see on_response)."""
         produce = self.engine.produce
         if not produce.enabled:
-            return 0
+            return None
         sensors = produce.sensors_for(user, client_id, now)
         throttle = produce.record_and_get_throttle_time_ms(sensors, request_bytes, now)
-        return self._settle(now, (produce, sensors, throttle)) if throttle else 0
+        return produce, sensors, throttle
+
+    def holds(self, decision: Decision) -> bool:
+        """Whether the connection must stop being read until this request's throttle."""
+        return decision[2] > 0 and decision[0].quota_type not in self.shadow
+
+    def settle_without_response(self, decision: Decision, now: int) -> int:
+        """acks=0: the byte rate only, as Kafka skips the request quota for these."""
+        return self._settle(now, decision) if decision[2] else 0
 
     def before_fetch(self, user: str, client_id: str, now: int) -> tuple[int, int | None]:
         """(throttle owed already, most bytes the fetch may return) before a Fetch goes out.
@@ -77,26 +88,23 @@ class Enforcer:
         user: str,
         client_id: str,
         api_key: int,
-        request_bytes: int,
+        produce: Decision | None,
         response_bytes: int,
         elapsed_ns: int,
         now: int,
     ) -> int:
-        """The throttle for one answered request (0 = none); records into every sensor."""
-        engine = self.engine
-        bandwidth: Decision | None = None
-        if api_key == PRODUCE:
-            manager, value = engine.produce, request_bytes
-        elif api_key == FETCH:
-            manager, value = engine.fetch, response_bytes
-        else:
-            manager = None
-        if manager is not None and manager.enabled:
-            sensors = manager.sensors_for(user, client_id, now)
-            throttle = manager.record_and_get_throttle_time_ms(sensors, value, now)
-            bandwidth = (manager, sensors, throttle)
+        """The throttle for one answered request (0 = none), settled as KafkaApis does: the
+        bandwidth decision (a Produce's, taken when read; a Fetch's response bytes, now) and
+        the request time, throttled by the larger."""
+        bandwidth = produce
+        if api_key == FETCH:
+            fetch = self.engine.fetch
+            if fetch.enabled:
+                sensors = fetch.sensors_for(user, client_id, now)
+                throttle = fetch.record_and_get_throttle_time_ms(sensors, response_bytes, now)
+                bandwidth = (fetch, sensors, throttle)
         request_time: Decision | None = None
-        request = engine.request
+        request = self.engine.request
         if request.enabled and api_key not in REQUEST_QUOTA_EXEMPT:
             sensors = request.sensors_for(user, client_id, now)
             throttle = request.record_and_get_throttle_time_ms(

@@ -29,11 +29,16 @@ TRAFFIC = [
 ]
 
 
+def answer(
+    enforcer: Enforcer, api: int, request: int, response: int, elapsed_ns: int, now: int
+) -> int:
+    """A request read and answered at `now`: Produce bytes are charged on reading."""
+    produce = enforcer.on_produce("ANONYMOUS", "app", request, now) if api == PRODUCE else None
+    return enforcer.on_response("ANONYMOUS", "app", api, produce, response, elapsed_ns, now)
+
+
 def replay(enforcer: Enforcer) -> list[int]:
-    return [
-        enforcer.on_response("ANONYMOUS", "app", api, req, resp, elapsed, now)
-        for now, api, req, resp, elapsed in TRAFFIC
-    ]
+    return [answer(enforcer, *request[1:], request[0]) for request in TRAFFIC]
 
 
 def throttle_averages(enforcer: Enforcer, now: int) -> list[float]:
@@ -64,13 +69,10 @@ def test_shadow_mode_decides_the_same_throttles_and_applies_none() -> None:
 
 def test_shadowing_one_quota_type_still_enforces_the_others() -> None:
     only_request = Enforcer(engine(), frozenset({QuotaType.PRODUCE}))
-    produce_only = [
-        only_request.on_response("ANONYMOUS", "app", PRODUCE, 5000, 50, 0, now)
-        for now in range(0, 2000, 100)
-    ]
+    produce_only = [answer(only_request, PRODUCE, 5000, 50, 0, now) for now in range(0, 2000, 100)]
     assert produce_only == [0] * len(produce_only)
     assert next(only_request.engine.produce.sensors()).shadow_throttles == len(produce_only)
-    slow = only_request.on_response("ANONYMOUS", "app", METADATA, 10, 10, 900_000_000, 2000)
+    slow = answer(only_request, METADATA, 10, 10, 900_000_000, 2000)
     assert slow > 0
 
 
@@ -78,7 +80,7 @@ def test_fetch_over_quota_is_refused_before_going_upstream() -> None:
     enforcer = Enforcer(engine())
     # under quota: the fetch may return what the quota allows in one window
     assert enforcer.before_fetch("ANONYMOUS", "app", 0) == (0, 1000)
-    first = enforcer.on_response("ANONYMOUS", "app", FETCH, 100, 4000, 0, 10)
+    first = answer(enforcer, FETCH, 100, 4000, 0, 10)
     assert first > 0  # the response that crossed the quota carries the throttle
     throttle, max_bytes = enforcer.before_fetch("ANONYMOUS", "app", 20)
     assert throttle > 0 and max_bytes is None
@@ -87,7 +89,7 @@ def test_fetch_over_quota_is_refused_before_going_upstream() -> None:
     assert 0 < later < throttle
     assert enforcer.before_fetch("ANONYMOUS", "app", 4100) == (0, 1000)
     shadow = Enforcer(engine(), frozenset({QuotaType.FETCH}))
-    shadow.on_response("ANONYMOUS", "app", FETCH, 100, 4000, 0, 10)
+    answer(shadow, FETCH, 100, 4000, 0, 10)
     assert shadow.before_fetch("ANONYMOUS", "app", 20) == (0, None)
 
 
@@ -99,3 +101,17 @@ def test_a_tie_is_recorded_as_request_time_as_kafka_does() -> None:
     assert applied == 500
     assert sensors[1].throttle_time.measure(WINDOWS.client, 0) == 500
     assert math.isnan(sensors[0].throttle_time.measure(WINDOWS.client, 0))
+
+
+def test_a_throttled_produce_holds_the_connection_unless_shadowed() -> None:
+    enforcer = Enforcer(engine())
+    first = enforcer.on_produce("ANONYMOUS", "app", 500, 0)
+    assert first is not None and not enforcer.holds(first)
+    over = enforcer.on_produce("ANONYMOUS", "app", 5000, 1)
+    assert over is not None and over[2] > 0 and enforcer.holds(over)
+    # the decision taken on reading is the one the response carries
+    assert enforcer.on_response("ANONYMOUS", "app", PRODUCE, over, 50, 0, 2) == over[2]
+    shadow = Enforcer(engine(), frozenset({QuotaType.PRODUCE}))
+    shadowed = shadow.on_produce("ANONYMOUS", "app", 9000, 0)
+    assert shadowed is not None and shadowed[2] > 0 and not shadow.holds(shadowed)
+    assert shadow.settle_without_response(shadowed, 0) == 0
