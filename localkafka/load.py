@@ -1,4 +1,5 @@
-"""Clients that produce or consume as fast as they can, timing every byte they get through.
+"""Load for tests and benchmarks: clients producing or consuming as fast as they can, timing
+every byte they get through.
 
 Every loop is bounded by a deadline; records carry a sequence number so that what arrived
 can be compared with what was acknowledged, end to end.
@@ -15,8 +16,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer
 
 from localkafka import KafkaCluster, java_command
@@ -66,22 +69,35 @@ async def aiokafka_flood(
     seconds: float,
     timeline: Timeline,
     offered_rate: float | None = None,
+    **config: Any,
 ) -> int:
     """Produce until the deadline with at most 100 records unacknowledged; returns sent.
 
     With offered_rate (bytes/s), records are offered no faster than that.
     """
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5, **config
+    )
     await producer.start()
     pending: set[asyncio.Future[object]] = set()
     sent = 0
+    errors: list[BaseException] = []
+
+    def acked(seq: int) -> Callable[[asyncio.Future[object]], None]:
+        def record_ack(future: asyncio.Future[object]) -> None:
+            error = future.exception()
+            if error is not None:
+                errors.append(error)
+            else:
+                timeline.add(RECORD_BYTES, seq)
+
+        return record_ack
+
     timeline.started = time.monotonic()
     try:
         while time.monotonic() - timeline.started < seconds:
             future = await producer.send(topic, record(sent))
-            future.add_done_callback(
-                lambda f, seq=sent: f.exception() or timeline.add(RECORD_BYTES, seq)
-            )
+            future.add_done_callback(acked(sent))
             pending.add(future)
             sent += 1
             if offered_rate is not None and sent % 20 == 0:
@@ -89,9 +105,10 @@ async def aiokafka_flood(
                 await asyncio.sleep(max(0.0, due - time.monotonic()))
             if len(pending) >= 100:
                 _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        await asyncio.wait_for(asyncio.gather(*pending), 60)
+        await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 60)
     finally:
         await producer.stop()
+    assert not errors, errors[:3]
     return sent
 
 
@@ -318,3 +335,28 @@ def java_drain_rate(process: subprocess.Popen[str], timeout_s: float) -> float:
     assert len(reports) >= 7, out[-3000:]
     (start, first), (end, last) = reports[0], reports[6]
     return (last - first) / (end - start).total_seconds()
+
+
+def confluent_flood(config: dict[str, str], topic: str, seconds: float, timeline: Timeline) -> int:
+    """The same with librdkafka, at most 1000 records unacknowledged."""
+    producer = ConfluentProducer({"linger.ms": 5, **config})
+    sent = 0
+    errors: list[object] = []
+
+    def delivered(error: object, message: object) -> None:
+        if error is not None:
+            errors.append(error)
+        else:
+            timeline.add(RECORD_BYTES)
+
+    timeline.started = time.monotonic()
+    while time.monotonic() - timeline.started < seconds:
+        if sent - len(timeline.events) - len(errors) >= 1000:
+            producer.poll(0.05)
+            continue
+        producer.produce(topic, record(sent), on_delivery=delivered)
+        sent += 1
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not errors, errors[:3]
+    return sent

@@ -17,6 +17,7 @@ from proxy.metrics import ProxyStats, QuotaCollector, build_registry, serve_metr
 from proxy.reload import ConfigReloader
 from proxy.server import ProxyServer
 from quotas.engine import QuotaEngine
+from quotas.entities import QuotaType
 
 log = logging.getLogger("kafka-quota-proxy")
 
@@ -89,6 +90,9 @@ def check_config(path: Path) -> int:
         print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
         return 2
     print(f"{path}: valid")
+    if config.shadow:
+        keys = ", ".join(quota_type.key for quota_type in QuotaType if quota_type in config.shadow)
+        print(f"shadow mode (decided and reported, not enforced): {keys}")
     for line in effective_quotas(config.quotas):
         print(line)
     return 0

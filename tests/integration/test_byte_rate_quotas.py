@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from localkafka import KafkaCluster
-from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration.load import (
+from localkafka.load import (
     RECORD_BYTES,
     Timeline,
     aiokafka_drain,
@@ -37,6 +36,7 @@ from tests.integration.load import (
     read_all,
     seq_of,
 )
+from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration.scrape import scrape, value, wait_for_metric
 
 QUOTA = 1_000_000

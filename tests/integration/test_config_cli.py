@@ -10,6 +10,9 @@ GOOD = """
 [proxy]
 upstream_bootstrap_servers = ["127.0.0.1:1"]
 
+[enforcement]
+shadow = ["consumer_byte_rate"]
+
 [users.alice]
 producer_byte_rate = 1048576
 producer_ids_rate = 100
@@ -39,6 +42,7 @@ def test_check_config_prints_every_entitys_effective_quotas(tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"{path}: valid"
+    assert lines[1] == "shadow mode (decided and reported, not enforced): consumer_byte_rate"
     assert "quota.window.num=11 quota.window.size.seconds=1" in lines
     entities = [line for line in lines if line.startswith(("users/", "clients/"))]
     assert entities == [

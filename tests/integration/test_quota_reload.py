@@ -15,8 +15,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from localkafka import KafkaCluster
+from localkafka.load import Timeline
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration.load import Timeline
 from tests.integration.scrape import scrape, value, wait_for_metric
 
 CLIENT_ID = "reload-test"
