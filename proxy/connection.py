@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 #: Upstream responses are trusted; Fetch responses may legitimately be large.
 _MAX_RESPONSE_BYTES = 2**31 - 1
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
+#: requests of one connection awaiting responses before the proxy stops reading it. A broker
+#: handles one request of a connection at a time; clients pipeline a few (Java producers 5),
+#: and a client that would pipeline thousands past a throttle is held here instead.
+MAX_IN_FLIGHT = 64
 
 
 @dataclass(slots=True)
@@ -87,15 +91,18 @@ class ClientConnection(asyncio.Protocol):
         self._responses = FrameSplitter(_MAX_RESPONSE_BYTES)
         self._in_flight: deque[InFlight] = deque()
         self._read_pauses: set[str] = set()
-        #: requests read before the upstream connection is up (uvloop reads accepted sockets
-        #: even when connection_made pauses them, so they are queued rather than refused)
-        self._early_requests: list[bytes] = []
+        #: requests read but not yet handled because reading is paused: before the upstream
+        #: connection is up (uvloop reads accepted sockets even while paused), while muted,
+        #: or at the in-flight limit; at most one socket read's worth
+        self._backlog: deque[bytes] = deque()
         self.transport: Transport | None = None
         self.upstream: Transport | None = None
         self.peer = "?"
         self._closed = False
         #: the largest throttle among the responses being written now
         self._throttle_ms = 0
+        #: when the last upstream response arrived (perf_counter ns), for request time
+        self._last_answered_ns = 0
         #: throttled Produce requests whose responses have not been written yet
         self._held_responses = 0
         #: how many of those are among the responses being written now
@@ -129,9 +136,6 @@ class ClientConnection(asyncio.Protocol):
             log.debug("client %s -> upstream %s:%d", self.peer, host, port)
             self.upstream = transport
             self.upstream.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
-            if self._early_requests:
-                self.upstream.writelines(self._early_requests)
-                self._early_requests.clear()
             self.resume_reading("connecting")
             return
         log.warning(
@@ -143,8 +147,26 @@ class ClientConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            forward = []
-            for frame in self._requests.feed(data):
+            frames = self._requests.feed(data)
+        except ProtocolError as exc:
+            log.warning("closing client %s: %s", self.peer, exc)
+            self.close()
+            return
+        if self._backlog:
+            self._backlog.extend(frames)
+        else:
+            self._handle_requests(frames)
+
+    def _handle_requests(self, frames: Sequence[bytes]) -> None:
+        """Handle requests in order until something pauses reading; keep the rest for later,
+        so a pause (a mute, the in-flight limit) holds even the requests of the same read."""
+        forward = []
+        handled = 0
+        try:
+            for frame in frames:
+                if self._read_pauses:
+                    break
+                handled += 1
                 upstream_frame = self._on_request(frame)
                 if upstream_frame is not None:
                     forward.append(upstream_frame)
@@ -152,13 +174,11 @@ class ClientConnection(asyncio.Protocol):
             log.warning("closing client %s: %s", self.peer, exc)
             self.close()
             return
-        if not forward:
-            return
-        if self.upstream is not None:
+        if forward and self.upstream is not None:
             self.upstream.writelines(forward)
-        else:
-            self._early_requests.extend(forward)
-            self.pause_reading("connecting")
+        if handled < len(frames):
+            self._backlog.extend(frames[handled:])
+            self.pause_reading("backlog")
 
     def _on_request(self, frame: bytes) -> bytes | None:
         """Track one request; the frame to send upstream, or None when answered here."""
@@ -220,6 +240,8 @@ class ClientConnection(asyncio.Protocol):
             self._held_responses += 1
             self.pause_reading("throttle-pending")
         self._in_flight.append(entry)
+        if len(self._in_flight) >= MAX_IN_FLIGHT:
+            self.pause_reading("in-flight")
         return frame
 
     def _answer_locally(self, entry: InFlight) -> None:
@@ -249,8 +271,14 @@ class ClientConnection(asyncio.Protocol):
         self._read_pauses.add(reason)
 
     def resume_reading(self, reason: str) -> None:
-        self._read_pauses.discard(reason)
-        if not self._read_pauses and self.transport is not None and not self._closed:
+        pauses = self._read_pauses
+        pauses.discard(reason)
+        if self._backlog and pauses == {"backlog"}:
+            pauses.clear()
+            frames = list(self._backlog)
+            self._backlog.clear()
+            self._handle_requests(frames)
+        if not pauses and self.transport is not None and not self._closed:
             self.transport.resume_reading()
 
     def _mute(self, throttle_ms: int) -> None:
@@ -302,6 +330,8 @@ class ClientConnection(asyncio.Protocol):
             self._released = 0
             if not self._held_responses:
                 self.resume_reading("throttle-pending")
+        if "in-flight" in self._read_pauses and len(self._in_flight) < MAX_IN_FLIGHT:
+            self.resume_reading("in-flight")
 
     def _on_response(self, frame: bytes) -> bytes:
         if not self._in_flight:
@@ -340,13 +370,22 @@ class ClientConnection(asyncio.Protocol):
             api_key,
             entry.produce,
             len(frame) - 4,
-            time.perf_counter_ns() - entry.received_ns,
+            self._request_time_ns(entry),
             now_ms(),
         )
         if throttle:
             frame = with_throttle_time(frame, api_key, api_version, throttle)
             self._throttle_ms = max(self._throttle_ms, throttle)
         return frame
+
+    def _request_time_ns(self, entry: InFlight) -> int:
+        """The time this request cost, without the time it queued behind this connection's
+        earlier requests: a broker handles one request of a connection at a time, so a
+        pipelined request starts when the previous response has come back."""
+        now = time.perf_counter_ns()
+        started = max(entry.received_ns, self._last_answered_ns)
+        self._last_answered_ns = now
+        return now - started
 
     def upstream_lost(self, exc: Exception | None) -> None:
         if not self._closed:

@@ -38,3 +38,18 @@ async def wait_for_metric(
         if time.monotonic() > deadline:
             raise AssertionError(f"metric condition not met within {timeout_s}s: {samples}")
         await asyncio.sleep(0.1)
+
+
+async def sample_shares(
+    url: str, clients: tuple[str, ...], seconds: float
+) -> dict[str, list[float]]:
+    """kafka_server_request_request_time (% of a thread) of each client-id, once a second."""
+    shares: dict[str, list[float]] = {client: [] for client in clients}
+    for _ in range(int(seconds)):
+        await asyncio.sleep(1)
+        samples = await asyncio.to_thread(scrape, url)
+        for client in clients:
+            share = value(samples, "kafka_server_request_request_time", user="", client_id=client)
+            assert share is not None, client
+            shares[client].append(share)
+    return shares

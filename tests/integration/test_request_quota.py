@@ -23,7 +23,7 @@ from kafka.errors import NodeNotReadyError
 
 from localkafka import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration.scrape import scrape, value
+from tests.integration.scrape import sample_shares, scrape, value
 
 SHARE = 10.0
 FIRST_WINDOW_S, MEASURED_S = 2.0, 10.0
@@ -82,24 +82,6 @@ def kafka_python_hammer(bootstrap: str, client_id: str, stop: threading.Event) -
     finally:
         admin.close()
     return answered
-
-
-def request_time(samples: dict, client_id: str) -> float:  # type: ignore[type-arg]
-    share = value(samples, "kafka_server_request_request_time", user="", client_id=client_id)
-    assert share is not None, client_id
-    return share
-
-
-async def sample_shares(
-    url: str, clients: tuple[str, ...], seconds: float
-) -> dict[str, list[float]]:
-    shares: dict[str, list[float]] = {client: [] for client in clients}
-    for _ in range(int(seconds)):
-        await asyncio.sleep(1)
-        samples = await asyncio.to_thread(scrape, url)
-        for client in clients:
-            shares[client].append(request_time(samples, client))
-    return shares
 
 
 async def test_metadata_hammer_is_held_to_its_request_share(
