@@ -142,7 +142,7 @@ def parse_shadow(section: dict[str, Any], problems: list[str]) -> frozenset[Quot
     shadow = values.get("shadow", False)
     if isinstance(shadow, bool):
         return frozenset(QuotaType) if shadow else frozenset()
-    unknown = [key for key in shadow if key not in QUOTA_KEYS]
+    unknown = [key for key in shadow if not isinstance(key, str) or key not in QUOTA_KEYS]
     if unknown:
         problems.append(
             f"[enforcement] key 'shadow': unknown quota {', '.join(map(repr, unknown))} "

@@ -10,7 +10,9 @@ The user name is the one Kafka's SASL servers make the principal with the defaul
 principal builder:
 - PLAIN (RFC 4616): the authcid; a differing authzid is refused by the broker.
 - SCRAM-SHA-256/512 (RFC 5802): the `n=` name of the client-first-message, with `=2C`/`=3D`
-  unescaped, adopted when the server-final-message carries the `v=` verifier.
+  unescaped, adopted when the server-final-message carries the `v=` verifier. With a
+  delegation token (`tokenauth=true`) the name is the token id and the principal is the
+  token's owner, which only the broker knows: such a connection keeps its principal.
 Other mechanisms (GSSAPI, OAUTHBEARER) name their principal through broker-side rules the
 proxy cannot see; their connections keep User:ANONYMOUS and a warning says so.
 
@@ -58,6 +60,8 @@ def scram_user(client_first: bytes) -> str | None:
     # gs2-cbind-flag, [a=authzid], then the bare message starting with n=
     if len(fields) < 4 or not fields[2].startswith("n="):
         return None
+    if "tokenauth=true" in fields[4:]:
+        return None  # a delegation token: the principal is its owner, not the token id
     return fields[2][2:].replace("=2C", ",").replace("=3D", "=")
 
 

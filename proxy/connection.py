@@ -25,7 +25,7 @@ from protocol.apis import (
     SASL_HANDSHAKE,
 )
 from protocol.errors import ProtocolError
-from protocol.fetch import cap_fetch_max_bytes, empty_fetch_response
+from protocol.fetch import cap_fetch_max_bytes, empty_fetch_response, long_poll_ms
 from protocol.frames import FrameSplitter
 from protocol.headers import parse_request_header, response_correlation_id
 from protocol.produce import produce_acks
@@ -59,6 +59,8 @@ class InFlight:
     #: the Produce byte-rate decision taken when the request was read
     produce: Decision | None = None
     received_ns: int = 0
+    #: how long a long-poll Fetch may wait at the broker, not charged as request time
+    wait_ns: int = 0
     #: reading stays paused until this (throttled) request's response is written
     held: bool = False
     #: a response the proxy produced itself, sent when every earlier response has gone out
@@ -196,6 +198,7 @@ class ClientConnection(asyncio.Protocol):
             return None
         client_id = header.client_id or ""
         produce = None
+        wait_ms = 0
         if api_key == PRODUCE:
             now = now_ms()
             produce = self._enforcer.on_produce(self.user, client_id, len(frame) - 4, now)
@@ -221,6 +224,7 @@ class ClientConnection(asyncio.Protocol):
                 return None
             if max_bytes is not None:
                 frame = cap_fetch_max_bytes(frame, header, max_bytes)
+            wait_ms = long_poll_ms(frame, header)
         elif api_key == SASL_HANDSHAKE:
             self._sasl.on_handshake_request(frame, header)
         elif api_key == SASL_AUTHENTICATE:
@@ -232,6 +236,7 @@ class ClientConnection(asyncio.Protocol):
             client_id,
             produce,
             time.perf_counter_ns(),
+            wait_ms * 1_000_000,
         )
         if produce is not None and self._enforcer.holds(produce):
             # Kafka reads nothing more from a connection until its throttled response has
@@ -246,13 +251,20 @@ class ClientConnection(asyncio.Protocol):
 
     def _answer_locally(self, entry: InFlight) -> None:
         self._in_flight.append(entry)
-        self._flush_local_responses()
+        ready = self._local_responses_due()
+        if ready and self.transport is not None:
+            self.transport.writelines(ready)
 
-    def _flush_local_responses(self) -> None:
-        while self._in_flight and self._in_flight[0].local_response is not None:
-            entry = self._in_flight.popleft()
-            if self.transport is not None and entry.local_response is not None:
-                self.transport.write(entry.local_response)
+    def _local_responses_due(self) -> list[bytes]:
+        """The proxy's own answers now at the head of the queue: every earlier response has
+        been written, so they go next, in order."""
+        due = []
+        in_flight = self._in_flight
+        while in_flight and in_flight[0].local_response is not None:
+            local_response = in_flight.popleft().local_response
+            assert local_response is not None
+            due.append(local_response)
+        return due
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.close()
@@ -271,6 +283,8 @@ class ClientConnection(asyncio.Protocol):
         self._read_pauses.add(reason)
 
     def resume_reading(self, reason: str) -> None:
+        if self._closed:
+            return
         pauses = self._read_pauses
         pauses.discard(reason)
         if self._backlog and pauses == {"backlog"}:
@@ -278,7 +292,7 @@ class ClientConnection(asyncio.Protocol):
             frames = list(self._backlog)
             self._backlog.clear()
             self._handle_requests(frames)
-        if not pauses and self.transport is not None and not self._closed:
+        if not pauses and self.transport is not None:
             self.transport.resume_reading()
 
     def _mute(self, throttle_ms: int) -> None:
@@ -287,6 +301,8 @@ class ClientConnection(asyncio.Protocol):
         The socket's receive buffer then fills and TCP flow control holds the client, so a
         client that ignores throttle_time_ms is slowed without the proxy buffering for it.
         """
+        if self._closed:
+            return
         loop = asyncio.get_running_loop()
         until = loop.time() + throttle_ms / 1000
         if until <= self._muted_until:
@@ -301,6 +317,7 @@ class ClientConnection(asyncio.Protocol):
         if self._closed:
             return
         self._closed = True
+        self._backlog.clear()
         if self._unmute is not None:
             self._unmute.cancel()
         if self.transport is not None:
@@ -314,15 +331,18 @@ class ClientConnection(asyncio.Protocol):
     def upstream_data_received(self, data: bytes) -> None:
         self._throttle_ms = 0
         self._released = 0
+        out: list[bytes] = []
         try:
-            out = [self._on_response(frame) for frame in self._responses.feed(data)]
+            for frame in self._responses.feed(data):
+                out.append(self._on_response(frame))
+                if self._in_flight and self._in_flight[0].local_response is not None:
+                    out.extend(self._local_responses_due())
         except ProtocolError as exc:
             log.warning("closing client %s: upstream response unusable: %s", self.peer, exc)
             self.close()
             return
         if self.transport is not None:
             self.transport.writelines(out)
-        self._flush_local_responses()
         if self._throttle_ms:
             self._mute(self._throttle_ms)
         if self._released:
@@ -380,12 +400,13 @@ class ClientConnection(asyncio.Protocol):
 
     def _request_time_ns(self, entry: InFlight) -> int:
         """The time this request cost, without the time it queued behind this connection's
-        earlier requests: a broker handles one request of a connection at a time, so a
-        pipelined request starts when the previous response has come back."""
+        earlier requests (a broker handles one request of a connection at a time, so a
+        pipelined request starts when the previous response has come back) and without a
+        long-poll Fetch's allowed wait."""
         now = time.perf_counter_ns()
         started = max(entry.received_ns, self._last_answered_ns)
         self._last_answered_ns = now
-        return now - started
+        return max(now - started - entry.wait_ns, 0)
 
     def upstream_lost(self, exc: Exception | None) -> None:
         if not self._closed:

@@ -73,14 +73,12 @@ class Enforcer:
         caps the fetch to what the quota allows in one quota window.
         """
         fetch = self.engine.fetch
-        if not fetch.enabled:
-            return 0, None
+        if not fetch.enabled or QuotaType.FETCH in self.shadow:
+            return 0, None  # shadowed: decided once, when the response is recorded
         sensors = fetch.sensors_for(user, client_id, now)
         throttle = fetch.throttle_time_ms(sensors, now)
         if throttle:
             return self._settle(now, (fetch, sensors, throttle)), None
-        if QuotaType.FETCH in self.shadow:
-            return 0, None
         return 0, int(fetch.max_value_in_quota_window(sensors))
 
     def on_response(
@@ -133,9 +131,14 @@ class Enforcer:
         if manager.quota_type not in self.shadow:
             return throttle
         self._shadowed(manager.quota_type, sensors, throttle, now)
-        return max(
-            (ms for other, _, ms in decisions if other.quota_type not in self.shadow), default=0
-        )
+        enforced = [decision for decision in decisions if decision[0].quota_type not in self.shadow]
+        if not enforced:
+            return 0
+        applied = max(enforced, key=lambda decision: decision[2])
+        if applied[2]:
+            # what is applied is recorded under its own type, as a throttle of that type
+            applied[0].record_throttle(applied[1], applied[2], now)
+        return applied[2]
 
     def _shadowed(
         self, quota_type: QuotaType, sensors: ClientSensors, throttle: int, now: int

@@ -166,6 +166,9 @@ def test_shadow_mode_globally_or_per_quota(tmp_path: Path) -> None:
         write(tmp_path, '[enforcement]\nshadow = ["consumer_byte_rate", "request_percentage"]\n')
     )
     assert listed.shadow == {QuotaType.FETCH, QuotaType.REQUEST}
+    nested = write(tmp_path, '[enforcement]\nshadow = [["request_percentage"]]\n')
+    with pytest.raises(ConfigError, match="unknown quota"):
+        load_config(nested)
     path = write(tmp_path, '[enforcement]\nshadow = ["consumer_bytes_rate"]\nenforce = 1\n')
     with pytest.raises(ConfigError) as caught:
         load_config(path)

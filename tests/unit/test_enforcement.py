@@ -91,6 +91,9 @@ def test_fetch_over_quota_is_refused_before_going_upstream() -> None:
     shadow = Enforcer(engine(), frozenset({QuotaType.FETCH}))
     answer(shadow, FETCH, 100, 4000, 0, 10)
     assert shadow.before_fetch("ANONYMOUS", "app", 20) == (0, None)
+    # shadowed, each fetch is decided once: when its response is recorded
+    answer(shadow, FETCH, 100, 10, 0, 30)
+    assert next(shadow.engine.fetch.sensors()).shadow_throttles == 2
 
 
 def test_a_tie_is_recorded_as_request_time_as_kafka_does() -> None:
@@ -115,3 +118,13 @@ def test_a_throttled_produce_holds_the_connection_unless_shadowed() -> None:
     shadowed = shadow.on_produce("ANONYMOUS", "app", 9000, 0)
     assert shadowed is not None and shadowed[2] > 0 and not shadow.holds(shadowed)
     assert shadow.settle_without_response(shadowed, 0) == 0
+
+
+def test_the_throttle_applied_under_a_shadowed_larger_one_is_recorded() -> None:
+    enforcer = Enforcer(engine(), frozenset({QuotaType.PRODUCE}))
+    produce = enforcer.on_produce("ANONYMOUS", "app", 50_000, 0)
+    applied = enforcer.on_response("ANONYMOUS", "app", PRODUCE, produce, 10, 300_000_000, 0)
+    assert produce is not None and 0 < applied < produce[2]
+    request_sensors = next(enforcer.engine.request.sensors())
+    assert request_sensors.throttle_time.measure(WINDOWS.client, 0) == applied
+    assert next(enforcer.engine.produce.sensors()).shadow_throttles == 1

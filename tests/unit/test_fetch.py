@@ -8,7 +8,7 @@ import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from protocol.apis import FETCH, request_is_flexible, response_header_is_flexible
-from protocol.fetch import cap_fetch_max_bytes, empty_fetch_response
+from protocol.fetch import cap_fetch_max_bytes, empty_fetch_response, long_poll_ms
 from protocol.headers import parse_request_header
 
 
@@ -66,3 +66,11 @@ def test_empty_response_carries_the_throttle_and_no_session(version: int) -> Non
     assert list(response.responses) == []
     if version >= 7:
         assert (response.error_code, response.session_id) == (0, 0)
+
+
+@pytest.mark.parametrize("version", [4, 12, 15])
+def test_only_a_long_poll_may_wait(version: int) -> None:
+    poll = fetch_request(version, max_bytes=1000, min_bytes=1)
+    assert long_poll_ms(poll, parse_request_header(poll)) == 500
+    at_once = fetch_request(version, max_bytes=1000, min_bytes=0)
+    assert long_poll_ms(at_once, parse_request_header(at_once)) == 0

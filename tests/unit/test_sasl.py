@@ -72,6 +72,8 @@ def test_scram_user_needs_both_steps_and_the_server_verifier() -> None:
     first = b"n,,n=al=2Cice=3D,r=nonce"
     assert scram_user(first) == "al,ice="
     assert scram_user(b"n,a=bob,n=bob,r=x") == "bob"
+    # a delegation token's id is not its owner's name
+    assert scram_user(b"n,,n=token-id,r=x,tokenauth=true") is None
     exchange = SaslExchange()
     handshake(exchange, "SCRAM-SHA-512")
     assert authenticate(exchange, first, b"r=nonce+server,s=salt,i=4096") is None
