@@ -12,7 +12,8 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -360,3 +361,14 @@ def confluent_flood(config: dict[str, str], topic: str, seconds: float, timeline
     assert producer.flush(60) == 0
     assert not errors, errors[:3]
     return sent
+
+
+@contextmanager
+def reaped(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """The tool's process, killed if the block is left while it still runs (a failed test)."""
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -34,6 +34,7 @@ from localkafka.load import (
     kafka_python_drain,
     kafka_python_flood,
     read_all,
+    reaped,
     seq_of,
 )
 from localkafka.proxy_process import RunningProxy, start_proxy
@@ -77,20 +78,20 @@ async def test_producers_are_held_to_their_byte_rate(
     bootstrap = byte_rate_proxy.bootstrap
     seconds = FIRST_WINDOW_S + MEASURED_S
     java_records = int(QUOTA / RECORD_BYTES * (seconds + 5))
-    java = java_flood(kafka3, bootstrap, PRODUCERS[2], PRODUCERS[2], java_records)
     timelines = {client: Timeline() for client in PRODUCERS[:2]}
-    aio_sent, kp_sent = await asyncio.gather(
-        aiokafka_flood(bootstrap, PRODUCERS[0], PRODUCERS[0], seconds, timelines[PRODUCERS[0]]),
-        asyncio.to_thread(
-            kafka_python_flood,
-            bootstrap,
-            PRODUCERS[1],
-            PRODUCERS[1],
-            seconds,
-            timelines[PRODUCERS[1]],
-        ),
-    )
-    reports = await asyncio.to_thread(java_flood_reports, java, 120)
+    with reaped(java_flood(kafka3, bootstrap, PRODUCERS[2], PRODUCERS[2], java_records)) as java:
+        aio_sent, kp_sent = await asyncio.gather(
+            aiokafka_flood(bootstrap, PRODUCERS[0], PRODUCERS[0], seconds, timelines[PRODUCERS[0]]),
+            asyncio.to_thread(
+                kafka_python_flood,
+                bootstrap,
+                PRODUCERS[1],
+                PRODUCERS[1],
+                seconds,
+                timelines[PRODUCERS[1]],
+            ),
+        )
+        reports = await asyncio.to_thread(java_flood_reports, java, 120)
 
     for client, timeline in timelines.items():
         assert_held(client, timeline.rate(FIRST_WINDOW_S, FIRST_WINDOW_S + MEASURED_S))
@@ -116,15 +117,21 @@ async def test_consumers_are_held_to_their_byte_rate(
     records = int(QUOTA / RECORD_BYTES * (seconds + 10))
     java_fill(kafka3, source, records)
     bootstrap = byte_rate_proxy.bootstrap
-    java = java_drain(kafka3, bootstrap, CONSUMERS[2], source, records, tmp_path / "c.properties")
     timelines = {client: Timeline() for client in CONSUMERS[:2]}
-    await asyncio.gather(
-        aiokafka_drain(bootstrap, CONSUMERS[0], source, seconds, timelines[CONSUMERS[0]]),
-        asyncio.to_thread(
-            kafka_python_drain, bootstrap, CONSUMERS[1], source, seconds, timelines[CONSUMERS[1]]
-        ),
-    )
-    java_rate = await asyncio.to_thread(java_drain_rate, java, 120)
+    java = java_drain(kafka3, bootstrap, CONSUMERS[2], source, records, tmp_path / "c.properties")
+    with reaped(java):
+        await asyncio.gather(
+            aiokafka_drain(bootstrap, CONSUMERS[0], source, seconds, timelines[CONSUMERS[0]]),
+            asyncio.to_thread(
+                kafka_python_drain,
+                bootstrap,
+                CONSUMERS[1],
+                source,
+                seconds,
+                timelines[CONSUMERS[1]],
+            ),
+        )
+        java_rate = await asyncio.to_thread(java_drain_rate, java, 120)
     assert_held("ConsumerPerformance", java_rate * RECORD_BYTES)
     for client, timeline in timelines.items():
         assert_held(client, timeline.rate(FIRST_WINDOW_S, FIRST_WINDOW_S + MEASURED_S))
@@ -154,8 +161,7 @@ async def test_a_second_principal_keeps_its_throughput_next_to_a_throttled_one(
 
     await bystander_rate()  # warm-up: connections, the broker's first segment, the JIT
     alone_before = await bystander_rate()
-    java = java_flood(kafka3, bootstrap, flooder, flooder, 25_000)
-    try:
+    with reaped(java_flood(kafka3, bootstrap, flooder, flooder, 25_000)):
         await wait_for_metric(
             metrics,
             lambda s: (
@@ -166,9 +172,6 @@ async def test_a_second_principal_keeps_its_throughput_next_to_a_throttled_one(
         )
         shared = await bystander_rate()
         flooded = await asyncio.to_thread(scrape, metrics)
-    finally:
-        java.kill()
-        java.wait()
     alone_after = await bystander_rate()
     alone = (alone_before + alone_after) / 2
     print(
