@@ -13,48 +13,37 @@ from protocol.apis import FETCH, response_class
 from protocol.errors import ProtocolError
 from protocol.headers import RequestHeader, encode_response, request_body_offset
 
-_MIN_MAX_BYTES = Struct(">ii")
-_MAX_WAIT_MIN_BYTES = Struct(">ii")
+_WAIT_MIN_MAX = Struct(">iii")  # max_wait_ms, min_bytes, max_bytes (v3+)
+_INT32_PAIR = Struct(">ii")  # max_wait_ms, min_bytes before v3; min_bytes, max_bytes to patch
 #: FetchMetadata: a session id of 0 is "no session"
 INVALID_SESSION_ID = 0
 
 
-def _max_wait_offset(frame: bytes, header: RequestHeader) -> int:
-    pos = request_body_offset(frame, header)
-    return pos + 4 if header.api_version <= 14 else pos  # replica_id
+def prepare_fetch(
+    frame: bytes, header: RequestHeader, max_bytes_cap: int | None
+) -> tuple[bytes, int]:
+    """(the request to send upstream, how long the broker may hold it waiting for data).
 
+    With a cap, max_bytes (and min_bytes) become at most the cap, as Kafka caps a client's
+    fetch to the bytes its consumer quota allows in one quota window.
 
-def _min_bytes_offset(frame: bytes, header: RequestHeader) -> int:
-    return _max_wait_offset(frame, header) + 4
-
-
-def long_poll_ms(frame: bytes, header: RequestHeader) -> int:
-    """How long the broker may hold this Fetch waiting for data (0 unless min_bytes > 0).
-
-    Kafka charges a request's thread time, and a Fetch parked in purgatory uses none; the
-    proxy cannot tell waiting from working, so this much of a Fetch's time is not charged.
+    The wait is max_wait_ms for a long poll (min_bytes > 0), else 0. Kafka charges a
+    request's thread time, and a Fetch parked in purgatory uses none; the proxy cannot tell
+    waiting from working, so this much of a Fetch's time is not charged.
     """
-    pos = _max_wait_offset(frame, header)
-    if pos + _MAX_WAIT_MIN_BYTES.size > len(frame):
-        raise ProtocolError("Fetch request truncated before min_bytes")
-    max_wait_ms, min_bytes = _MAX_WAIT_MIN_BYTES.unpack_from(frame, pos)
-    return max(int(max_wait_ms), 0) if min_bytes > 0 else 0
-
-
-def cap_fetch_max_bytes(frame: bytes, header: RequestHeader, cap: int) -> bytes:
-    """The request with max_bytes (and min_bytes) at most `cap`, as Kafka caps a client's
-    fetch to the bytes its consumer quota allows in one quota window."""
-    if header.api_version < 3:
-        return frame
-    pos = _min_bytes_offset(frame, header)
-    if pos + _MIN_MAX_BYTES.size > len(frame):
-        raise ProtocolError("Fetch request truncated before max_bytes")
-    min_bytes, max_bytes = _MIN_MAX_BYTES.unpack_from(frame, pos)
-    if max_bytes <= cap:
-        return frame
-    patched = bytearray(frame)
-    _MIN_MAX_BYTES.pack_into(patched, pos, min(min_bytes, cap), cap)
-    return bytes(patched)
+    pos = request_body_offset(frame, header)
+    if header.api_version <= 14:
+        pos += 4  # replica_id
+    layout = _WAIT_MIN_MAX if header.api_version >= 3 else _INT32_PAIR
+    if pos + layout.size > len(frame):
+        raise ProtocolError("Fetch request truncated in its fixed fields")
+    max_wait_ms, min_bytes, *max_bytes = layout.unpack_from(frame, pos)
+    wait_ms = max(int(max_wait_ms), 0) if min_bytes > 0 else 0
+    if max_bytes_cap is not None and max_bytes and max_bytes[0] > max_bytes_cap:
+        patched = bytearray(frame)
+        _INT32_PAIR.pack_into(patched, pos + 4, min(min_bytes, max_bytes_cap), max_bytes_cap)
+        frame = bytes(patched)
+    return frame, wait_ms
 
 
 def empty_fetch_response(correlation_id: int, version: int, throttle_ms: int) -> bytes:

@@ -118,6 +118,8 @@ class SaslExchange:
 
     def on_authenticate_response(self, frame: bytes, version: int) -> str | None:
         """The authenticated user when this response completes a successful exchange."""
+        if self.steps_left == 0:
+            return None
         response = _decode(
             SASL_AUTHENTICATE,
             1,
@@ -125,8 +127,6 @@ class SaslExchange:
             response_body_offset(frame, SASL_AUTHENTICATE, version),
             version,
         )
-        if self.steps_left == 0:
-            return None
         if response.error_code != 0:
             self.claimed, self.steps_left = None, 0
             return None

@@ -25,7 +25,7 @@ from protocol.apis import (
     SASL_HANDSHAKE,
 )
 from protocol.errors import ProtocolError
-from protocol.fetch import cap_fetch_max_bytes, empty_fetch_response, long_poll_ms
+from protocol.fetch import empty_fetch_response, prepare_fetch
 from protocol.frames import FrameSplitter
 from protocol.headers import parse_request_header, response_correlation_id
 from protocol.produce import produce_acks
@@ -105,10 +105,6 @@ class ClientConnection(asyncio.Protocol):
         self._throttle_ms = 0
         #: when the last upstream response arrived (perf_counter ns), for request time
         self._last_answered_ns = 0
-        #: throttled Produce requests whose responses have not been written yet
-        self._held_responses = 0
-        #: how many of those are among the responses being written now
-        self._released = 0
 
     # client side ---------------------------------------------------------------------------
 
@@ -151,8 +147,7 @@ class ClientConnection(asyncio.Protocol):
         try:
             frames = self._requests.feed(data)
         except ProtocolError as exc:
-            log.warning("closing client %s: %s", self.peer, exc)
-            self.close()
+            self._refuse(exc)
             return
         if self._backlog:
             self._backlog.extend(frames)
@@ -173,14 +168,18 @@ class ClientConnection(asyncio.Protocol):
                 if upstream_frame is not None:
                     forward.append(upstream_frame)
         except ProtocolError as exc:
-            log.warning("closing client %s: %s", self.peer, exc)
-            self.close()
+            self._refuse(exc)
             return
         if forward and self.upstream is not None:
             self.upstream.writelines(forward)
         if handled < len(frames):
             self._backlog.extend(frames[handled:])
             self.pause_reading("backlog")
+
+    def _refuse(self, exc: ProtocolError) -> None:
+        """Bytes that are not Kafka protocol cost the client its connection, nothing more."""
+        log.warning("closing client %s: %s", self.peer, exc)
+        self.close()
 
     def _on_request(self, frame: bytes) -> bytes | None:
         """Track one request; the frame to send upstream, or None when answered here."""
@@ -222,9 +221,7 @@ class ClientConnection(asyncio.Protocol):
                 )
                 self._mute(throttle)
                 return None
-            if max_bytes is not None:
-                frame = cap_fetch_max_bytes(frame, header, max_bytes)
-            wait_ms = long_poll_ms(frame, header)
+            frame, wait_ms = prepare_fetch(frame, header, max_bytes)
         elif api_key == SASL_HANDSHAKE:
             self._sasl.on_handshake_request(frame, header)
         elif api_key == SASL_AUTHENTICATE:
@@ -242,7 +239,6 @@ class ClientConnection(asyncio.Protocol):
             # Kafka reads nothing more from a connection until its throttled response has
             # gone out and the throttle has passed
             entry.held = True
-            self._held_responses += 1
             self.pause_reading("throttle-pending")
         self._in_flight.append(entry)
         if len(self._in_flight) >= MAX_IN_FLIGHT:
@@ -251,20 +247,18 @@ class ClientConnection(asyncio.Protocol):
 
     def _answer_locally(self, entry: InFlight) -> None:
         self._in_flight.append(entry)
-        ready = self._local_responses_due()
+        ready: list[bytes] = []
+        self._take_local_responses(ready)
         if ready and self.transport is not None:
             self.transport.writelines(ready)
 
-    def _local_responses_due(self) -> list[bytes]:
-        """The proxy's own answers now at the head of the queue: every earlier response has
-        been written, so they go next, in order."""
-        due = []
+    def _take_local_responses(self, out: list[bytes]) -> None:
+        """Move the proxy's own answers now at the head of the queue to `out`: every earlier
+        response is already there, so they go next, in order."""
         in_flight = self._in_flight
-        while in_flight and in_flight[0].local_response is not None:
-            local_response = in_flight.popleft().local_response
-            assert local_response is not None
-            due.append(local_response)
-        return due
+        while in_flight and (local_response := in_flight[0].local_response) is not None:
+            in_flight.popleft()
+            out.append(local_response)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.close()
@@ -330,13 +324,11 @@ class ClientConnection(asyncio.Protocol):
 
     def upstream_data_received(self, data: bytes) -> None:
         self._throttle_ms = 0
-        self._released = 0
         out: list[bytes] = []
         try:
             for frame in self._responses.feed(data):
                 out.append(self._on_response(frame))
-                if self._in_flight and self._in_flight[0].local_response is not None:
-                    out.extend(self._local_responses_due())
+                self._take_local_responses(out)
         except ProtocolError as exc:
             log.warning("closing client %s: upstream response unusable: %s", self.peer, exc)
             self.close()
@@ -345,12 +337,10 @@ class ClientConnection(asyncio.Protocol):
             self.transport.writelines(out)
         if self._throttle_ms:
             self._mute(self._throttle_ms)
-        if self._released:
-            self._held_responses -= self._released
-            self._released = 0
-            if not self._held_responses:
-                self.resume_reading("throttle-pending")
-        if "in-flight" in self._read_pauses and len(self._in_flight) < MAX_IN_FLIGHT:
+        pauses = self._read_pauses
+        if "throttle-pending" in pauses and not any(entry.held for entry in self._in_flight):
+            self.resume_reading("throttle-pending")
+        if "in-flight" in pauses and len(self._in_flight) < MAX_IN_FLIGHT:
             self.resume_reading("in-flight")
 
     def _on_response(self, frame: bytes) -> bytes:
@@ -382,8 +372,6 @@ class ClientConnection(asyncio.Protocol):
             if user is not None:
                 log.info("client %s authenticated as User:%s", self.peer, user)
                 self.user = user
-        if entry.held:
-            self._released += 1
         throttle = self._enforcer.on_response(
             self.user,
             entry.client_id,

@@ -8,7 +8,7 @@ import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from protocol.apis import FETCH, request_is_flexible, response_header_is_flexible
-from protocol.fetch import cap_fetch_max_bytes, empty_fetch_response, long_poll_ms
+from protocol.fetch import empty_fetch_response, prepare_fetch
 from protocol.headers import parse_request_header
 
 
@@ -43,7 +43,7 @@ def decode_request(frame: bytes, version: int) -> FetchRequest:
 @pytest.mark.parametrize("version", [4, 11, 12, 15, 17])
 def test_max_bytes_is_capped_and_nothing_else_changes(version: int) -> None:
     frame = fetch_request(version, max_bytes=52_428_800, min_bytes=5_000_000)
-    capped = cap_fetch_max_bytes(frame, parse_request_header(frame), 1_000_000)
+    capped, _ = prepare_fetch(frame, parse_request_header(frame), 1_000_000)
     before, after = decode_request(frame, version), decode_request(capped, version)
     assert (after.max_bytes, after.min_bytes) == (1_000_000, 1_000_000)
     assert after.max_wait_ms == 500
@@ -52,7 +52,7 @@ def test_max_bytes_is_capped_and_nothing_else_changes(version: int) -> None:
     after.max_bytes, after.min_bytes = before.max_bytes, before.min_bytes
     assert after == before
     small = fetch_request(version, max_bytes=500_000)
-    assert cap_fetch_max_bytes(small, parse_request_header(small), 1_000_000) is small
+    assert prepare_fetch(small, parse_request_header(small), 1_000_000)[0] is small
 
 
 @pytest.mark.parametrize("version", [4, 7, 12, 16])
@@ -71,6 +71,6 @@ def test_empty_response_carries_the_throttle_and_no_session(version: int) -> Non
 @pytest.mark.parametrize("version", [4, 12, 15])
 def test_only_a_long_poll_may_wait(version: int) -> None:
     poll = fetch_request(version, max_bytes=1000, min_bytes=1)
-    assert long_poll_ms(poll, parse_request_header(poll)) == 500
+    assert prepare_fetch(poll, parse_request_header(poll), None) == (poll, 500)
     at_once = fetch_request(version, max_bytes=1000, min_bytes=0)
-    assert long_poll_ms(at_once, parse_request_header(at_once)) == 0
+    assert prepare_fetch(at_once, parse_request_header(at_once), None) == (at_once, 0)
