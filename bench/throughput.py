@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localkafka import KafkaCluster
+from localkafka.load import (
+    CONSUMER_PERFORMANCE,
+    PRODUCER_PERFORMANCE,
+    consumer_perf_args,
+    producer_perf_args,
+)
 from localkafka.proxy_process import RunningProxy, start_proxy
 
 _PRODUCER_SUMMARY = re.compile(
@@ -43,19 +49,16 @@ def produce(
     cluster: KafkaCluster, bootstrap: str, topic: str, records: int, rate: int, linger_ms: int
 ) -> ProduceResult:
     out = cluster.tool(
-        "org.apache.kafka.tools.ProducerPerformance",
-        "--topic",
-        topic,
-        "--num-records",
-        str(records),
-        "--record-size",
-        "1024",
-        "--throughput",
-        str(rate),
-        "--producer-props",
-        f"bootstrap.servers={bootstrap}",
-        "acks=1",
-        f"linger.ms={linger_ms}",
+        PRODUCER_PERFORMANCE,
+        *producer_perf_args(
+            topic,
+            records,
+            1024,
+            rate,
+            f"bootstrap.servers={bootstrap}",
+            "acks=1",
+            f"linger.ms={linger_ms}",
+        ),
         timeout=600,
     )
     match = _PRODUCER_SUMMARY.search(out)
@@ -67,16 +70,8 @@ def produce(
 
 def consume(cluster: KafkaCluster, bootstrap: str, topic: str, records: int) -> ConsumeResult:
     out = cluster.tool(
-        "org.apache.kafka.tools.ConsumerPerformance",
-        "--bootstrap-server",
-        bootstrap,
-        "--topic",
-        topic,
-        "--messages",
-        str(records),
-        "--timeout",
-        "60000",
-        "--hide-header",
+        CONSUMER_PERFORMANCE,
+        *consumer_perf_args(bootstrap, topic, records, "--hide-header"),
         timeout=600,
     )
     fields = out.strip().splitlines()[-1].split(",")

@@ -22,6 +22,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
 
 from localkafka import KafkaCluster, java_command
 
@@ -173,8 +174,6 @@ async def aiokafka_drain(
 def kafka_python_drain(
     bootstrap: str, client_id: str, topic: str, seconds: float, timeline: Timeline
 ) -> None:
-    from kafka import TopicPartition as KafkaTopicPartition
-
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, client_id=client_id, enable_auto_commit=False
     )
@@ -193,8 +192,6 @@ def kafka_python_drain(
 
 def read_all(bootstrap: str, topic: str, timeout_s: float = 60) -> list[bytes]:
     """Every record of partition 0, read straight from Kafka (no proxy, no quota)."""
-    from kafka import TopicPartition as KafkaTopicPartition
-
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     partition = KafkaTopicPartition(topic, 0)
     consumer.assign([partition])
@@ -223,33 +220,67 @@ def assert_no_loss_or_duplicates(acked: Iterable[int], stored: Iterable[int]) ->
 _PERF_REPORT = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec")
 
 
-def java_flood(
-    cluster: KafkaCluster, bootstrap: str, client_id: str, topic: str, records: int
-) -> subprocess.Popen[str]:
-    """ProducerPerformance at full speed; `java_flood_rates` reads its 5-second reports."""
+PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
+CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"
+
+
+def producer_perf_args(
+    topic: str, records: int, record_bytes: int, throughput: int, *props: str
+) -> list[str]:
+    """ProducerPerformance's command line; `props` are producer properties (key=value)."""
+    return [
+        "--topic",
+        topic,
+        "--num-records",
+        str(records),
+        "--record-size",
+        str(record_bytes),
+        "--throughput",
+        str(throughput),
+        "--producer-props",
+        *props,
+    ]
+
+
+def consumer_perf_args(bootstrap: str, topic: str, records: int, *options: str) -> list[str]:
+    """ConsumerPerformance's command line, giving up after 60 s without records."""
+    return [
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--messages",
+        str(records),
+        "--timeout",
+        "60000",
+        *options,
+    ]
+
+
+def start_tool(main_class: str, args: list[str]) -> subprocess.Popen[str]:
+    """A Kafka tool running alongside the test, its output read when it has finished."""
     return subprocess.Popen(
-        java_command(
-            "org.apache.kafka.tools.ProducerPerformance",
-            [
-                "--topic",
-                topic,
-                "--num-records",
-                str(records),
-                "--record-size",
-                str(RECORD_BYTES),
-                "--throughput",
-                "-1",
-                "--producer-props",
-                f"bootstrap.servers={bootstrap}",
-                f"client.id={client_id}",
-                "linger.ms=5",
-                "buffer.memory=1000000",
-            ],
-            heap="256m",
-        ),
+        java_command(main_class, args, heap="256m"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+    )
+
+
+def java_flood(bootstrap: str, client_id: str, topic: str, records: int) -> subprocess.Popen[str]:
+    """ProducerPerformance at full speed; `java_flood_reports` reads its 5-second reports."""
+    return start_tool(
+        PRODUCER_PERFORMANCE,
+        producer_perf_args(
+            topic,
+            records,
+            RECORD_BYTES,
+            -1,
+            f"bootstrap.servers={bootstrap}",
+            f"client.id={client_id}",
+            "linger.ms=5",
+            "buffer.memory=1000000",
+        ),
     )
 
 
@@ -273,50 +304,36 @@ def java_fill(cluster: KafkaCluster, topic: str, records: int) -> None:
     partial batch the client discards, so much larger batches would waste much of each fetch.
     """
     cluster.tool(
-        "org.apache.kafka.tools.ProducerPerformance",
-        "--topic",
-        topic,
-        "--num-records",
-        str(records),
-        "--record-size",
-        str(RECORD_BYTES),
-        "--throughput",
-        "-1",
-        "--producer-props",
-        f"bootstrap.servers={cluster.bootstrap_servers}",
-        "linger.ms=20",
+        PRODUCER_PERFORMANCE,
+        *producer_perf_args(
+            topic,
+            records,
+            RECORD_BYTES,
+            -1,
+            f"bootstrap.servers={cluster.bootstrap_servers}",
+            "linger.ms=20",
+        ),
     )
 
 
 def java_drain(
-    cluster: KafkaCluster, bootstrap: str, client_id: str, topic: str, records: int, config: Path
+    bootstrap: str, client_id: str, topic: str, records: int, config: Path
 ) -> subprocess.Popen[str]:
-    """ConsumerPerformance with a report every 5 s; `java_drain_reports` reads them."""
+    """ConsumerPerformance with a report every 5 s; `java_drain_rate` reads them."""
     config.write_text(f"client.id={client_id}\n")
-    return subprocess.Popen(
-        java_command(
-            "org.apache.kafka.tools.ConsumerPerformance",
-            [
-                "--bootstrap-server",
-                bootstrap,
-                "--topic",
-                topic,
-                "--messages",
-                str(records),
-                "--timeout",
-                "60000",
-                "--show-detailed-stats",
-                "--reporting-interval",
-                "5000",
-                "--hide-header",
-                "--consumer.config",
-                str(config),
-            ],
-            heap="256m",
+    return start_tool(
+        CONSUMER_PERFORMANCE,
+        consumer_perf_args(
+            bootstrap,
+            topic,
+            records,
+            "--show-detailed-stats",
+            "--reporting-interval",
+            "5000",
+            "--hide-header",
+            "--consumer.config",
+            str(config),
         ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
     )
 
 

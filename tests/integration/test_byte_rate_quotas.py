@@ -37,7 +37,7 @@ from localkafka.load import (
     reaped,
     seq_of,
 )
-from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.scrape import scrape, value, wait_for_metric
 
 QUOTA = 1_000_000
@@ -45,11 +45,7 @@ FIRST_WINDOW_S, MEASURED_S = 2.0, 30.0
 BYSTANDER_RATE = 10 * QUOTA
 PRODUCERS = ("quota-aiokafka", "quota-kafka-python", "quota-java", "flood-java")
 CONSUMERS = ("drain-aiokafka", "drain-kafka-python", "drain-java")
-CONFIG = """
-[broker]
-quota.window.num = 2
-quota.window.size.seconds = 1
-""" + "".join(
+CONFIG = SHORT_QUOTA_WINDOWS + "".join(
     f'\n[clients."{client}"]\n{key} = {QUOTA}\n'
     for key, clients in (("producer_byte_rate", PRODUCERS), ("consumer_byte_rate", CONSUMERS))
     for client in clients
@@ -79,7 +75,7 @@ async def test_producers_are_held_to_their_byte_rate(
     seconds = FIRST_WINDOW_S + MEASURED_S
     java_records = int(QUOTA / RECORD_BYTES * (seconds + 5))
     timelines = {client: Timeline() for client in PRODUCERS[:2]}
-    with reaped(java_flood(kafka3, bootstrap, PRODUCERS[2], PRODUCERS[2], java_records)) as java:
+    with reaped(java_flood(bootstrap, PRODUCERS[2], PRODUCERS[2], java_records)) as java:
         aio_sent, kp_sent = await asyncio.gather(
             aiokafka_flood(bootstrap, PRODUCERS[0], PRODUCERS[0], seconds, timelines[PRODUCERS[0]]),
             asyncio.to_thread(
@@ -118,7 +114,7 @@ async def test_consumers_are_held_to_their_byte_rate(
     java_fill(kafka3, source, records)
     bootstrap = byte_rate_proxy.bootstrap
     timelines = {client: Timeline() for client in CONSUMERS[:2]}
-    java = java_drain(kafka3, bootstrap, CONSUMERS[2], source, records, tmp_path / "c.properties")
+    java = java_drain(bootstrap, CONSUMERS[2], source, records, tmp_path / "c.properties")
     with reaped(java):
         await asyncio.gather(
             aiokafka_drain(bootstrap, CONSUMERS[0], source, seconds, timelines[CONSUMERS[0]]),
@@ -161,7 +157,7 @@ async def test_a_second_principal_keeps_its_throughput_next_to_a_throttled_one(
 
     await bystander_rate()  # warm-up: connections, the broker's first segment, the JIT
     alone_before = await bystander_rate()
-    with reaped(java_flood(kafka3, bootstrap, flooder, flooder, 25_000)):
+    with reaped(java_flood(bootstrap, flooder, flooder, 25_000)):
         await wait_for_metric(
             metrics,
             lambda s: (

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from localkafka import KafkaCluster
-from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from protocol.apis import METADATA
 from protocol.headers import encode_request
 from tests.integration.scrape import sample_shares
@@ -26,10 +26,7 @@ from tests.integration.scrape import sample_shares
 CLIENT_ID = "raw-flood"
 SHARE = 10.0
 CONFIG = f"""
-[broker]
-quota.window.num = 2
-quota.window.size.seconds = 1
-
+{SHORT_QUOTA_WINDOWS}
 [clients."{CLIENT_ID}"]
 request_percentage = {SHARE}
 """

@@ -18,7 +18,7 @@ from aiokafka.errors import KafkaError
 
 from localkafka import KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, confluent_flood, kafka_python_flood
-from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.scrape import scrape, value
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
@@ -26,10 +26,7 @@ CLIENT_ID = "shared-app"
 TOPIC = "principals"
 ALICE_QUOTA = 200_000
 CONFIG = f"""
-[broker]
-quota.window.num = 2
-quota.window.size.seconds = 1
-
+{SHORT_QUOTA_WINDOWS}
 [users.alice]
 producer_byte_rate = {ALICE_QUOTA}
 

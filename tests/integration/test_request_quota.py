@@ -22,16 +22,13 @@ from kafka import KafkaAdminClient
 from kafka.errors import NodeNotReadyError
 
 from localkafka import KafkaCluster
-from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.scrape import sample_shares, scrape, value
 
 SHARE = 10.0
 FIRST_WINDOW_S, MEASURED_S = 2.0, 10.0
 CONFIG = f"""
-[broker]
-quota.window.num = 2
-quota.window.size.seconds = 1
-
+{SHORT_QUOTA_WINDOWS}
 [clients."hammer-aiokafka"]
 request_percentage = {SHARE}
 

@@ -17,7 +17,7 @@ import pytest
 
 from localkafka import KafkaCluster
 from localkafka.load import Timeline, kafka_python_flood
-from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.scrape import scrape, value, wait_for_metric
 
 CLIENT_ID = "shadow-app"
@@ -27,10 +27,7 @@ CONFIG = f"""config_poll_interval_s = 0.2
 [enforcement]
 shadow = ["producer_byte_rate"]
 
-[broker]
-quota.window.num = 2
-quota.window.size.seconds = 1
-
+{SHORT_QUOTA_WINDOWS}
 [clients."{CLIENT_ID}"]
 producer_byte_rate = {QUOTA}
 """
