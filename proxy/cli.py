@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser(
         "check-config", help="validate a config file and print each entity's effective quotas"
     )
-    check.add_argument("file", type=Path)
+    check.add_argument("file", type=Path, help="TOML config file")
     args = parser.parse_args(argv)
     if args.command == "check-config":
         return check_config(args.file)
