@@ -29,11 +29,3 @@ def saturate_int(value: int) -> int:
     """A throttle time as the int32 field it is sent in; Kafka caps at Integer.MAX_VALUE."""
     return INT_MAX if value > INT_MAX else value
 
-
-def java_double_div(numerator: float, denominator: float) -> float:
-    """Java double division: x / 0.0 is +-Infinity or NaN instead of an exception."""
-    if denominator == 0.0:
-        if numerator == 0.0 or numerator != numerator:
-            return math.nan
-        return math.copysign(math.inf, numerator) * math.copysign(1.0, denominator)
-    return numerator / denominator

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from functools import reduce
 from operator import add
 
-from quotas.javamath import java_double_div
-
 
 @dataclass(frozen=True, slots=True)
 class MetricConfig:
@@ -108,10 +106,10 @@ class Rate(SampledStat):
         min_full_windows = config.samples - 1
         if full_windows < min_full_windows:
             elapsed += (min_full_windows - full_windows) * window_ms
-        total = reduce(add, self.values, 0.0)
-        if elapsed:
-            return total / (elapsed / 1000.0), elapsed
-        return java_double_div(total, 0.0), elapsed  # only with quota.window.num = 1
+        # Kafka >= 3.4 floors the window at 1 ms: with quota.window.num = 1 a request at the
+        # very start of a window would otherwise measure an infinite (or NaN) rate
+        elapsed = max(elapsed, 1)
+        return reduce(add, self.values, 0.0) / (elapsed / 1000.0), elapsed
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         return self.measure_with_window(config, now_ms)[0]

@@ -111,6 +111,20 @@ def test_empty_window_measures_zero_and_is_padded() -> None:
         assert rate.measure(config, T0 + config.window_ms - 1) == pytest.approx(expected)
 
 
+def test_a_single_window_is_at_least_one_millisecond() -> None:
+    """quota.window.num = 1: Kafka (since 3.4) measures a record at the instant its window
+    starts over 1 ms, so a first request over quota is throttled rather than let through on an
+    infinite or NaN rate."""
+    manager = ClientQuotaManager(
+        QuotaType.PRODUCE,
+        MetricConfig(samples=1, window_ms=1000),
+        {QuotaEntity(client_id=DEFAULT): 500.0},
+    )
+    sensors = manager.sensors_for("ANONYMOUS", "c", T0)
+    # 400 B over 1 ms = 400 000 B/s; (400 000 - 500) / 500 x 1 ms
+    assert manager.record_and_get_throttle_time_ms(sensors, 400, T0) == 799
+
+
 def test_rate_windowing_over_gaps() -> None:
     """MetricsTest.testRateWindowing: 3 samples of 30 s; 200 units over 75 s."""
     config = MetricConfig(samples=3, window_ms=30_000)
