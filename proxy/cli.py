@@ -12,7 +12,8 @@ from pathlib import Path
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
 from config.report import effective_quotas
-from proxy.enforcement import Enforcer, now_ms
+from proxy.clock import Clock, LoopClock
+from proxy.enforcement import Enforcer
 from proxy.metrics import ProxyStats, QuotaCollector, build_registry, serve_metrics
 from proxy.reload import ConfigReloader
 from proxy.server import ProxyServer
@@ -36,10 +37,10 @@ def install_event_loop(use_uvloop: bool) -> str:
     return "asyncio"
 
 
-async def _expire_sensors(enforcer: Enforcer, stats: ProxyStats) -> None:
+async def _expire_sensors(enforcer: Enforcer, stats: ProxyStats, clock: Clock) -> None:
     while True:
         await asyncio.sleep(_SENSOR_EXPIRY_INTERVAL_S)
-        stats.expired_sensors += enforcer.engine.expire(now_ms())
+        stats.expired_sensors += enforcer.engine.expire(clock.now_ms())
 
 
 async def serve(config: ProxyConfig) -> None:
@@ -52,13 +53,16 @@ async def serve(config: ProxyConfig) -> None:
             log.warning("quota window settings changed: every quota sensor starts afresh")
             enforcer.engine = QuotaEngine(new.quotas)
 
-    server = ProxyServer(config.proxy, enforcer, stats)
+    clock = LoopClock()
+    server = ProxyServer(config.proxy, enforcer, stats, clock)
     await server.start()
     background: list[asyncio.Task[None]] = []
     metrics_server = None
     if config.metrics.enabled:
         registry = build_registry(
-            QuotaCollector(lambda: enforcer.engine, now_ms, stats, lambda: len(server.connections))
+            QuotaCollector(
+                lambda: enforcer.engine, clock.now_ms, stats, lambda: len(server.connections)
+            )
         )
         metrics_server = await serve_metrics(
             registry, config.metrics.listen_host, config.metrics.port
@@ -69,7 +73,7 @@ async def serve(config: ProxyConfig) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, reloader.reload, "SIGHUP")
     background.append(loop.create_task(reloader.watch(config.proxy.config_poll_interval_s)))
-    background.append(loop.create_task(_expire_sensors(enforcer, stats)))
+    background.append(loop.create_task(_expire_sensors(enforcer, stats, clock)))
     print(f"kafka-quota-proxy bootstrap: {server.bootstrap_address}", flush=True)
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

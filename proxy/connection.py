@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,7 +31,8 @@ from protocol.produce import produce_acks
 from protocol.rewrite import Advertise, carries_addresses, rewrite_addresses
 from protocol.sasl import SaslExchange
 from protocol.throttle import with_throttle_time
-from proxy.enforcement import Decision, Enforcer, now_ms
+from proxy.clock import Clock, Timer
+from proxy.enforcement import Decision, Enforcer
 
 if TYPE_CHECKING:
     from asyncio import BaseTransport, Transport
@@ -58,6 +58,7 @@ class InFlight:
     client_id: str = ""
     #: the Produce byte-rate decision taken when the request was read
     produce: Decision | None = None
+    #: when the request was read, on the connection's clock
     received_ns: int = 0
     #: how long a long-poll Fetch may wait at the broker, not charged as request time
     wait_ns: int = 0
@@ -76,16 +77,18 @@ class ClientConnection(asyncio.Protocol):
         connect_timeout_s: float,
         on_close: Callable[[ClientConnection], None],
         enforcer: Enforcer,
+        clock: Clock,
     ) -> None:
         self._upstream_targets = upstream_targets
         self._enforcer = enforcer
+        self._clock = clock
         #: the principal's user name; PLAINTEXT connections are User:ANONYMOUS in Kafka, and
         #: a SASL exchange replaces it only once the broker reports success
         self.user = "ANONYMOUS"
         self._sasl = SaslExchange()
-        #: monotonic time (s) until which reading stays paused for a throttle (KIP-219)
-        self._muted_until = 0.0
-        self._unmute: asyncio.TimerHandle | None = None
+        #: the clock's time (ns) until which reading stays paused for a throttle (KIP-219)
+        self._muted_until_ns = 0
+        self._unmute: Timer | None = None
         self._advertise = advertise
         self._connect_timeout_s = connect_timeout_s
         self._on_close = on_close
@@ -103,7 +106,7 @@ class ClientConnection(asyncio.Protocol):
         self._closed = False
         #: the largest throttle among the responses being written now
         self._throttle_ms = 0
-        #: when the last upstream response arrived (perf_counter ns), for request time
+        #: when the last upstream response arrived (clock ns), for request time
         self._last_answered_ns = 0
 
     # client side ---------------------------------------------------------------------------
@@ -198,8 +201,9 @@ class ClientConnection(asyncio.Protocol):
         client_id = header.client_id or ""
         produce = None
         wait_ms = 0
+        now_ns = self._clock.now_ns()
         if api_key == PRODUCE:
-            now = now_ms()
+            now = now_ns // 1_000_000
             produce = self._enforcer.on_produce(self.user, client_id, len(frame) - 4, now)
             if produce_acks(frame, header) == 0:
                 throttle = produce and self._enforcer.settle_without_response(produce, now)
@@ -207,7 +211,9 @@ class ClientConnection(asyncio.Protocol):
                     self._mute(throttle)
                 return frame
         elif api_key == FETCH:
-            throttle, max_bytes = self._enforcer.before_fetch(self.user, client_id, now_ms())
+            throttle, max_bytes = self._enforcer.before_fetch(
+                self.user, client_id, now_ns // 1_000_000
+            )
             if throttle:
                 self._answer_locally(
                     InFlight(
@@ -232,7 +238,7 @@ class ClientConnection(asyncio.Protocol):
             api_version,
             client_id,
             produce,
-            time.perf_counter_ns(),
+            now_ns,
             wait_ms * 1_000_000,
         )
         if produce is not None and self._enforcer.holds(produce):
@@ -297,15 +303,19 @@ class ClientConnection(asyncio.Protocol):
         """
         if self._closed:
             return
-        loop = asyncio.get_running_loop()
-        until = loop.time() + throttle_ms / 1000
-        if until <= self._muted_until:
+        now = self._clock.now_ns()
+        delay = throttle_ms * 1_000_000
+        if now + delay <= self._muted_until_ns:
             return
-        self._muted_until = until
+        self._muted_until_ns = now + delay
         if self._unmute is not None:
             self._unmute.cancel()
         self.pause_reading("throttled")
-        self._unmute = loop.call_at(until, self.resume_reading, "throttled")
+        self._unmute = self._clock.call_later(delay, self._end_mute)
+
+    def _end_mute(self) -> None:
+        self._unmute = None
+        self.resume_reading("throttled")
 
     def close(self) -> None:
         if self._closed:
@@ -325,9 +335,10 @@ class ClientConnection(asyncio.Protocol):
     def upstream_data_received(self, data: bytes) -> None:
         self._throttle_ms = 0
         out: list[bytes] = []
+        now_ns = self._clock.now_ns()
         try:
             for frame in self._responses.feed(data):
-                out.append(self._on_response(frame))
+                out.append(self._on_response(frame, now_ns))
                 self._take_local_responses(out)
         except ProtocolError as exc:
             log.warning("closing client %s: upstream response unusable: %s", self.peer, exc)
@@ -343,7 +354,7 @@ class ClientConnection(asyncio.Protocol):
         if "in-flight" in pauses and len(self._in_flight) < MAX_IN_FLIGHT:
             self.resume_reading("in-flight")
 
-    def _on_response(self, frame: bytes) -> bytes:
+    def _on_response(self, frame: bytes, now_ns: int) -> bytes:
         if not self._in_flight:
             raise ProtocolError("response without an outstanding request")
         entry = self._in_flight.popleft()
@@ -378,20 +389,19 @@ class ClientConnection(asyncio.Protocol):
             api_key,
             entry.produce,
             len(frame) - 4,
-            self._request_time_ns(entry),
-            now_ms(),
+            self._request_time_ns(entry, now_ns),
+            now_ns // 1_000_000,
         )
         if throttle:
             frame = with_throttle_time(frame, api_key, api_version, throttle)
             self._throttle_ms = max(self._throttle_ms, throttle)
         return frame
 
-    def _request_time_ns(self, entry: InFlight) -> int:
+    def _request_time_ns(self, entry: InFlight, now: int) -> int:
         """The time this request cost, without the time it queued behind this connection's
         earlier requests (a broker handles one request of a connection at a time, so a
         pipelined request starts when the previous response has come back) and without a
         long-poll Fetch's allowed wait."""
-        now = time.perf_counter_ns()
         started = max(entry.received_ns, self._last_answered_ns)
         self._last_answered_ns = now
         return max(now - started - entry.wait_ns, 0)

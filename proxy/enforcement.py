@@ -12,7 +12,6 @@ counted, logged and kept in the throttle-time metric, but not applied.
 from __future__ import annotations
 
 import logging
-import time
 
 from protocol.apis import FETCH, REQUEST_QUOTA_EXEMPT
 from quotas.engine import QuotaEngine
@@ -28,11 +27,6 @@ _SHADOW_LOG_INTERVAL_MS = 10_000
 
 #: (manager, sensors, throttle_ms) for one quota type of one request
 Decision = tuple[ClientQuotaManager, ClientSensors, int]
-
-
-def now_ms() -> int:
-    """The quota clock: monotonic, so a wall-clock step never unthrottles or blocks anyone."""
-    return time.monotonic_ns() // 1_000_000
 
 
 class Enforcer:

@@ -17,6 +17,7 @@ from struct import Struct
 from config.settings import ProxySettings
 from protocol.apis import METADATA, response_class
 from protocol.headers import encode_request, response_body_offset
+from proxy.clock import Clock
 from proxy.connection import ClientConnection
 from proxy.enforcement import Enforcer
 from proxy.metrics import ProxyStats
@@ -27,10 +28,13 @@ _INT32 = Struct(">i")
 
 
 class ProxyServer:
-    def __init__(self, settings: ProxySettings, enforcer: Enforcer, stats: ProxyStats) -> None:
+    def __init__(
+        self, settings: ProxySettings, enforcer: Enforcer, stats: ProxyStats, clock: Clock
+    ) -> None:
         self.settings = settings
         self.enforcer = enforcer
         self.stats = stats
+        self.clock = clock
         #: node_id -> the upstream broker's own (host, port), learned from its responses
         self.upstream_nodes: dict[int, tuple[str, int]] = {}
         self._servers: dict[int | None, asyncio.Server] = {}
@@ -98,6 +102,7 @@ class ProxyServer:
                 connect_timeout_s=self.settings.connect_timeout_s,
                 on_close=self.connections.discard,
                 enforcer=self.enforcer,
+                clock=self.clock,
             )
             self.connections.add(connection)
             self.stats.connections_accepted += 1

@@ -28,4 +28,3 @@ def java_round(x: float) -> int:
 def saturate_int(value: int) -> int:
     """A throttle time as the int32 field it is sent in; Kafka caps at Integer.MAX_VALUE."""
     return INT_MAX if value > INT_MAX else value
-

@@ -1,12 +1,12 @@
 """ClientConnection's ordering and holding rules, fed frames directly.
 
-The transports here only record what the connection writes and whether it reads; no broker
-is imitated: responses are bare frames with the right correlation ids.
+The transports here only record what the connection writes and whether it reads, time is a
+virtual clock, and no broker is imitated: responses are bare frames with the right
+correlation ids.
 """
 
 from __future__ import annotations
 
-import asyncio
 import struct
 
 from kafka.protocol.consumer import FetchRequest
@@ -20,45 +20,19 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
+from tests.harness import RecordingTransport, VirtualClock, connect
+from tests.wire import request_frame
 
 WINDOWS = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
 OTHER_API = 7  # forwarded as bytes, never decoded
 
 
-class RecordingTransport:
-    def __init__(self) -> None:
-        self.written: list[bytes] = []
-        self.reading = True
-        self.closed = False
-
-    def get_extra_info(self, name: str) -> object:
-        return ("127.0.0.1", 1)
-
-    def set_write_buffer_limits(self, high: int) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
-
-    def write(self, data: bytes) -> None:
-        self.written.append(data)
-
-    def writelines(self, data: list[bytes]) -> None:
-        self.written.extend(data)
-
-    def close(self) -> None:
-        self.closed = True
-
-
 def request(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
-    header = struct.pack(">hhih", api_key, version, correlation_id, 3) + b"app"
-    return struct.pack(">i", len(header) + len(body)) + header + body
+    return request_frame(api_key, version, body, correlation_id)
 
 
 def response(correlation_id: int, body: bytes = b"") -> bytes:
+    """A response frame as the connection sees it: only the correlation id is read."""
     return struct.pack(">ii", 4 + len(body), correlation_id) + body
 
 
@@ -88,21 +62,20 @@ def produce(correlation_id: int, size: int) -> bytes:
 
 def connection(
     limits: dict[QuotaType, dict[QuotaEntity, float]],
-) -> tuple[ClientConnection, RecordingTransport, RecordingTransport]:
-    enforcer = Enforcer(QuotaEngine(QuotaConfig(WINDOWS, limits)))
-    conn = ClientConnection(
-        lambda: [], lambda n, h, p: (h, p), 10**8, 1.0, lambda c: None, enforcer
-    )
-    client, upstream = RecordingTransport(), RecordingTransport()
-    conn.transport, conn.upstream = client, upstream  # type: ignore[assignment]
-    return conn, client, upstream
+) -> tuple[ClientConnection, RecordingTransport, RecordingTransport, VirtualClock]:
+    clock = VirtualClock()
+    conn, client, upstream = connect(Enforcer(QuotaEngine(QuotaConfig(WINDOWS, limits))), clock)
+    return conn, client, upstream, clock
 
 
-async def test_a_local_answer_goes_out_between_the_responses_around_it() -> None:
-    conn, client, _ = connection({QuotaType.FETCH: {QuotaEntity(client_id=DEFAULT): 1000.0}})
+def test_a_local_answer_goes_out_between_the_responses_around_it() -> None:
+    conn, client, _, clock = connection({QuotaType.FETCH: {QuotaEntity(client_id=DEFAULT): 1000.0}})
     conn.data_received(fetch(1))
     conn.upstream_data_received(response(1, b"\0" * 8 + b"x" * 5000))  # over quota now
-    conn.resume_reading("throttled")  # as when the mute has passed
+    assert not client.reading
+    clock.advance(10**6)  # a millisecond: still muted, and the principal over quota
+    assert not client.reading
+    conn.resume_reading("throttled")  # as if the mute had passed
     conn.data_received(request(OTHER_API, 0, 10))
     conn.data_received(fetch(11))  # answered by the proxy: the principal is over quota
     conn.resume_reading("throttled")
@@ -112,8 +85,8 @@ async def test_a_local_answer_goes_out_between_the_responses_around_it() -> None
     assert [response_correlation_id(frame) for frame in client.written] == [1, 10, 11, 12]
 
 
-async def test_a_throttled_produce_holds_the_requests_read_with_it() -> None:
-    conn, client, upstream = connection(
+def test_a_throttled_produce_holds_the_requests_read_with_it() -> None:
+    conn, client, upstream, clock = connection(
         {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
     )
     conn.data_received(produce(1, 3000) + produce(2, 10) + produce(3, 10))
@@ -123,13 +96,15 @@ async def test_a_throttled_produce_holds_the_requests_read_with_it() -> None:
     conn.upstream_data_received(response(1, bytes(body)))
     throttle = struct.unpack_from(">i", client.written[0], 12)[0]
     assert throttle > 0 and not client.reading and len(upstream.written) == 1
-    await asyncio.sleep(throttle / 1000 + 0.05)
+    clock.advance(throttle * 1_000_000 - 1)
+    assert not client.reading and len(upstream.written) == 1
+    clock.advance(1)
     assert [parse_request_header(frame).correlation_id for frame in upstream.written] == [1, 2, 3]
     assert client.reading
 
 
-async def test_nothing_is_forwarded_after_close() -> None:
-    conn, _, upstream = connection({})
+def test_nothing_is_forwarded_after_close() -> None:
+    conn, _, upstream, _ = connection({})
     conn.pause_reading("upstream-busy")
     conn.data_received(request(OTHER_API, 0, 1) + request(OTHER_API, 0, 2))
     conn.close()

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from protocol.apis import FETCH, request_is_flexible, response_header_is_flexible
+from protocol.apis import FETCH
 from protocol.fetch import empty_fetch_response, prepare_fetch
-from protocol.headers import parse_request_header
+from protocol.frames import FrameSplitter
+from protocol.headers import parse_request_header, response_correlation_id
+from tests.wire import decode_request, decode_response, request_frame
 
 
 def fetch_request(version: int, max_bytes: int, min_bytes: int = 1) -> bytes:
-    cid = b"consumer"
-    header = struct.pack(">hhih", FETCH, version, 9, len(cid)) + cid
-    if request_is_flexible(FETCH, version):
-        header += b"\x00"
     body = FetchRequest(
         version=version,
         replica_id=-1,
@@ -29,22 +25,15 @@ def fetch_request(version: int, max_bytes: int, min_bytes: int = 1) -> bytes:
         topics=[],
         forgotten_topics_data=[],
         rack_id="",
-    ).encode(version=version)
-    payload = header + bytes(body)
-    return struct.pack(">i", len(payload)) + payload
-
-
-def decode_request(frame: bytes, version: int) -> FetchRequest:
-    header = parse_request_header(frame)
-    offset = header.client_id_end + (1 if request_is_flexible(FETCH, version) else 0)
-    return FetchRequest.decode(frame[offset:], version=version)
+    )
+    return request_frame(FETCH, version, body, correlation_id=9, client_id=b"consumer")
 
 
 @pytest.mark.parametrize("version", [4, 11, 12, 15, 17])
 def test_max_bytes_is_capped_and_nothing_else_changes(version: int) -> None:
     frame = fetch_request(version, max_bytes=52_428_800, min_bytes=5_000_000)
     capped, _ = prepare_fetch(frame, parse_request_header(frame), 1_000_000)
-    before, after = decode_request(frame, version), decode_request(capped, version)
+    before, after = decode_request(FetchRequest, frame), decode_request(FetchRequest, capped)
     assert (after.max_bytes, after.min_bytes) == (1_000_000, 1_000_000)
     assert after.max_wait_ms == 500
     if version >= 7:
@@ -58,10 +47,9 @@ def test_max_bytes_is_capped_and_nothing_else_changes(version: int) -> None:
 @pytest.mark.parametrize("version", [4, 7, 12, 16])
 def test_empty_response_carries_the_throttle_and_no_session(version: int) -> None:
     frame = empty_fetch_response(41, version, 1234)
-    (size, correlation_id) = struct.unpack_from(">ii", frame)
-    assert size == len(frame) - 4 and correlation_id == 41
-    offset = 9 if response_header_is_flexible(FETCH, version) else 8
-    response = FetchResponse.decode(frame[offset:], version=version)
+    assert FrameSplitter().feed(frame) == [frame]
+    assert response_correlation_id(frame) == 41
+    response = decode_response(FetchResponse, frame, FETCH, version)
     assert response.throttle_time_ms == 1234
     assert list(response.responses) == []
     if version >= 7:

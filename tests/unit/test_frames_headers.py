@@ -10,19 +10,11 @@ from protocol.errors import FrameTooLarge, ProtocolError
 from protocol.frames import FrameSplitter
 from protocol.headers import parse_request_header, request_body_offset, response_correlation_id
 from protocol.produce import produce_acks
+from tests.wire import request_frame
 
 
 def frame(body: bytes) -> bytes:
     return struct.pack(">i", len(body)) + body
-
-
-def request(api_key: int, version: int, corr: int, client_id: bytes | None, rest: bytes) -> bytes:
-    cid = (
-        struct.pack(">h", -1)
-        if client_id is None
-        else struct.pack(">h", len(client_id)) + client_id
-    )
-    return frame(struct.pack(">hhi", api_key, version, corr) + cid + rest)
 
 
 def test_frames_split_across_chunks_and_batched() -> None:
@@ -50,18 +42,18 @@ def test_negative_frame_size_is_a_protocol_error() -> None:
 
 
 def test_request_header_fields() -> None:
-    wire = request(3, 12, 77, b"my-client", b"\x00rest")
+    wire = request_frame(3, 12, b"rest", 77, b"my-client")
     header = parse_request_header(wire)
     assert header[:4] == (3, 12, 77, "my-client")
     assert request_body_offset(wire, header) == header.client_id_end + 1  # v2 header tags
-    assert parse_request_header(request(3, 1, 1, None, b"")).client_id is None
+    assert parse_request_header(request_frame(3, 1, client_id=None)).client_id is None
 
 
 @pytest.mark.parametrize(
     "wire",
     [
         frame(b"\x00\x03\x00"),  # shorter than a header
-        request(3, 1, 1, b"abc", b"")[:-2],  # client_id runs past the frame
+        request_frame(3, 1, client_id=b"abc")[:-2],  # client_id runs past the frame
         frame(struct.pack(">hhih", -1, 0, 1, 0)),  # negative api key
         frame(struct.pack(">hhih", 3, 0, 1, -7)),  # invalid client_id length
     ],
@@ -82,10 +74,10 @@ def test_response_correlation_id() -> None:
     [
         (3, struct.pack(">h", -1) + struct.pack(">h", 0), 0),
         (8, struct.pack(">h", 3) + b"txn" + struct.pack(">h", -1), -1),
-        (9, b"\x00" + b"\x00" + struct.pack(">h", 1), 1),  # header tags, null compact txn id
-        (11, b"\x00" + b"\x04txn" + struct.pack(">h", 0), 0),
+        (9, b"\x00" + struct.pack(">h", 1), 1),  # null compact txn id
+        (11, b"\x04txn" + struct.pack(">h", 0), 0),
     ],
 )
 def test_produce_acks(version: int, body: bytes, acks: int) -> None:
-    wire = request(0, version, 1, b"p", body + b"\x00\x00\x00\x00")
+    wire = request_frame(0, version, body + b"\x00\x00\x00\x00", client_id=b"p")
     assert produce_acks(wire, parse_request_header(wire)) == acks

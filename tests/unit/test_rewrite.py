@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 import uuid
 from typing import Any
 
@@ -13,8 +12,10 @@ from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 from kafka.protocol.producer import ProduceResponse
 
 from protocol.api_versions import cap_api_versions, unsupported_version_response
-from protocol.apis import API_VERSIONS, MAX_DECODABLE_VERSION, response_header_is_flexible
+from protocol.apis import API_VERSIONS, MAX_DECODABLE_VERSION
+from protocol.headers import response_correlation_id
 from protocol.rewrite import carries_addresses, rewrite_addresses
+from tests.wire import decode_response, response_frame
 
 ADVERTISED: dict[int, tuple[str, int]] = {}
 
@@ -24,18 +25,9 @@ def advertise(node_id: int, host: str, port: int) -> tuple[str, int]:
     return "proxy.local", 20000 + node_id
 
 
-def response_frame(msg: Any, api_key: int, version: int, corr: int = 9) -> bytes:
-    header = struct.pack(">i", corr)
-    if response_header_is_flexible(api_key, version):
-        header += b"\x00"
-    body = bytes(msg.encode(version=version))
-    return struct.pack(">i", len(header) + len(body)) + header + body
-
-
 def decode(cls: Any, frame: bytes, api_key: int, version: int) -> Any:
-    offset = 9 if response_header_is_flexible(api_key, version) else 8
-    assert struct.unpack_from(">i", frame, 4)[0] == 9  # correlation id kept
-    return cls.decode(frame[offset:], version=version)
+    assert response_correlation_id(frame) == 9  # correlation id kept
+    return decode_response(cls, frame, api_key, version)
 
 
 @pytest.mark.parametrize("version", [0, 1, 9, 12, 13])
@@ -52,7 +44,7 @@ def test_metadata_brokers_rewritten(version: int) -> None:
         controller_id=1,
         topics=[],
     )
-    out = rewrite_addresses(response_frame(msg, 3, version), 3, version, advertise)
+    out = rewrite_addresses(response_frame(3, version, msg), 3, version, advertise)
     assert out is not None
     brokers = decode(MetadataResponse, out, 3, version).brokers
     assert [(b.node_id, b.host, b.port) for b in brokers] == [
@@ -72,7 +64,7 @@ def test_find_coordinator_single_node(version: int) -> None:
         host="kafka-2",
         port=9092,
     )
-    out = rewrite_addresses(response_frame(msg, 10, version), 10, version, advertise)
+    out = rewrite_addresses(response_frame(10, version, msg), 10, version, advertise)
     assert out is not None
     got = decode(FindCoordinatorResponse, out, 10, version)
     assert (got.node_id, got.host, got.port) == (2, "proxy.local", 20002)
@@ -88,7 +80,7 @@ def test_find_coordinator_error_is_forwarded_unchanged() -> None:
         host="",
         port=-1,
     )
-    assert rewrite_addresses(response_frame(msg, 10, 3), 10, 3, advertise) is None
+    assert rewrite_addresses(response_frame(10, 3, msg), 10, 3, advertise) is None
 
 
 @pytest.mark.parametrize("version", [4, 6])
@@ -118,7 +110,7 @@ def test_find_coordinator_batched(version: int) -> None:
             ),
         ],
     )
-    out = rewrite_addresses(response_frame(msg, 10, version), 10, version, advertise)
+    out = rewrite_addresses(response_frame(10, version, msg), 10, version, advertise)
     assert out is not None
     got = decode(FindCoordinatorResponse, out, 10, version).coordinators
     assert [(c.key, c.node_id, c.host, c.port) for c in got] == [
@@ -141,7 +133,7 @@ def test_describe_cluster(endpoint_type: int, rewritten: bool) -> None:
         brokers=[broker(version=1, broker_id=1, host="kafka-1", port=9092, rack=None)],
         authorized_operations=set(),
     )
-    out = rewrite_addresses(response_frame(msg, 60, 1), 60, 1, advertise)
+    out = rewrite_addresses(response_frame(60, 1, msg), 60, 1, advertise)
     if not rewritten:
         assert out is None  # controller endpoints are not served by the proxy
         return
@@ -159,7 +151,7 @@ def test_produce_node_endpoints_kip_951() -> None:
         node_endpoints=[endpoint(version=11, node_id=3, host="kafka-3", port=9092, rack=None)],
     )
     assert carries_addresses(0, 11) and not carries_addresses(0, 9)
-    out = rewrite_addresses(response_frame(msg, 0, 11), 0, 11, advertise)
+    out = rewrite_addresses(response_frame(0, 11, msg), 0, 11, advertise)
     assert out is not None
     got = decode(ProduceResponse, out, 0, 11).node_endpoints[0]
     assert (got.node_id, got.host, got.port) == (3, "proxy.local", 20003)
@@ -170,7 +162,7 @@ def test_fetch_without_node_endpoints_is_forwarded_as_is() -> None:
         version=16, throttle_time_ms=0, error_code=0, session_id=0, responses=[], node_endpoints=[]
     )
     assert carries_addresses(1, 16) and not carries_addresses(1, 15)
-    assert rewrite_addresses(response_frame(msg, 1, 16), 1, 16, advertise) is None
+    assert rewrite_addresses(response_frame(1, 16, msg), 1, 16, advertise) is None
 
 
 def test_fetch_node_endpoints_kip_951() -> None:
@@ -183,7 +175,7 @@ def test_fetch_node_endpoints_kip_951() -> None:
         responses=[],
         node_endpoints=[endpoint(version=17, node_id=1, host="kafka-1", port=9092, rack="r")],
     )
-    out = rewrite_addresses(response_frame(msg, 1, 17), 1, 17, advertise)
+    out = rewrite_addresses(response_frame(1, 17, msg), 1, 17, advertise)
     assert out is not None
     got = decode(FetchResponse, out, 1, 17).node_endpoints[0]
     assert (got.host, got.port, got.rack) == ("proxy.local", 20001, "r")
@@ -200,7 +192,7 @@ def api_versions_frame(maxima: dict[int, int], version: int = 3) -> bytes:
             for k, v in maxima.items()
         ],
     )
-    return response_frame(msg, API_VERSIONS, version)
+    return response_frame(API_VERSIONS, version, msg)
 
 
 def test_api_versions_capped_to_what_the_proxy_decodes() -> None:
@@ -218,7 +210,7 @@ def test_api_versions_within_caps_is_forwarded_as_is() -> None:
 def test_unsupported_version_answer_is_a_valid_v0_response() -> None:
     frame = unsupported_version_response(5)
     msg = ApiVersionsResponse.decode(frame[8:], version=0)
-    assert struct.unpack_from(">i", frame, 4)[0] == 5
+    assert response_correlation_id(frame) == 5
     assert msg.error_code == 35
     assert [(e.api_key, e.max_version) for e in msg.api_keys] == [(18, MAX_DECODABLE_VERSION[18])]
     assert cap_api_versions(frame, 0) is None  # error responses are never rewritten
@@ -252,7 +244,7 @@ def fetch_with_records(version: int, endpoints: list[Any]) -> bytes:
         responses=[topic(version=version, topic="t", topic_id=uuid.uuid4(), partitions=partitions)],
         node_endpoints=endpoints,
     )
-    return response_frame(msg, 1, version)
+    return response_frame(1, version, msg)
 
 
 @pytest.mark.parametrize("version", [16, 17, 18])

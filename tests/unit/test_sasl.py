@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import pytest
@@ -13,22 +12,18 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE, request_is_flexible
+from protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from protocol.errors import ProtocolError
-from protocol.headers import RequestHeader, encode_response, parse_request_header
+from protocol.headers import RequestHeader, parse_request_header
 from protocol.sasl import SaslExchange, plain_user, scram_user
+from tests.wire import request_frame, response_frame
 
 AUTH_VERSION = 2  # flexible: request header v2, compact bytes
 FAILED = 58  # SASL_AUTHENTICATION_FAILED
 
 
 def request(api_key: int, version: int, body: Any) -> tuple[bytes, RequestHeader]:
-    cid = b"client"
-    header = struct.pack(">hhih", api_key, version, 1, len(cid)) + cid
-    if request_is_flexible(api_key, version):
-        header += b"\x00"
-    payload = header + bytes(body.encode(version=version))
-    frame = struct.pack(">i", len(payload)) + payload
+    frame = request_frame(api_key, version, body, client_id=b"client")
     return frame, parse_request_header(frame)
 
 
@@ -37,9 +32,7 @@ def handshake(exchange: SaslExchange, mechanism: str, error: int = 0) -> None:
         *request(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism))
     )
     body = SaslHandshakeResponse(error_code=error, mechanisms=["PLAIN", "SCRAM-SHA-256"])
-    exchange.on_handshake_response(
-        encode_response(1, SASL_HANDSHAKE, 1, bytes(body.encode(version=1))), 1
-    )
+    exchange.on_handshake_response(response_frame(SASL_HANDSHAKE, 1, body, 1), 1)
 
 
 def authenticate(exchange: SaslExchange, token: bytes, reply: bytes, error: int = 0) -> str | None:
@@ -48,8 +41,8 @@ def authenticate(exchange: SaslExchange, token: bytes, reply: bytes, error: int 
     )
     body = SaslAuthenticateResponse(
         error_code=error, error_message=None, auth_bytes=reply, session_lifetime_ms=0
-    ).encode(version=AUTH_VERSION)
-    frame = encode_response(1, SASL_AUTHENTICATE, AUTH_VERSION, bytes(body))
+    )
+    frame = response_frame(SASL_AUTHENTICATE, AUTH_VERSION, body, 1)
     return exchange.on_authenticate_response(frame, AUTH_VERSION)
 
 
