@@ -16,7 +16,7 @@ import logging
 from protocol.apis import FETCH, REQUEST_QUOTA_EXEMPT
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType
-from quotas.managers import ClientQuotaManager, ClientSensors
+from quotas.managers import UNLIMITED, ClientQuotaManager, ClientSensors
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +64,15 @@ class Enforcer:
 
         A principal already over its consumer quota is answered at once with an empty Fetch
         and the throttle, as Kafka returns an empty fetch when it throttles; otherwise Kafka
-        caps the fetch to what the quota allows in one quota window.
+        caps the fetch to what the quota allows in one quota window. No cap (None) for a
+        principal without a consumer quota.
         """
         fetch = self.engine.fetch
         if not fetch.enabled or QuotaType.FETCH in self.shadow:
             return 0, None  # shadowed: decided once, when the response is recorded
         sensors = fetch.sensors_for(user, client_id, now)
+        if sensors.limit == UNLIMITED:
+            return 0, None
         throttle = fetch.throttle_time_ms(sensors, now)
         if throttle:
             return self._settle(now, (fetch, sensors, throttle)), None
