@@ -1,0 +1,34 @@
+"""Every quota holds a greedy client, whatever it does with throttle_time_ms and however deep
+it pipelines, through the proxy's real connection and enforcer on a virtual clock.
+
+Two properties, for each quota type, client behaviour and window setting (tests/fidelity.py):
+- the long run: over LONG_RUN_S simulated seconds the client gets the quota, within
+  LONG_RUN_TOLERANCE;
+- no span of SPAN_S seconds carries more than the quota plus the burst Kafka's windows allow.
+
+No shorter span is asserted to within 1 %: Kafka's own arithmetic does not hold a greedy
+client that tightly. With its default 11 x 1 s windows the first burst echoes for minutes, and
+30-second averages of a broker's own quota swing between 0.81 and 1.08 x quota (README, "Quota
+windows"); `python -m tests.fidelity` prints those spans beside the long run.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fidelity import BEHAVIOURS, WINDOWS, WORKLOADS, Behaviour, Workload, simulate
+
+#: the long-run rate is within this of the quota; the most any row misses by is 1.4 %
+#: (consumer_byte_rate at 5 x 2 s: the fetch that crosses the quota is delivered)
+LONG_RUN_TOLERANCE = 0.015
+
+
+@pytest.mark.parametrize("windows", WINDOWS, ids=lambda w: f"{w[0]}x{w[1]}s")
+@pytest.mark.parametrize("behaviour", BEHAVIOURS, ids=lambda b: b.name)
+@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.quota_type.key)
+def test_a_greedy_client_gets_its_quota(
+    workload: Workload, behaviour: Behaviour, windows: tuple[int, int]
+) -> None:
+    result = simulate(workload, behaviour, windows)
+    assert abs(result.long_run - 1) <= LONG_RUN_TOLERANCE, result
+    assert result.highest_span <= result.burst_bound, result
