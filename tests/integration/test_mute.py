@@ -23,6 +23,8 @@ from protocol.apis import METADATA
 from protocol.headers import encode_request
 from tests.integration.scrape import sample_shares
 
+pytestmark = pytest.mark.integration
+
 CLIENT_ID = "raw-flood"
 SHARE = 10.0
 CONFIG = f"""
@@ -97,7 +99,9 @@ async def test_a_client_ignoring_throttles_is_held_and_buffers_stay_bounded(
         f" proxy RSS {rss_before / 2**20:.0f} -> {rss_after / 2**20:.0f} MiB"
     )
     assert sum(1 for ms in throttles if ms > 0) > 10
-    assert share <= 1.1 * SHARE, shares
+    # request time includes this machine's scheduling; the exact share is proven on a virtual
+    # clock (tests/unit/test_quota_fidelity.py), here the flood is held near it, not at 60 %
+    assert share <= 1.5 * SHARE, shares
     # held: most of what it wrote was never read; what waits is bounded by socket buffers
     assert written > 2 * answered
     assert backlog < 32 * 2**20

@@ -19,6 +19,8 @@ from localkafka.load import Timeline
 from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration.scrape import scrape, value, wait_for_metric
 
+pytestmark = pytest.mark.integration
+
 CLIENT_ID = "reload-test"
 TOPIC = "quota-reload"
 PAYLOAD = b"x" * 10_000

@@ -20,6 +20,8 @@ from localkafka.load import Timeline, kafka_python_flood
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.scrape import scrape, value, wait_for_metric
 
+pytestmark = pytest.mark.integration
+
 CLIENT_ID = "shadow-app"
 QUOTA = 200_000
 CONFIG = f"""config_poll_interval_s = 0.2
@@ -50,7 +52,7 @@ async def test_shadow_mode_reports_throttles_and_applies_none(
         kafka_python_flood, shadow_proxy.bootstrap, CLIENT_ID, CLIENT_ID, 5.0, timeline
     )
     rate = timeline.rate(1.0, 5.0)
-    assert rate > 5 * QUOTA, f"shadow mode held the producer to {rate:,.0f} B/s"
+    assert rate > 2 * QUOTA, f"shadow mode held the producer to {rate:,.0f} B/s"
     assert not [r for r in caplog.records if "throttled by broker" in r.getMessage()]
     samples = scrape(shadow_proxy.metrics_url)
     labels = {"user": "", "client_id": CLIENT_ID}
