@@ -45,8 +45,13 @@ def run(principals: int, decisions: int, rounds: int) -> list[float]:
     now = 1_000_000
 
     def decide(user: str, client_id: str, api_key: int, elapsed_ns: int, now: int) -> int:
-        produce = enforcer.on_produce(user, client_id, 1024, now) if api_key == PRODUCE else None
-        return enforcer.on_response(user, client_id, api_key, produce, 512, elapsed_ns, now)
+        if api_key == PRODUCE:
+            bandwidth = enforcer.on_produce(user, client_id, 1024, now)
+        elif api_key == FETCH:
+            bandwidth = enforcer.on_fetch_response(user, client_id, 512, now)
+        else:
+            bandwidth = None
+        return enforcer.settle_response(user, client_id, api_key, bandwidth, elapsed_ns, now)
 
     for user, client_id in names:  # every principal has live sensors
         decide(user, client_id, PRODUCE, 200_000, now)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from quotas.entities import QUOTA_KEYS, QuotaType
 
 
@@ -21,7 +20,8 @@ class ProxySettings:
     #: the listener of upstream broker N is at broker_port_base + N (deterministic)
     broker_port_base: int = 9200
     #: Kafka's socket.request.max.bytes: larger request frames close the connection
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    #: Kafka's socket.request.max.bytes default
+    max_frame_bytes: int = 100 * 1024 * 1024
     connect_timeout_s: float = 10.0
     uvloop: bool = True
     #: how often the config file is checked for changes (SIGHUP reloads at once)

@@ -6,9 +6,10 @@ other API is advertised as the broker sends it, since the proxy forwards those a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from struct import Struct
 
-from protocol.apis import API_VERSIONS, MAX_DECODABLE_VERSION, response_class
+from protocol.apis import API_VERSIONS, response_class
 from protocol.errors import ProtocolError
 from protocol.headers import encode_response, response_body_offset
 from protocol.rewrite import reframe
@@ -17,9 +18,7 @@ _INT16 = Struct(">h")
 _UNSUPPORTED_VERSION = 35
 
 
-def cap_api_versions(
-    frame: bytes, api_version: int, caps: dict[int, int] = MAX_DECODABLE_VERSION
-) -> bytes | None:
+def cap_api_versions(frame: bytes, api_version: int, caps: Mapping[int, int]) -> bytes | None:
     """The capped response frame, or None when nothing needs capping.
 
     An error response (UNSUPPORTED_VERSION is written in the v0 layout whatever the request's
@@ -45,7 +44,7 @@ def cap_api_versions(
     return reframe(frame, offset, bytes(msg.encode()))
 
 
-def unsupported_version_response(correlation_id: int) -> bytes:
+def unsupported_version_response(correlation_id: int, max_version: int) -> bytes:
     """What a broker answers to an ApiVersions request newer than it knows (KIP-511).
 
     The proxy answers this itself when a client's ApiVersions version is above what the proxy
@@ -60,7 +59,7 @@ def unsupported_version_response(correlation_id: int) -> bytes:
                 version=0,
                 api_key=API_VERSIONS,
                 min_version=0,
-                max_version=MAX_DECODABLE_VERSION[API_VERSIONS],
+                max_version=max_version,
             )
         ],
     ).encode(version=0)

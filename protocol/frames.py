@@ -8,8 +8,8 @@ from protocol.errors import FrameTooLarge, ProtocolError
 
 _INT32 = Struct(">i")
 
-#: Kafka's default socket.request.max.bytes.
-DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+#: the largest size a frame's int32 prefix can state; the limit for trusted peers
+MAX_FRAME_BYTES = 2**31 - 1
 
 
 class FrameSplitter:
@@ -21,7 +21,7 @@ class FrameSplitter:
 
     __slots__ = ("_buffer", "max_frame_bytes")
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         self._buffer = bytearray()
         self.max_frame_bytes = max_frame_bytes
 

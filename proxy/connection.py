@@ -11,36 +11,24 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, cast
 
-from protocol.api_versions import cap_api_versions, unsupported_version_response
-from protocol.apis import (
-    API_VERSIONS,
-    FETCH,
-    MAX_DECODABLE_VERSION,
-    PRODUCE,
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
-)
 from protocol.errors import ProtocolError
-from protocol.fetch import empty_fetch_response, prepare_fetch
 from protocol.frames import FrameSplitter
 from protocol.headers import parse_request_header, response_correlation_id
-from protocol.produce import produce_acks
-from protocol.rewrite import Advertise, carries_addresses, rewrite_addresses
-from protocol.sasl import SaslExchange
+from protocol.rewrite import Advertise
 from protocol.throttle import with_throttle_time
 from proxy.clock import Clock, Timer
-from proxy.enforcement import Decision, Enforcer
+from proxy.enforcement import Enforcer
+from proxy.handlers.base import Answer, Exchange, Request, Session
+from proxy.handlers.registry import HANDLERS
 
 if TYPE_CHECKING:
     from asyncio import BaseTransport, Transport
 
 log = logging.getLogger(__name__)
 
-#: Upstream responses are trusted; Fetch responses may legitimately be large.
-_MAX_RESPONSE_BYTES = 2**31 - 1
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: requests of one connection awaiting responses before the proxy stops reading it. A broker
 #: handles one request of a connection at a time; clients pipeline a few (Java producers 5),
@@ -51,25 +39,21 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 MAX_IN_FLIGHT = 5
 
 
-@dataclass(slots=True)
-class InFlight:
-    """A request awaiting its response; Kafka answers one connection's requests in order."""
+class Pause(Enum):
+    """Why the client is not being read; reading resumes when no reason is left."""
 
-    correlation_id: int
-    api_key: int
-    api_version: int
-    client_id: str = ""
-    #: the Produce byte-rate decision taken when the request was read
-    produce: Decision | None = None
-    #: when the request was read, on the connection's clock
-    received_ns: int = 0
-    #: how long a long-poll Fetch may wait at the broker, not charged as request time
-    wait_ns: int = 0
-    #: reading stays paused until this request's response is written: a throttled Produce,
-    #: or a Fetch whose response the consumer quota has yet to charge
-    held: bool = False
-    #: a response the proxy produced itself, sent when every earlier response has gone out
-    local_response: bytes | None = None
+    #: the upstream connection is not up yet
+    CONNECTING = "connecting"
+    #: requests already read wait for an earlier pause to end
+    BACKLOG = "backlog"
+    #: a held request's response has not been written yet (Forward.held)
+    HELD = "held"
+    #: a throttle is being served (KIP-219's mute)
+    THROTTLED = "throttled"
+    #: MAX_IN_FLIGHT requests await their responses
+    IN_FLIGHT = "in-flight"
+    #: the upstream connection's write buffer is full
+    UPSTREAM_BUSY = "upstream-busy"
 
 
 class ClientConnection(asyncio.Protocol):
@@ -86,27 +70,23 @@ class ClientConnection(asyncio.Protocol):
         self._upstream_targets = upstream_targets
         self._enforcer = enforcer
         self._clock = clock
-        #: the principal's user name; PLAINTEXT connections are User:ANONYMOUS in Kafka, and
-        #: a SASL exchange replaces it only once the broker reports success
-        self.user = "ANONYMOUS"
-        self._sasl = SaslExchange()
+        self.session = Session(enforcer, advertise)
         #: the clock's time (ns) until which reading stays paused for a throttle (KIP-219)
         self._muted_until_ns = 0
         self._unmute: Timer | None = None
-        self._advertise = advertise
         self._connect_timeout_s = connect_timeout_s
         self._on_close = on_close
         self._requests = FrameSplitter(max_frame_bytes)
-        self._responses = FrameSplitter(_MAX_RESPONSE_BYTES)
-        self._in_flight: deque[InFlight] = deque()
-        self._read_pauses: set[str] = set()
+        # upstream responses are trusted; Fetch responses may legitimately be large
+        self._responses = FrameSplitter()
+        self._in_flight: deque[Exchange] = deque()
+        self._read_pauses: set[Pause] = set()
         #: requests read but not yet handled because reading is paused: before the upstream
         #: connection is up (uvloop reads accepted sockets even while paused), while muted,
         #: or at the in-flight limit; at most one socket read's worth
         self._backlog: deque[bytes] = deque()
         self.transport: Transport | None = None
         self.upstream: Transport | None = None
-        self.peer = "?"
         self._closed = False
         #: the largest throttle among the responses being written now
         self._throttle_ms = 0
@@ -118,9 +98,9 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: BaseTransport) -> None:
         self.transport = cast("Transport", transport)  # uvloop's are not asyncio subclasses
         peer = self.transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.session.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
-        self.pause_reading("connecting")
+        self.pause_reading(Pause.CONNECTING)
         asyncio.get_running_loop().create_task(self._connect_upstream())
 
     async def _connect_upstream(self) -> None:
@@ -138,14 +118,14 @@ class ClientConnection(asyncio.Protocol):
             if self._closed:
                 transport.close()
                 return
-            log.debug("client %s -> upstream %s:%d", self.peer, host, port)
+            log.debug("client %s -> upstream %s:%d", self.session.peer, host, port)
             self.upstream = transport
             self.upstream.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
-            self.resume_reading("connecting")
+            self.resume_reading(Pause.CONNECTING)
             return
         log.warning(
             "closing client %s: no upstream broker reachable (%s)",
-            self.peer,
+            self.session.peer,
             "; ".join(errors) or "no known address",
         )
         self.close()
@@ -181,86 +161,50 @@ class ClientConnection(asyncio.Protocol):
             self.upstream.writelines(forward)
         if handled < len(frames):
             self._backlog.extend(frames[handled:])
-            self.pause_reading("backlog")
+            self.pause_reading(Pause.BACKLOG)
 
     def _refuse(self, exc: ProtocolError) -> None:
         """Bytes that are not Kafka protocol cost the client its connection, nothing more."""
-        log.warning("closing client %s: %s", self.peer, exc)
+        log.warning("closing client %s: %s", self.session.peer, exc)
         self.close()
 
     def _on_request(self, frame: bytes) -> bytes | None:
         """Track one request; the frame to send upstream, or None when answered here."""
         header = parse_request_header(frame)
-        api_key, api_version = header.api_key, header.api_version
-        if api_key == API_VERSIONS and api_version > MAX_DECODABLE_VERSION[API_VERSIONS]:
-            self._answer_locally(
-                InFlight(
-                    header.correlation_id,
-                    api_key,
-                    api_version,
-                    local_response=unsupported_version_response(header.correlation_id),
-                )
-            )
-            return None
-        client_id = header.client_id or ""
-        produce = None
-        wait_ms = 0
-        held = False
         now_ns = self._clock.now_ns()
-        if api_key == PRODUCE:
-            now = now_ns // 1_000_000
-            produce = self._enforcer.on_produce(self.user, client_id, len(frame) - 4, now)
-            if produce_acks(frame, header) == 0:
-                throttle = produce and self._enforcer.settle_without_response(produce, now)
-                if throttle:
-                    self._mute(throttle)
-                return frame
-        elif api_key == FETCH:
-            throttle, max_bytes = self._enforcer.before_fetch(
-                self.user, client_id, now_ns // 1_000_000
-            )
-            if throttle:
-                self._answer_locally(
-                    InFlight(
-                        header.correlation_id,
-                        api_key,
-                        api_version,
-                        local_response=empty_fetch_response(
-                            header.correlation_id, api_version, throttle
-                        ),
-                    )
-                )
-                self._mute(throttle)
-                return None
-            frame, wait_ms = prepare_fetch(frame, header, max_bytes)
-            # a fetch under a consumer quota is charged when its response comes back, and a
-            # broker reads nothing more from a connection while it handles a request: held so,
-            # a client pipelining fetches cannot have several cross the quota at once
-            held = max_bytes is not None
-        elif api_key == SASL_HANDSHAKE:
-            self._sasl.on_handshake_request(frame, header)
-        elif api_key == SASL_AUTHENTICATE:
-            self._sasl.on_authenticate_request(frame, header)
-        entry = InFlight(
+        client_id = header.client_id or ""
+        handler = HANDLERS.get(header.api_key)
+        entry = Exchange(
             header.correlation_id,
-            api_key,
-            api_version,
+            header.api_key,
+            header.api_version,
             client_id,
-            produce,
-            now_ns,
-            wait_ms * 1_000_000,
+            handler,
+            received_ns=now_ns,
         )
-        if held or (produce is not None and self._enforcer.holds(produce)):
-            # Kafka reads nothing more from a connection until its throttled response has
-            # gone out and the throttle has passed
-            entry.held = True
-            self.pause_reading("held")
+        if handler is not None:
+            request = Request(frame, header, client_id, now_ns // 1_000_000)
+            outcome = handler.on_request(self.session, request)
+            if outcome.mute_ms:
+                self._mute(outcome.mute_ms)
+            if isinstance(outcome, Answer):
+                entry.local_response = outcome.response
+                self._answer_locally(entry)
+                return None
+            frame = outcome.frame
+            if not outcome.expects_response:
+                return frame
+            entry.state, entry.wait_ns = outcome.state, outcome.wait_ns
+            if outcome.held:
+                # Kafka reads nothing more from a connection until its response has gone out
+                entry.held = True
+                self.pause_reading(Pause.HELD)
         self._in_flight.append(entry)
         if len(self._in_flight) >= MAX_IN_FLIGHT:
-            self.pause_reading("in-flight")
+            self.pause_reading(Pause.IN_FLIGHT)
         return frame
 
-    def _answer_locally(self, entry: InFlight) -> None:
+    def _answer_locally(self, entry: Exchange) -> None:
         self._in_flight.append(entry)
         ready: list[bytes] = []
         self._take_local_responses(ready)
@@ -286,17 +230,17 @@ class ClientConnection(asyncio.Protocol):
         if self.upstream is not None and not self._closed:
             self.upstream.resume_reading()
 
-    def pause_reading(self, reason: str) -> None:
+    def pause_reading(self, reason: Pause) -> None:
         if reason not in self._read_pauses and self.transport is not None:
             self.transport.pause_reading()
         self._read_pauses.add(reason)
 
-    def resume_reading(self, reason: str) -> None:
+    def resume_reading(self, reason: Pause) -> None:
         if self._closed:
             return
         pauses = self._read_pauses
         pauses.discard(reason)
-        if self._backlog and pauses == {"backlog"}:
+        if self._backlog and pauses == {Pause.BACKLOG}:
             pauses.clear()
             frames = list(self._backlog)
             self._backlog.clear()
@@ -319,12 +263,12 @@ class ClientConnection(asyncio.Protocol):
         self._muted_until_ns = now + delay
         if self._unmute is not None:
             self._unmute.cancel()
-        self.pause_reading("throttled")
+        self.pause_reading(Pause.THROTTLED)
         self._unmute = self._clock.call_later(delay, self._end_mute)
 
     def _end_mute(self) -> None:
         self._unmute = None
-        self.resume_reading("throttled")
+        self.resume_reading(Pause.THROTTLED)
 
     def close(self) -> None:
         if self._closed:
@@ -350,7 +294,7 @@ class ClientConnection(asyncio.Protocol):
                 out.append(self._on_response(frame, now_ns))
                 self._take_local_responses(out)
         except ProtocolError as exc:
-            log.warning("closing client %s: upstream response unusable: %s", self.peer, exc)
+            log.warning("closing client %s: upstream response unusable: %s", self.session.peer, exc)
             self.close()
             return
         if self.transport is not None:
@@ -358,10 +302,10 @@ class ClientConnection(asyncio.Protocol):
         if self._throttle_ms:
             self._mute(self._throttle_ms)
         pauses = self._read_pauses
-        if "held" in pauses and not any(entry.held for entry in self._in_flight):
-            self.resume_reading("held")
-        if "in-flight" in pauses and len(self._in_flight) < MAX_IN_FLIGHT:
-            self.resume_reading("in-flight")
+        if Pause.HELD in pauses and not any(entry.held for entry in self._in_flight):
+            self.resume_reading(Pause.HELD)
+        if Pause.IN_FLIGHT in pauses and len(self._in_flight) < MAX_IN_FLIGHT:
+            self.resume_reading(Pause.IN_FLIGHT)
 
     def _on_response(self, frame: bytes, now_ns: int) -> bytes:
         if not self._in_flight:
@@ -372,41 +316,24 @@ class ClientConnection(asyncio.Protocol):
             raise ProtocolError(
                 f"response correlation id {correlation_id}, expected {entry.correlation_id}"
             )
-        api_key, api_version = entry.api_key, entry.api_version
-        if api_key == API_VERSIONS:
-            frame = cap_api_versions(frame, api_version) or frame
-        elif carries_addresses(api_key, api_version):
-            frame = rewrite_addresses(frame, api_key, api_version, self._advertise) or frame
-        elif api_key == SASL_HANDSHAKE:
-            self._sasl.on_handshake_response(frame, api_version)
-            if self._sasl.mechanism is not None and not self._sasl.learnable:
-                log.warning(
-                    "client %s authenticates with %s, whose principal the proxy cannot learn: "
-                    "its quotas are those of User:%s",
-                    self.peer,
-                    self._sasl.mechanism,
-                    self.user,
-                )
-        elif api_key == SASL_AUTHENTICATE:
-            user = self._sasl.on_authenticate_response(frame, api_version)
-            if user is not None:
-                log.info("client %s authenticated as User:%s", self.peer, user)
-                self.user = user
-        throttle = self._enforcer.on_response(
-            self.user,
+        now_ms = now_ns // 1_000_000
+        bandwidth = None
+        if entry.handler is not None:
+            frame, bandwidth = entry.handler.on_response(self.session, frame, entry, now_ms)
+        throttle = self._enforcer.settle_response(
+            self.session.user,
             entry.client_id,
-            api_key,
-            entry.produce,
-            len(frame) - 4,
+            entry.api_key,
+            bandwidth,
             self._request_time_ns(entry, now_ns),
-            now_ns // 1_000_000,
+            now_ms,
         )
         if throttle:
-            frame = with_throttle_time(frame, api_key, api_version, throttle)
+            frame = with_throttle_time(frame, entry.api_key, entry.api_version, throttle)
             self._throttle_ms = max(self._throttle_ms, throttle)
         return frame
 
-    def _request_time_ns(self, entry: InFlight, now: int) -> int:
+    def _request_time_ns(self, entry: Exchange, now: int) -> int:
         """The time this request cost, without the time it queued behind this connection's
         earlier requests (a broker handles one request of a connection at a time, so a
         pipelined request starts when the previous response has come back) and without a
@@ -417,7 +344,7 @@ class ClientConnection(asyncio.Protocol):
 
     def upstream_lost(self, exc: Exception | None) -> None:
         if not self._closed:
-            log.info("closing client %s: upstream connection lost (%s)", self.peer, exc)
+            log.info("closing client %s: upstream connection lost (%s)", self.session.peer, exc)
         self.close()
 
 
@@ -434,7 +361,7 @@ class _UpstreamProtocol(asyncio.Protocol):
         self._client.upstream_lost(exc)
 
     def pause_writing(self) -> None:
-        self._client.pause_reading("upstream-busy")
+        self._client.pause_reading(Pause.UPSTREAM_BUSY)
 
     def resume_writing(self) -> None:
-        self._client.resume_reading("upstream-busy")
+        self._client.resume_reading(Pause.UPSTREAM_BUSY)

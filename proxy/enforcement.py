@@ -12,8 +12,9 @@ counted, logged and kept in the throttle-time metric, but not applied.
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
-from protocol.apis import FETCH, REQUEST_QUOTA_EXEMPT
+from protocol.apis import REQUEST_QUOTA_EXEMPT
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType
 from quotas.managers import UNLIMITED, ClientQuotaManager, ClientSensors
@@ -25,8 +26,13 @@ _NANOS_TO_PERCENTAGE = 100.0 / 1_000_000_000
 #: a shadow decision is logged at most this often per entity and quota type
 _SHADOW_LOG_INTERVAL_MS = 10_000
 
-#: (manager, sensors, throttle_ms) for one quota type of one request
-Decision = tuple[ClientQuotaManager, ClientSensors, int]
+
+class Decision(NamedTuple):
+    """One quota type's verdict on one request: the sensors charged and the throttle asked."""
+
+    manager: ClientQuotaManager
+    sensors: ClientSensors
+    throttle_ms: int
 
 
 class Enforcer:
@@ -49,15 +55,15 @@ class Enforcer:
             return None
         sensors = produce.sensors_for(user, client_id, now)
         throttle = produce.record_and_get_throttle_time_ms(sensors, request_bytes, now)
-        return produce, sensors, throttle
+        return Decision(produce, sensors, throttle)
 
     def holds(self, decision: Decision) -> bool:
         """Whether the connection must stop being read until this request's throttle."""
-        return decision[2] > 0 and decision[0].quota_type not in self.shadow
+        return decision.throttle_ms > 0 and decision.manager.quota_type not in self.shadow
 
     def settle_without_response(self, decision: Decision, now: int) -> int:
         """acks=0: the byte rate only, as Kafka skips the request quota for these."""
-        return self._settle(now, decision) if decision[2] else 0
+        return self._settle(now, decision) if decision.throttle_ms else 0
 
     def before_fetch(self, user: str, client_id: str, now: int) -> tuple[int, int | None]:
         """(throttle owed already, most bytes the fetch may return) before a Fetch goes out.
@@ -75,42 +81,45 @@ class Enforcer:
             return 0, None
         throttle = fetch.throttle_time_ms(sensors, now)
         if throttle:
-            return self._settle(now, (fetch, sensors, throttle)), None
+            return self._settle(now, Decision(fetch, sensors, throttle)), None
         return 0, int(fetch.max_value_in_quota_window(sensors))
 
-    def on_response(
+    def on_fetch_response(
+        self, user: str, client_id: str, response_bytes: int, now: int
+    ) -> Decision | None:
+        """Charge a Fetch response's bytes, as Kafka does once it has read the log."""
+        fetch = self.engine.fetch
+        if not fetch.enabled:
+            return None
+        sensors = fetch.sensors_for(user, client_id, now)
+        throttle = fetch.record_and_get_throttle_time_ms(sensors, response_bytes, now)
+        return Decision(fetch, sensors, throttle)
+
+    def settle_response(
         self,
         user: str,
         client_id: str,
         api_key: int,
-        produce: Decision | None,
-        response_bytes: int,
+        bandwidth: Decision | None,
         elapsed_ns: int,
         now: int,
     ) -> int:
         """The throttle for one answered request (0 = none), settled as KafkaApis does: the
-        bandwidth decision (a Produce's, taken when read; a Fetch's response bytes, now) and
-        the request time, throttled by the larger."""
-        bandwidth = produce
-        if api_key == FETCH:
-            fetch = self.engine.fetch
-            if fetch.enabled:
-                sensors = fetch.sensors_for(user, client_id, now)
-                throttle = fetch.record_and_get_throttle_time_ms(sensors, response_bytes, now)
-                bandwidth = (fetch, sensors, throttle)
-        request_time: Decision | None = None
+        bandwidth decision its handler took (a Produce's when read, a Fetch's now) and the
+        request time, throttled by the larger."""
+        request_time = None
         request = self.engine.request
         if request.enabled and api_key not in REQUEST_QUOTA_EXEMPT:
             sensors = request.sensors_for(user, client_id, now)
             throttle = request.record_and_get_throttle_time_ms(
                 sensors, elapsed_ns * _NANOS_TO_PERCENTAGE, now
             )
-            request_time = (request, sensors, throttle)
-        if bandwidth is not None and bandwidth[2]:
-            if request_time is not None and request_time[2]:
+            request_time = Decision(request, sensors, throttle)
+        if bandwidth is not None and bandwidth.throttle_ms:
+            if request_time is not None and request_time.throttle_ms:
                 return self._settle(now, request_time, bandwidth)
             return self._settle(now, bandwidth)
-        if request_time is not None and request_time[2]:
+        if request_time is not None and request_time.throttle_ms:
             return self._settle(now, request_time)
         return 0
 
@@ -122,20 +131,19 @@ class Enforcer:
         largest decision belongs to a shadowed type, that decision is what shadow mode
         counts and logs, one per request, as enforcing it would have applied it.
         """
-        largest = max(decisions, key=lambda decision: decision[2])
-        manager, sensors, throttle = largest
+        manager, sensors, throttle = max(decisions, key=lambda decision: decision.throttle_ms)
         manager.record_throttle(sensors, throttle, now)
         if manager.quota_type not in self.shadow:
             return throttle
         self._shadowed(manager.quota_type, sensors, throttle, now)
-        enforced = [decision for decision in decisions if decision[0].quota_type not in self.shadow]
+        enforced = [d for d in decisions if d.manager.quota_type not in self.shadow]
         if not enforced:
             return 0
-        applied = max(enforced, key=lambda decision: decision[2])
-        if applied[2]:
+        applied = max(enforced, key=lambda decision: decision.throttle_ms)
+        if applied.throttle_ms:
             # what is applied is recorded under its own type, as a throttle of that type
-            applied[0].record_throttle(applied[1], applied[2], now)
-        return applied[2]
+            applied.manager.record_throttle(applied.sensors, applied.throttle_ms, now)
+        return applied.throttle_ms
 
     def _shadowed(
         self, quota_type: QuotaType, sensors: ClientSensors, throttle: int, now: int

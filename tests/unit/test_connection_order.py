@@ -14,7 +14,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from protocol.apis import FETCH, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
-from proxy.connection import ClientConnection
+from proxy.connection import ClientConnection, Pause
 from proxy.enforcement import Enforcer
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
@@ -75,10 +75,10 @@ def test_a_local_answer_goes_out_between_the_responses_around_it() -> None:
     assert not client.reading
     clock.advance(10**6)  # a millisecond: still muted, and the principal over quota
     assert not client.reading
-    conn.resume_reading("throttled")  # as if the mute had passed
+    conn.resume_reading(Pause.THROTTLED)  # as if the mute had passed
     conn.data_received(request(OTHER_API, 0, 10))
     conn.data_received(fetch(11))  # answered by the proxy: the principal is over quota
-    conn.resume_reading("throttled")
+    conn.resume_reading(Pause.THROTTLED)
     conn.data_received(request(OTHER_API, 0, 12))
     conn.upstream_data_received(response(10) + response(12))  # both in one read
     assert not client.closed
@@ -105,8 +105,8 @@ def test_a_throttled_produce_holds_the_requests_read_with_it() -> None:
 
 def test_nothing_is_forwarded_after_close() -> None:
     conn, _, upstream, _ = connection({})
-    conn.pause_reading("upstream-busy")
+    conn.pause_reading(Pause.UPSTREAM_BUSY)
     conn.data_received(request(OTHER_API, 0, 1) + request(OTHER_API, 0, 2))
     conn.close()
-    conn.resume_reading("upstream-busy")  # the upstream drains its buffer after the close
+    conn.resume_reading(Pause.UPSTREAM_BUSY)  # the upstream drains its buffer after the close
     assert upstream.written == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from protocol.apis import FETCH, METADATA, PRODUCE
-from proxy.enforcement import Enforcer
+from proxy.enforcement import Decision, Enforcer
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
@@ -33,8 +33,13 @@ def answer(
     enforcer: Enforcer, api: int, request: int, response: int, elapsed_ns: int, now: int
 ) -> int:
     """A request read and answered at `now`: Produce bytes are charged on reading."""
-    produce = enforcer.on_produce("ANONYMOUS", "app", request, now) if api == PRODUCE else None
-    return enforcer.on_response("ANONYMOUS", "app", api, produce, response, elapsed_ns, now)
+    if api == PRODUCE:
+        bandwidth = enforcer.on_produce("ANONYMOUS", "app", request, now)
+    elif api == FETCH:
+        bandwidth = enforcer.on_fetch_response("ANONYMOUS", "app", response, now)
+    else:
+        bandwidth = None
+    return enforcer.settle_response("ANONYMOUS", "app", api, bandwidth, elapsed_ns, now)
 
 
 def replay(enforcer: Enforcer) -> list[int]:
@@ -100,7 +105,9 @@ def test_a_tie_is_recorded_as_request_time_as_kafka_does() -> None:
     enforcer = Enforcer(engine())
     decisions = (enforcer.engine.produce, enforcer.engine.request)
     sensors = [manager.sensors_for("u", "c", 0) for manager in decisions]
-    applied = enforcer._settle(0, (decisions[1], sensors[1], 500), (decisions[0], sensors[0], 500))
+    applied = enforcer._settle(
+        0, Decision(decisions[1], sensors[1], 500), Decision(decisions[0], sensors[0], 500)
+    )
     assert applied == 500
     assert sensors[1].throttle_time.measure(WINDOWS.client, 0) == 500
     assert math.isnan(sensors[0].throttle_time.measure(WINDOWS.client, 0))
@@ -111,20 +118,20 @@ def test_a_throttled_produce_holds_the_connection_unless_shadowed() -> None:
     first = enforcer.on_produce("ANONYMOUS", "app", 500, 0)
     assert first is not None and not enforcer.holds(first)
     over = enforcer.on_produce("ANONYMOUS", "app", 5000, 1)
-    assert over is not None and over[2] > 0 and enforcer.holds(over)
+    assert over is not None and over.throttle_ms > 0 and enforcer.holds(over)
     # the decision taken on reading is the one the response carries
-    assert enforcer.on_response("ANONYMOUS", "app", PRODUCE, over, 50, 0, 2) == over[2]
+    assert enforcer.settle_response("ANONYMOUS", "app", PRODUCE, over, 0, 2) == over.throttle_ms
     shadow = Enforcer(engine(), frozenset({QuotaType.PRODUCE}))
     shadowed = shadow.on_produce("ANONYMOUS", "app", 9000, 0)
-    assert shadowed is not None and shadowed[2] > 0 and not shadow.holds(shadowed)
+    assert shadowed is not None and shadowed.throttle_ms > 0 and not shadow.holds(shadowed)
     assert shadow.settle_without_response(shadowed, 0) == 0
 
 
 def test_the_throttle_applied_under_a_shadowed_larger_one_is_recorded() -> None:
     enforcer = Enforcer(engine(), frozenset({QuotaType.PRODUCE}))
     produce = enforcer.on_produce("ANONYMOUS", "app", 50_000, 0)
-    applied = enforcer.on_response("ANONYMOUS", "app", PRODUCE, produce, 10, 300_000_000, 0)
-    assert produce is not None and 0 < applied < produce[2]
+    applied = enforcer.settle_response("ANONYMOUS", "app", PRODUCE, produce, 300_000_000, 0)
+    assert produce is not None and 0 < applied < produce.throttle_ms
     request_sensors = next(enforcer.engine.request.sensors())
     assert request_sensors.throttle_time.measure(WINDOWS.client, 0) == applied
     assert next(enforcer.engine.produce.sensors()).shadow_throttles == 1

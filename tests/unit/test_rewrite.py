@@ -12,9 +12,10 @@ from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 from kafka.protocol.producer import ProduceResponse
 
 from protocol.api_versions import cap_api_versions, unsupported_version_response
-from protocol.apis import API_VERSIONS, MAX_DECODABLE_VERSION
+from protocol.apis import API_VERSIONS
 from protocol.headers import response_correlation_id
 from protocol.rewrite import carries_addresses, rewrite_addresses
+from proxy.handlers.registry import DECODED_VERSIONS
 from tests.wire import decode_response, response_frame
 
 ADVERTISED: dict[int, tuple[str, int]] = {}
@@ -196,24 +197,26 @@ def api_versions_frame(maxima: dict[int, int], version: int = 3) -> bytes:
 
 
 def test_api_versions_capped_to_what_the_proxy_decodes() -> None:
-    metadata_max = MAX_DECODABLE_VERSION[3]
-    out = cap_api_versions(api_versions_frame({3: metadata_max + 5, 200: 99, 0: 1}), 3)
+    metadata_max = DECODED_VERSIONS[3]
+    frame = api_versions_frame({3: metadata_max + 5, 200: 99, 0: 1})
+    out = cap_api_versions(frame, 3, DECODED_VERSIONS)
     assert out is not None
     got = {e.api_key: e.max_version for e in decode(ApiVersionsResponse, out, 18, 3).api_keys}
     assert got == {3: metadata_max, 200: 99, 0: 1}  # unknown API 200 passes through
 
 
 def test_api_versions_within_caps_is_forwarded_as_is() -> None:
-    assert cap_api_versions(api_versions_frame({3: 1, 18: 3}), 3) is None
+    assert cap_api_versions(api_versions_frame({3: 1, 18: 3}), 3, DECODED_VERSIONS) is None
 
 
 def test_unsupported_version_answer_is_a_valid_v0_response() -> None:
-    frame = unsupported_version_response(5)
+    frame = unsupported_version_response(5, 4)
     msg = ApiVersionsResponse.decode(frame[8:], version=0)
     assert response_correlation_id(frame) == 5
     assert msg.error_code == 35
-    assert [(e.api_key, e.max_version) for e in msg.api_keys] == [(18, MAX_DECODABLE_VERSION[18])]
-    assert cap_api_versions(frame, 0) is None  # error responses are never rewritten
+    assert [(e.api_key, e.max_version) for e in msg.api_keys] == [(18, 4)]
+    # error responses are never rewritten
+    assert cap_api_versions(frame, 0, DECODED_VERSIONS) is None
 
 
 def fetch_with_records(version: int, endpoints: list[Any]) -> bytes:

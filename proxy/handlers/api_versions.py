@@ -1,0 +1,27 @@
+"""ApiVersions: a client never negotiates a version of an API the proxy cannot decode."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from protocol.api_versions import cap_api_versions, unsupported_version_response
+from protocol.apis import API_VERSIONS
+from proxy.handlers.base import Answer, Exchange, Forward, Handler, Outcome, Reply, Request, Session
+
+
+class ApiVersionsHandler(Handler):
+    def __init__(self, caps: Mapping[int, int]) -> None:
+        #: api_key -> the highest version the proxy decodes, for the APIs it acts on
+        self._caps = caps
+
+    def on_request(self, session: Session, request: Request) -> Outcome:
+        """A request newer than the proxy knows is answered as a broker would (KIP-511)."""
+        header = request.header
+        if header.api_version > self._caps[API_VERSIONS]:
+            return Answer(
+                unsupported_version_response(header.correlation_id, self._caps[API_VERSIONS])
+            )
+        return Forward(request.frame)
+
+    def on_response(self, session: Session, frame: bytes, exchange: Exchange, now_ms: int) -> Reply:
+        return Reply(cap_api_versions(frame, exchange.api_version, self._caps) or frame)

@@ -1,0 +1,101 @@
+"""The contract between the connection and the handlers, in Kafka's terms.
+
+Kroxylicious's filters keep per-request state in the in-flight entry and h11 turns bytes into
+events; a handler does both for one API: it decides on a request, and the state it returns
+comes back to it with that request's response.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from protocol.headers import RequestHeader
+from protocol.rewrite import Advertise
+from protocol.sasl import SaslExchange
+from proxy.enforcement import Decision, Enforcer
+
+
+@dataclass(slots=True)
+class Session:
+    """What the proxy knows of one client connection, shared by the handlers of its requests."""
+
+    enforcer: Enforcer
+    advertise: Advertise
+    #: the client's address, for log lines
+    peer: str = "?"
+    #: the principal's user name; PLAINTEXT connections are User:ANONYMOUS in Kafka, and a
+    #: SASL exchange replaces it only once the broker reports success
+    user: str = "ANONYMOUS"
+    sasl: SaslExchange = field(default_factory=SaslExchange)
+
+
+class Request(NamedTuple):
+    frame: bytes
+    header: RequestHeader
+    client_id: str
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Send `frame` upstream (the request, or a rewritten one)."""
+
+    frame: bytes
+    #: handed back to the handler with the response
+    state: object = None
+    #: read nothing more from the client until this request's response has been written
+    held: bool = False
+    #: how long the broker may hold the request without working (a long-poll Fetch's wait),
+    #: not charged as request time
+    wait_ns: int = 0
+    #: False for a Produce with acks=0, which the broker never answers
+    expects_response: bool = True
+    #: stop reading the client for this long at once (a throttle that no response will carry)
+    mute_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Answer the client here, in order with the responses to its earlier requests."""
+
+    response: bytes
+    mute_ms: int = 0
+
+
+Outcome = Forward | Answer
+
+
+@dataclass(slots=True)
+class Exchange:
+    """A request awaiting its response; Kafka answers one connection's requests in order."""
+
+    correlation_id: int
+    api_key: int
+    api_version: int
+    client_id: str = ""
+    handler: Handler | None = None
+    state: object = None
+    #: when the request was read, on the connection's clock
+    received_ns: int = 0
+    wait_ns: int = 0
+    held: bool = False
+    #: a response the proxy produced itself, sent when every earlier response has gone out
+    local_response: bytes | None = None
+
+
+class Reply(NamedTuple):
+    """The response for the client, and the bandwidth decision it brings to settlement."""
+
+    frame: bytes
+    bandwidth: Decision | None = None
+
+
+class Handler:
+    """By default a request is forwarded as it is and its response passed on."""
+
+    def on_request(self, session: Session, request: Request) -> Outcome:
+        return Forward(request.frame)
+
+    def on_response(self, session: Session, frame: bytes, exchange: Exchange, now_ms: int) -> Reply:
+        return Reply(frame)

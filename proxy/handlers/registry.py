@@ -1,0 +1,47 @@
+"""Which API each handler serves: the single list of the APIs the proxy acts on.
+
+An API not listed here is forwarded as its original bytes, and ApiVersions advertises it as
+the broker does; every listed API is capped in ApiVersions to the highest version the proxy
+decodes. Adding an API: a protocol module for its bytes, a handler module, a line here.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from protocol.apis import (
+    API_VERSIONS,
+    DESCRIBE_CLUSTER,
+    FETCH,
+    FIND_COORDINATOR,
+    MAX_DECODABLE_VERSION,
+    METADATA,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+)
+from proxy.handlers.addresses import AddressesHandler
+from proxy.handlers.api_versions import ApiVersionsHandler
+from proxy.handlers.base import Handler
+from proxy.handlers.fetch import FetchHandler
+from proxy.handlers.produce import ProduceHandler
+from proxy.handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
+
+_ADDRESSES = AddressesHandler()
+_HANDLERS: dict[int, Handler] = {
+    PRODUCE: ProduceHandler(),
+    FETCH: FetchHandler(),
+    METADATA: _ADDRESSES,
+    FIND_COORDINATOR: _ADDRESSES,
+    DESCRIBE_CLUSTER: _ADDRESSES,
+    SASL_HANDSHAKE: SaslHandshakeHandler(),
+    SASL_AUTHENTICATE: SaslAuthenticateHandler(),
+}
+#: api_key -> highest version decoded, for every API a handler acts on (ApiVersions included)
+DECODED_VERSIONS: Final = {
+    api_key: MAX_DECODABLE_VERSION[api_key] for api_key in (*_HANDLERS, API_VERSIONS)
+}
+_HANDLERS[API_VERSIONS] = ApiVersionsHandler(DECODED_VERSIONS)
+
+#: api_key -> its handler; get() gives None for an API forwarded untouched
+HANDLERS: Final[dict[int, Handler]] = _HANDLERS
