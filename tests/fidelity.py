@@ -3,7 +3,7 @@
 A real broker and a real client measure the machine as much as the proxy: a slow machine makes
 a client under-offer, and no rate it reaches says whether the quota was right. Here the client
 and the broker are simulated on a virtual clock, and everything between them is the proxy's
-production code: ClientConnection (reading, pausing, the backlog, the in-flight limit, the
+production code: ConnectionCore (reading, pausing, the backlog, the in-flight limit, the
 mute) and the Enforcer on a QuotaEngine. The result is the same on every machine.
 
 The simulated client always has a request ready. It either honours throttle_time_ms (sends
@@ -32,7 +32,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from protocol.apis import FETCH, METADATA, PRODUCE
 from protocol.frames import FrameSplitter
 from protocol.headers import response_correlation_id
-from proxy.connection import ClientConnection
+from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
@@ -258,7 +258,7 @@ class SimBroker:
         self._workload = workload
         self._splitter = FrameSplitter()
         self._busy_until_ns = 0
-        self.conn: ClientConnection | None = None
+        self.conn: ConnectionCore | None = None
         #: correlation id -> broker thread time, for what the quota should charge
         self.service_ns: dict[int, int] = {}
 
@@ -280,7 +280,7 @@ class SimBroker:
 
     def answer(self, response: bytes) -> None:
         assert self.conn is not None
-        self.conn.upstream_data_received(response)
+        self.conn.responses_received(response)
 
 
 def _send(broker: SimBroker, response: bytes) -> Callable[[], None]:
@@ -295,7 +295,7 @@ class SimClient:
     workload: Workload
     behaviour: Behaviour
     broker: SimBroker
-    conn: ClientConnection | None = None
+    conn: ConnectionCore | None = None
     transport: RecordingTransport | None = None
     #: (answered at ns, quota units used)
     used: list[tuple[int, float]] = field(default_factory=list)
@@ -355,7 +355,7 @@ class SimClient:
             chunk.append(frame)
             size += len(frame)
         self._wire_bytes -= size
-        self.conn.data_received(b"".join(chunk))
+        self.conn.requests_received(b"".join(chunk))
         self.deliver()
         self.send()  # the socket buffer has room again
 

@@ -1,7 +1,7 @@
-"""The real ClientConnection without sockets or sleeps: a virtual clock and recording transports.
+"""The real connection core without sockets or sleeps: a virtual clock and recording transports.
 
-The connection only reads time and sets timers through its Clock and only moves bytes through
-its two transports, so driving those by hand runs the production code path exactly: frames
+The core only reads time and sets timers through its Clock and only moves bytes through its
+two peers, so driving those by hand runs the production code path exactly: frames
 in, frames and read pauses out, on a time line the test owns.
 """
 
@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Callable, Iterable
 
 from proxy.clock import Clock
-from proxy.connection import ClientConnection
+from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
 
 
@@ -106,12 +106,10 @@ def connect(
     clock: Clock,
     client: RecordingTransport | None = None,
     upstream: RecordingTransport | None = None,
-) -> tuple[ClientConnection, RecordingTransport, RecordingTransport]:
-    """A connection whose client and upstream sides are already connected."""
-    conn = ClientConnection(
-        lambda: [], lambda n, h, p: (h, p), 10**8, 1.0, lambda c: None, enforcer, clock
-    )
+) -> tuple[ConnectionCore, RecordingTransport, RecordingTransport]:
+    """A connection core whose client and upstream sides are already connected."""
     client = client or RecordingTransport()
     upstream = upstream or RecordingTransport()
-    conn.transport, conn.upstream = client, upstream  # type: ignore[assignment]
-    return conn, client, upstream
+    core = ConnectionCore(client, enforcer, lambda n, h, p: (h, p), 10**8, clock, lambda: None)
+    core.upstream_connected(upstream)
+    return core, client, upstream

@@ -1,4 +1,4 @@
-"""ClientConnection's ordering and holding rules, fed frames directly.
+"""ConnectionCore's ordering and holding rules, fed frames directly.
 
 The transports here only record what the connection writes and whether it reads, time is a
 virtual clock, and no broker is imitated: responses are bare frames with the right
@@ -14,7 +14,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from protocol.apis import FETCH, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
-from proxy.connection import ClientConnection, Pause
+from proxy.core import ConnectionCore, Pause
 from proxy.enforcement import Enforcer
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
@@ -62,7 +62,7 @@ def produce(correlation_id: int, size: int) -> bytes:
 
 def connection(
     limits: dict[QuotaType, dict[QuotaEntity, float]],
-) -> tuple[ClientConnection, RecordingTransport, RecordingTransport, VirtualClock]:
+) -> tuple[ConnectionCore, RecordingTransport, RecordingTransport, VirtualClock]:
     clock = VirtualClock()
     conn, client, upstream = connect(Enforcer(QuotaEngine(QuotaConfig(WINDOWS, limits))), clock)
     return conn, client, upstream, clock
@@ -70,17 +70,17 @@ def connection(
 
 def test_a_local_answer_goes_out_between_the_responses_around_it() -> None:
     conn, client, _, clock = connection({QuotaType.FETCH: {QuotaEntity(client_id=DEFAULT): 1000.0}})
-    conn.data_received(fetch(1))
-    conn.upstream_data_received(response(1, b"\0" * 8 + b"x" * 5000))  # over quota now
+    conn.requests_received(fetch(1))
+    conn.responses_received(response(1, b"\0" * 8 + b"x" * 5000))  # over quota now
     assert not client.reading
     clock.advance(10**6)  # a millisecond: still muted, and the principal over quota
     assert not client.reading
     conn.resume_reading(Pause.THROTTLED)  # as if the mute had passed
-    conn.data_received(request(OTHER_API, 0, 10))
-    conn.data_received(fetch(11))  # answered by the proxy: the principal is over quota
+    conn.requests_received(request(OTHER_API, 0, 10))
+    conn.requests_received(fetch(11))  # answered by the proxy: the principal is over quota
     conn.resume_reading(Pause.THROTTLED)
-    conn.data_received(request(OTHER_API, 0, 12))
-    conn.upstream_data_received(response(10) + response(12))  # both in one read
+    conn.requests_received(request(OTHER_API, 0, 12))
+    conn.responses_received(response(10) + response(12))  # both in one read
     assert not client.closed
     assert [response_correlation_id(frame) for frame in client.written] == [1, 10, 11, 12]
 
@@ -89,11 +89,11 @@ def test_a_throttled_produce_holds_the_requests_read_with_it() -> None:
     conn, client, upstream, clock = connection(
         {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
     )
-    conn.data_received(produce(1, 3000) + produce(2, 10) + produce(3, 10))
+    conn.requests_received(produce(1, 3000) + produce(2, 10) + produce(3, 10))
     assert [parse_request_header(frame).correlation_id for frame in upstream.written] == [1]
     assert not client.reading
     body = ProduceResponse(version=3, responses=[], throttle_time_ms=0).encode(version=3)
-    conn.upstream_data_received(response(1, bytes(body)))
+    conn.responses_received(response(1, bytes(body)))
     throttle = struct.unpack_from(">i", client.written[0], 12)[0]
     assert throttle > 0 and not client.reading and len(upstream.written) == 1
     clock.advance(throttle * 1_000_000 - 1)
@@ -106,7 +106,7 @@ def test_a_throttled_produce_holds_the_requests_read_with_it() -> None:
 def test_nothing_is_forwarded_after_close() -> None:
     conn, _, upstream, _ = connection({})
     conn.pause_reading(Pause.UPSTREAM_BUSY)
-    conn.data_received(request(OTHER_API, 0, 1) + request(OTHER_API, 0, 2))
+    conn.requests_received(request(OTHER_API, 0, 1) + request(OTHER_API, 0, 2))
     conn.close()
     conn.resume_reading(Pause.UPSTREAM_BUSY)  # the upstream drains its buffer after the close
     assert upstream.written == []
