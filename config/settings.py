@@ -19,8 +19,8 @@ class ProxySettings:
     bootstrap_port: int = 9192
     #: the listener of upstream broker N is at broker_port_base + N (deterministic)
     broker_port_base: int = 9200
-    #: Kafka's socket.request.max.bytes: larger request frames close the connection
-    #: Kafka's socket.request.max.bytes default
+    #: Kafka's socket.request.max.bytes (and its default): larger request frames close the
+    #: connection
     max_frame_bytes: int = 100 * 1024 * 1024
     connect_timeout_s: float = 10.0
     uvloop: bool = True

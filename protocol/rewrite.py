@@ -95,15 +95,25 @@ def rewrite_addresses(
     offset = response_body_offset(frame, api_key, api_version)
     if api_key in _TAGGED_ONLY and not has_top_level_tags(frame, offset, api_key, api_version):
         return None
+    msg = decode_response(frame, offset, api_key, api_version)
+    if not rewrite_decoded(msg, api_key, api_version, advertise):
+        return None
+    return reframe(frame, offset, bytes(msg.encode()))
+
+
+def decode_response(frame: bytes, offset: int, api_key: int, api_version: int) -> Any:
+    """A response body decoded by kafka-python's codec for its API and version."""
     try:
-        msg = response_class(api_key).decode(memoryview(frame)[offset:], version=api_version)
+        return response_class(api_key).decode(memoryview(frame)[offset:], version=api_version)
     except Exception as exc:  # kafka-python raises assorted errors on truncated bodies
         raise ProtocolError(
             f"undecodable response api_key={api_key} v{api_version}: {exc}"
         ) from exc
-    if not _REWRITERS[api_key][1](msg, api_version, advertise):
-        return None
-    return reframe(frame, offset, bytes(msg.encode()))
+
+
+def rewrite_decoded(msg: Any, api_key: int, api_version: int, advertise: Advertise) -> bool:
+    """Replace the addresses in a decoded response; whether it named any broker."""
+    return _REWRITERS[api_key][1](msg, api_version, advertise)
 
 
 def reframe(frame: bytes, body_offset: int, body: bytes) -> bytes:

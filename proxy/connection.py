@@ -17,6 +17,7 @@ from protocol.rewrite import Advertise
 from proxy.clock import Clock
 from proxy.core import ConnectionCore, Pause
 from proxy.enforcement import Enforcer
+from proxy.topics import TopicCache
 
 if TYPE_CHECKING:
     from asyncio import BaseTransport, Transport
@@ -36,8 +37,10 @@ class ClientConnection(asyncio.Protocol):
         on_close: Callable[[ClientConnection], None],
         enforcer: Enforcer,
         clock: Clock,
+        topics: TopicCache,
     ) -> None:
         self._upstream_targets = upstream_targets
+        self._topics = topics
         self._advertise = advertise
         self._max_frame_bytes = max_frame_bytes
         self._connect_timeout_s = connect_timeout_s
@@ -54,6 +57,7 @@ class ClientConnection(asyncio.Protocol):
             client,
             self._enforcer,
             self._advertise,
+            self._topics,
             self._max_frame_bytes,
             self._clock,
             lambda: self._on_close(self),

@@ -14,17 +14,28 @@ from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from typing import Protocol
 
+from protocol.apis import API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from protocol.errors import ProtocolError
 from protocol.frames import FrameSplitter
-from protocol.headers import parse_request_header, response_correlation_id
+from protocol.headers import encode_request, parse_request_header, response_correlation_id
+from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body
 from protocol.rewrite import Advertise
 from protocol.throttle import with_throttle_time
 from proxy.clock import Clock, Timer
 from proxy.enforcement import Enforcer
 from proxy.handlers.base import Answer, Exchange, Request, Session
+from proxy.handlers.metadata import read_metadata
 from proxy.handlers.registry import HANDLERS
+from proxy.topics import TopicCache
 
 log = logging.getLogger(__name__)
+
+
+#: the client-id of the proxy's own requests, as a broker's request log shows it
+OWN_CLIENT_ID = "kafka-quota-proxy"
+#: the proxy's own requests are numbered from here, apart from what clients use in practice
+_OWN_CORRELATION_IDS = 0x7F000000
+_AUTHENTICATION = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 
 class Peer(Protocol):
@@ -73,6 +84,7 @@ class ConnectionCore:
         client: Peer,
         enforcer: Enforcer,
         advertise: Advertise,
+        topics: TopicCache,
         max_frame_bytes: int,
         clock: Clock,
         on_close: Callable[[], None],
@@ -83,7 +95,7 @@ class ConnectionCore:
         self._enforcer = enforcer
         self._clock = clock
         self._on_close = on_close
-        self.session = Session(enforcer, advertise, peer)
+        self.session = Session(enforcer, advertise, topics, peer)
         #: the clock's time (ns) until which reading stays paused for a throttle (KIP-219)
         self._muted_until_ns = 0
         self._unmute: Timer | None = None
@@ -101,6 +113,13 @@ class ConnectionCore:
         self._throttle_ms = 0
         #: when the last upstream response arrived (clock ns), for request time
         self._last_answered_ns = 0
+        #: requests bound upstream while a read is being handled, written together after it
+        self._forward: list[bytes] | None = None
+        #: whether the proxy may send requests of its own on the upstream connection: once
+        #: the client has sent a request other than ApiVersions and SASL, and not while it
+        #: authenticates again (a broker takes nothing else in the middle of an exchange)
+        self._authenticated = False
+        self._own_correlation_id = _OWN_CORRELATION_IDS
         self.pause_reading(Pause.CONNECTING)
 
     def upstream_connected(self, upstream: Peer) -> None:
@@ -123,7 +142,7 @@ class ConnectionCore:
     def _handle_requests(self, frames: Sequence[bytes]) -> None:
         """Handle requests in order until something pauses reading; keep the rest for later,
         so a pause (a mute, the in-flight limit) holds even the requests of the same read."""
-        forward = []
+        forward = self._forward = []
         handled = 0
         try:
             for frame in frames:
@@ -136,6 +155,8 @@ class ConnectionCore:
         except ProtocolError as exc:
             self._refuse(exc)
             return
+        finally:
+            self._forward = None
         if forward and self._upstream is not None:
             self._upstream.writelines(forward)
         if handled < len(frames):
@@ -147,9 +168,51 @@ class ConnectionCore:
         log.warning("closing client %s: %s", self.session.peer, exc)
         self.close()
 
+    def send_own_request(
+        self, api_key: int, api_version: int, body: bytes, on_response: Callable[[bytes], None]
+    ) -> bool:
+        """Send a request of the proxy's own on this client's upstream connection; its
+        response goes to `on_response` and never to the client. Kafka answers a connection's
+        requests in order, so it takes its place in the in-flight queue like the client's.
+        On a SASL cluster the client's authenticated connection is the only one the proxy
+        has. False when the connection cannot take one now (not yet authenticated, closed).
+        """
+        if self.closed or self._upstream is None or not self._authenticated:
+            return False
+        self._own_correlation_id = self._own_correlation_id % 0x7FFFFFFF + 1
+        correlation_id = self._own_correlation_id
+        frame = encode_request(api_key, api_version, correlation_id, OWN_CLIENT_ID, body)
+        self._in_flight.append(
+            Exchange(
+                correlation_id,
+                api_key,
+                api_version,
+                received_ns=self._clock.now_ns(),
+                on_own_response=on_response,
+            )
+        )
+        if self._forward is not None:  # in order with the requests of the read being handled
+            self._forward.append(frame)
+        else:
+            self._upstream.write(frame)
+        return True
+
+    def request_topics(self, names: Sequence[str]) -> bool:
+        """Refresh the topic cache for these topics with a Metadata request of the proxy's."""
+
+        def learn(frame: bytes) -> None:
+            read_metadata(self.session, frame, OWN_METADATA_VERSION)
+
+        body = metadata_request_body(names)
+        return self.send_own_request(METADATA, OWN_METADATA_VERSION, body, learn)
+
     def _on_request(self, frame: bytes) -> bytes | None:
         """Track one request; the frame to send upstream, or None when answered here."""
         header = parse_request_header(frame)
+        if header.api_key in _AUTHENTICATION:
+            self._authenticated = False
+        elif header.api_key != API_VERSIONS:
+            self._authenticated = True
         now_ns = self._clock.now_ns()
         client_id = header.client_id or ""
         handler = HANDLERS.get(header.api_key)
@@ -267,7 +330,9 @@ class ConnectionCore:
         now_ns = self._clock.now_ns()
         try:
             for frame in self._responses.feed(data):
-                out.append(self._on_response(frame, now_ns))
+                response = self._on_response(frame, now_ns)
+                if response is not None:
+                    out.append(response)
                 self._take_local_responses(out)
         except ProtocolError as exc:
             log.warning("closing client %s: upstream response unusable: %s", self.session.peer, exc)
@@ -282,7 +347,7 @@ class ConnectionCore:
         if Pause.IN_FLIGHT in pauses and len(self._in_flight) < MAX_IN_FLIGHT:
             self.resume_reading(Pause.IN_FLIGHT)
 
-    def _on_response(self, frame: bytes, now_ns: int) -> bytes:
+    def _on_response(self, frame: bytes, now_ns: int) -> bytes | None:
         if not self._in_flight:
             raise ProtocolError("response without an outstanding request")
         entry = self._in_flight.popleft()
@@ -291,6 +356,10 @@ class ConnectionCore:
             raise ProtocolError(
                 f"response correlation id {correlation_id}, expected {entry.correlation_id}"
             )
+        if entry.on_own_response is not None:
+            self._last_answered_ns = now_ns  # the broker was busy with it: see _request_time_ns
+            entry.on_own_response(frame)
+            return None
         now_ms = now_ns // 1_000_000
         bandwidth = None
         if entry.handler is not None:

@@ -15,12 +15,17 @@ from collections.abc import Sequence
 from struct import Struct
 
 from config.settings import ProxySettings
-from protocol.apis import METADATA, response_class
+from protocol.apis import METADATA
+from protocol.errors import ProtocolError
 from protocol.headers import encode_request, response_body_offset
+from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body
+from protocol.rewrite import decode_response
 from proxy.clock import Clock
 from proxy.connection import ClientConnection
+from proxy.core import OWN_CLIENT_ID
 from proxy.enforcement import Enforcer
 from proxy.metrics import ProxyStats
+from proxy.topics import TopicCache
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,8 @@ class ProxyServer:
         self.enforcer = enforcer
         self.stats = stats
         self.clock = clock
+        #: partition counts by topic, from every Metadata response through the proxy
+        self.topics = TopicCache()
         #: node_id -> the upstream broker's own (host, port), learned from its responses
         self.upstream_nodes: dict[int, tuple[str, int]] = {}
         self._servers: dict[int | None, asyncio.Server] = {}
@@ -62,7 +69,7 @@ class ProxyServer:
         await self._listen(None, self._bind(self.settings.bootstrap_port))
         try:
             await self.discover_brokers()
-        except (OSError, TimeoutError, ValueError, EOFError) as exc:
+        except (OSError, TimeoutError, ValueError, EOFError, ProtocolError) as exc:
             # a SASL listener closes on a request before authentication; listeners then
             # open as clients' own Metadata responses name the brokers
             log.warning("no broker listeners opened at start-up: %r", exc)
@@ -103,6 +110,7 @@ class ProxyServer:
                 on_close=self.connections.discard,
                 enforcer=self.enforcer,
                 clock=self.clock,
+                topics=self.topics,
             )
             self.connections.add(connection)
             self.stats.connections_accepted += 1
@@ -155,15 +163,16 @@ class ProxyServer:
                 )
             except (OSError, TimeoutError):
                 continue
+            version = OWN_METADATA_VERSION
             try:
-                # Metadata v1 with an empty topic list: brokers only
-                writer.write(encode_request(METADATA, 1, 0, "kafka-quota-proxy", _INT32.pack(0)))
+                body = metadata_request_body([])  # brokers only
+                writer.write(encode_request(METADATA, version, 0, OWN_CLIENT_ID, body))
                 size = _INT32.unpack(await reader.readexactly(4))[0]
                 frame = _INT32.pack(size) + await reader.readexactly(size)
             finally:
                 writer.close()
-            offset = response_body_offset(frame, METADATA, 1)
-            metadata = response_class(METADATA).decode(memoryview(frame)[offset:], version=1)
+            offset = response_body_offset(frame, METADATA, version)
+            metadata = decode_response(frame, offset, METADATA, version)
             for broker in metadata.brokers:
                 self.advertise(broker.node_id, broker.host, broker.port)
             if self._pending:

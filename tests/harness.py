@@ -10,9 +10,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
+from protocol.rewrite import Advertise
 from proxy.clock import Clock
 from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
+from proxy.topics import TopicCache
 
 
 class _VirtualTimer:
@@ -110,6 +112,7 @@ def connect(
     """A connection core whose client and upstream sides are already connected."""
     client = client or RecordingTransport()
     upstream = upstream or RecordingTransport()
-    core = ConnectionCore(client, enforcer, lambda n, h, p: (h, p), 10**8, clock, lambda: None)
+    advertise: Advertise = lambda n, h, p: (h, p)  # noqa: E731
+    core = ConnectionCore(client, enforcer, advertise, TopicCache(), 10**8, clock, lambda: None)
     core.upstream_connected(upstream)
     return core, client, upstream

@@ -1,4 +1,5 @@
-"""Metadata, FindCoordinator and DescribeCluster: clients only ever learn proxy addresses."""
+"""FindCoordinator and DescribeCluster (and the KIP-951 endpoints of Produce and Fetch):
+clients only ever learn proxy addresses."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ comes back to it with that request's response.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -14,6 +15,7 @@ from protocol.headers import RequestHeader
 from protocol.rewrite import Advertise
 from protocol.sasl import SaslExchange
 from proxy.enforcement import Decision, Enforcer
+from proxy.topics import TopicCache
 
 
 @dataclass(slots=True)
@@ -22,6 +24,7 @@ class Session:
 
     enforcer: Enforcer
     advertise: Advertise
+    topics: TopicCache
     #: the client's address, for log lines
     peer: str = "?"
     #: the principal's user name; PLAINTEXT connections are User:ANONYMOUS in Kafka, and a
@@ -82,6 +85,8 @@ class Exchange:
     held: bool = False
     #: a response the proxy produced itself, sent when every earlier response has gone out
     local_response: bytes | None = None
+    #: for a request the proxy sent itself: gets the response, which the client never sees
+    on_own_response: Callable[[bytes], None] | None = None
 
 
 class Reply(NamedTuple):

@@ -24,6 +24,7 @@ from proxy.handlers.addresses import AddressesHandler
 from proxy.handlers.api_versions import ApiVersionsHandler
 from proxy.handlers.base import Handler
 from proxy.handlers.fetch import FetchHandler
+from proxy.handlers.metadata import MetadataHandler
 from proxy.handlers.produce import ProduceHandler
 from proxy.handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 
@@ -31,7 +32,7 @@ _ADDRESSES = AddressesHandler()
 _HANDLERS: dict[int, Handler] = {
     PRODUCE: ProduceHandler(),
     FETCH: FetchHandler(),
-    METADATA: _ADDRESSES,
+    METADATA: MetadataHandler(),
     FIND_COORDINATOR: _ADDRESSES,
     DESCRIBE_CLUSTER: _ADDRESSES,
     SASL_HANDSHAKE: SaslHandshakeHandler(),

@@ -27,6 +27,7 @@ from protocol.headers import parse_request_header, response_correlation_id
 from proxy.enforcement import Enforcer
 from proxy.handlers.base import Answer, Exchange, Forward, Request, Session
 from proxy.handlers.registry import DECODED_VERSIONS, HANDLERS
+from proxy.topics import TopicCache
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
@@ -39,7 +40,7 @@ QUOTA = {QuotaEntity(client_id=DEFAULT): 1000.0}
 
 def session(limits: dict[QuotaType, dict[QuotaEntity, float]] | None = None) -> Session:
     enforcer = Enforcer(QuotaEngine(QuotaConfig(WINDOWS, limits or {})))
-    return Session(enforcer, lambda node, host, port: ("proxy.local", 20000 + node))
+    return Session(enforcer, lambda node, host, port: ("proxy.local", 20000 + node), TopicCache())
 
 
 def request(frame: bytes, now_ms: int = 0) -> Request:

@@ -1,0 +1,38 @@
+"""How many partitions each topic has, as the cluster last said: the base for counting
+partition mutations (KIP-599) without asking the broker on every request."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from protocol.metadata import TopicPartitions
+
+
+class TopicCache:
+    """Fed by every Metadata response the proxy passes on or asks for itself; shared by all
+    connections, since topics are the cluster's, not a client's."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, TopicPartitions] = {}
+        self._by_id: dict[uuid.UUID, TopicPartitions] = {}
+
+    def learn(self, topics: Iterable[TopicPartitions]) -> None:
+        for topic in topics:
+            old = self._by_name.get(topic.name)
+            if old is not None and old.topic_id is not None and old.topic_id != topic.topic_id:
+                self._by_id.pop(old.topic_id, None)  # deleted and created again
+            self._by_name[topic.name] = topic
+            if topic.topic_id is not None:
+                self._by_id[topic.topic_id] = topic
+
+    def forget(self, name: str) -> None:
+        topic = self._by_name.pop(name, None)
+        if topic is not None and topic.topic_id is not None:
+            self._by_id.pop(topic.topic_id, None)
+
+    def by_name(self, name: str) -> TopicPartitions | None:
+        return self._by_name.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicPartitions | None:
+        return self._by_id.get(topic_id)

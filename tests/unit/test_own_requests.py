@@ -1,0 +1,112 @@
+"""Requests of the proxy's own on a client's upstream connection, and the topic cache."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from protocol.apis import API_VERSIONS, METADATA, SASL_HANDSHAKE
+from protocol.headers import parse_request_header, response_correlation_id
+from protocol.metadata import OWN_METADATA_VERSION
+from proxy.core import ConnectionCore
+from proxy.enforcement import Enforcer
+from quotas.engine import QuotaEngine
+from quotas.settings import QuotaConfig
+from tests.harness import RecordingTransport, VirtualClock, connect
+from tests.wire import decode_request, request_frame, response_frame
+
+OTHER_API = 7
+TOPIC_ID = uuid.uuid4()
+
+
+def bare_response(correlation_id: int) -> bytes:
+    """A response to an API the proxy forwards undecoded: only the correlation id is read."""
+    return struct.pack(">ii", 4, correlation_id)
+
+
+def metadata_response(version: int, correlation_id: int, partitions: int) -> bytes:
+    topic = MetadataResponse.MetadataResponseTopic
+    partition = topic.MetadataResponsePartition
+    msg = MetadataResponse(
+        version=version,
+        throttle_time_ms=0,
+        brokers=[],
+        cluster_id="c",
+        controller_id=1,
+        topics=[
+            topic(
+                version=version,
+                error_code=0,
+                name="orders",
+                topic_id=TOPIC_ID,
+                is_internal=False,
+                partitions=[
+                    partition(
+                        version=version,
+                        error_code=0,
+                        partition_index=p,
+                        leader_id=1,
+                        leader_epoch=0,
+                        replica_nodes=[1],
+                        isr_nodes=[1],
+                        offline_replicas=[],
+                    )
+                    for p in range(partitions)
+                ],
+            )
+        ],
+    )
+    return response_frame(METADATA, version, msg, correlation_id)
+
+
+def core() -> tuple[ConnectionCore, RecordingTransport, RecordingTransport]:
+    return connect(Enforcer(QuotaEngine(QuotaConfig())), VirtualClock())
+
+
+def test_own_request_keeps_its_place_and_its_response_never_reaches_the_client() -> None:
+    conn, client, upstream = core()
+    assert not conn.request_topics(["orders"])  # the client has not shown it is past SASL
+    conn.requests_received(request_frame(OTHER_API, 0, b"", 1))
+    assert conn.request_topics(["orders"])
+    conn.requests_received(request_frame(OTHER_API, 0, b"", 2))
+    sent = [parse_request_header(frame) for frame in upstream.written]
+    assert [(h.api_key, h.client_id) for h in sent] == [
+        (OTHER_API, "app"),
+        (METADATA, "kafka-quota-proxy"),
+        (OTHER_API, "app"),
+    ]
+    own = decode_request(MetadataRequest, upstream.written[1])
+    assert [t.name for t in own.topics] == ["orders"] and not own.allow_auto_topic_creation
+    own_id = sent[1].correlation_id
+    conn.responses_received(
+        bare_response(1) + metadata_response(OWN_METADATA_VERSION, own_id, 6) + bare_response(2)
+    )
+    assert [response_correlation_id(frame) for frame in client.written] == [1, 2]
+    assert not client.closed
+    topic = conn.session.topics.by_name("orders")
+    assert topic is not None and topic.partitions == 6 and topic.topic_id == TOPIC_ID
+    assert conn.session.topics.by_id(TOPIC_ID) == topic
+
+
+def test_no_own_request_while_the_client_authenticates() -> None:
+    conn, _, upstream = core()
+    conn.requests_received(request_frame(API_VERSIONS, 3, b"", 1))
+    assert not conn.request_topics(["orders"])
+    conn.requests_received(request_frame(OTHER_API, 0, b"", 2))
+    assert conn.request_topics(["orders"])
+    conn.requests_received(request_frame(SASL_HANDSHAKE, 1, b"\x00\x05PLAIN", 3))  # re-auth
+    assert not conn.request_topics(["orders"])
+    assert len(upstream.written) == 4  # three of the client's, one of the proxy's
+
+
+def test_client_metadata_responses_feed_the_topic_cache() -> None:
+    conn, client, _ = core()
+    conn.requests_received(request_frame(METADATA, 12, b"", 5))
+    conn.responses_received(metadata_response(12, 5, 3))
+    assert response_correlation_id(client.written[0]) == 5
+    topic = conn.session.topics.by_name("orders")
+    assert topic is not None and topic.partitions == 3
+    conn.session.topics.forget("orders")
+    assert conn.session.topics.by_id(TOPIC_ID) is None
