@@ -30,6 +30,7 @@ test: lint
 
 bench: setup
 	$(PY) -m bench.quota_decision
+	$(PY) -m bench.latency
 	$(PY) -m bench.throughput
 
 clean:

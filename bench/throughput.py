@@ -1,17 +1,21 @@
 """Kafka's own perf tools, direct to the broker and through the proxy, alternating in one run.
 
 Prints records/s and MB/s for ProducerPerformance (max rate) and ConsumerPerformance, the
-proxy/direct ratios, and produce latency percentiles measured at a fixed, moderate rate (at
-max rate latency is the producer's own queueing, which hides what the proxy adds).
+proxy/direct ratios, produce latency percentiles measured at a fixed, moderate rate (at max
+rate latency is the producer's own queueing, which hides what the proxy adds), and the CPU
+each process spent per MB moved (from /proc: the broker's, direct and proxied, and the
+proxy's), so the proxy's cost reads beside the broker's own.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +47,13 @@ class ProduceResult:
 class ConsumeResult:
     records_per_s: float
     mb_per_s: float
+
+
+def cpu_ms(pid: int) -> float:
+    """User plus system CPU time a process has used, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def produce(
@@ -97,15 +108,32 @@ def main(argv: list[str] | None = None) -> int:
             results: dict[str, dict[str, list[object]]] = {
                 mode: {"produce": [], "consume": [], "latency": []} for mode in targets
             }
+            #: (mode, kind) -> [broker CPU ms, proxy CPU ms] summed over the rounds
+            cpu: dict[tuple[str, str], list[float]] = {}
+            assert cluster.brokers[0].process is not None
+            pids = (cluster.brokers[0].process.pid, proxy.process.pid)
+
+            def timed_cpu(
+                mode: str, kind: str, run: Callable[..., object], *args: object
+            ) -> object:
+                before = [cpu_ms(pid) for pid in pids]
+                result = run(*args)
+                spent = cpu.setdefault((mode, kind), [0.0, 0.0])
+                for index, pid in enumerate(pids):
+                    spent[index] += cpu_ms(pid) - before[index]
+                return result
+
             for round_no in range(args.rounds):
                 for mode, bootstrap in targets.items():
                     topic = f"bench-{mode}-{round_no}"
                     cluster.create_topic(topic, args.partitions)
                     results[mode]["produce"].append(
-                        produce(cluster, bootstrap, topic, args.records, -1, linger_ms=5)
+                        timed_cpu(
+                            mode, "produce", produce, cluster, bootstrap, topic, args.records, -1, 5
+                        )
                     )
                     results[mode]["consume"].append(
-                        consume(cluster, bootstrap, topic, args.records)
+                        timed_cpu(mode, "consume", consume, cluster, bootstrap, topic, args.records)
                     )
                     results[mode]["latency"].append(
                         produce(
@@ -119,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     print(f"round {round_no + 1}/{args.rounds} {mode} done", flush=True)
             report(results, args)
+            report_cpu(cpu, args)
     finally:
         if proxy is not None:
             proxy.stop()
@@ -147,6 +176,18 @@ def report(results: dict[str, dict[str, list[object]]], args: argparse.Namespace
     for attr in ("p50_ms", "p99_ms", "p999_ms"):
         direct, proxy = mean("direct", "latency", attr), mean("proxy", "latency", attr)
         print(f"  {attr:26}{direct:12.1f}{proxy:12.1f}   added {proxy - direct:+.1f} ms")
+
+
+def report_cpu(cpu: dict[tuple[str, str], list[float]], args: argparse.Namespace) -> None:
+    megabytes = args.records * 1024 / 1e6 * args.rounds
+    print(f"CPU ms per MB moved ({megabytes:.0f} MB each way, 1 KiB records):")
+    for kind in ("produce", "consume"):
+        broker_direct = cpu[("direct", kind)][0] / megabytes
+        broker_proxied, proxy = (ms / megabytes for ms in cpu[("proxy", kind)])
+        print(
+            f"  {kind}: broker {broker_direct:.2f} direct, {broker_proxied:.2f} behind the proxy;"
+            f" proxy {proxy:.2f} ({proxy / broker_direct:.2f} x the broker's own)"
+        )
 
 
 if __name__ == "__main__":
