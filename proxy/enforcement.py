@@ -35,6 +35,17 @@ class Decision(NamedTuple):
     throttle_ms: int
 
 
+def _charge(
+    manager: ClientQuotaManager, user: str, client_id: str, value: float, now: int
+) -> Decision | None:
+    """Record `value` on the principal's sensor of this quota type, then check (Kafka's
+    order); None when no entity configures the quota type, as Kafka then records nothing."""
+    if not manager.enabled:
+        return None
+    sensors = manager.sensors_for(user, client_id, now)
+    return Decision(manager, sensors, manager.record_and_get_throttle_time_ms(sensors, value, now))
+
+
 class Enforcer:
     """Owns the live QuotaEngine (replaced on reload) and turns traffic into throttle times."""
 
@@ -49,13 +60,8 @@ class Enforcer:
         """Charge a Produce request's bytes when it is read, as Kafka charges them when it
         handles the request: a client pipelining requests is judged on each one in turn, and
         its connection stops being read at the first request over quota. The decision is
-        settled with the request time once the response comes (see on_response)."""
-        produce = self.engine.produce
-        if not produce.enabled:
-            return None
-        sensors = produce.sensors_for(user, client_id, now)
-        throttle = produce.record_and_get_throttle_time_ms(sensors, request_bytes, now)
-        return Decision(produce, sensors, throttle)
+        settled with the request time once the response comes (see settle_response)."""
+        return _charge(self.engine.produce, user, client_id, request_bytes, now)
 
     def holds(self, decision: Decision) -> bool:
         """Whether the connection must stop being read until this request's throttle."""
@@ -88,12 +94,7 @@ class Enforcer:
         self, user: str, client_id: str, response_bytes: int, now: int
     ) -> Decision | None:
         """Charge a Fetch response's bytes, as Kafka does once it has read the log."""
-        fetch = self.engine.fetch
-        if not fetch.enabled:
-            return None
-        sensors = fetch.sensors_for(user, client_id, now)
-        throttle = fetch.record_and_get_throttle_time_ms(sensors, response_bytes, now)
-        return Decision(fetch, sensors, throttle)
+        return _charge(self.engine.fetch, user, client_id, response_bytes, now)
 
     def settle_response(
         self,
@@ -108,13 +109,9 @@ class Enforcer:
         bandwidth decision its handler took (a Produce's when read, a Fetch's now) and the
         request time, throttled by the larger."""
         request_time = None
-        request = self.engine.request
-        if request.enabled and api_key not in REQUEST_QUOTA_EXEMPT:
-            sensors = request.sensors_for(user, client_id, now)
-            throttle = request.record_and_get_throttle_time_ms(
-                sensors, elapsed_ns * _NANOS_TO_PERCENTAGE, now
-            )
-            request_time = Decision(request, sensors, throttle)
+        if api_key not in REQUEST_QUOTA_EXEMPT:
+            thread_time = elapsed_ns * _NANOS_TO_PERCENTAGE
+            request_time = _charge(self.engine.request, user, client_id, thread_time, now)
         if bandwidth is not None and bandwidth.throttle_ms:
             if request_time is not None and request_time.throttle_ms:
                 return self._settle(now, request_time, bandwidth)
