@@ -23,7 +23,7 @@ from protocol.rewrite import Advertise
 from protocol.throttle import with_throttle_time
 from proxy.clock import Clock, Timer
 from proxy.enforcement import Enforcer
-from proxy.handlers.base import Answer, Exchange, Request, Session
+from proxy.handlers.base import Answer, Defer, Exchange, Forward, Request, Session
 from proxy.handlers.metadata import read_metadata
 from proxy.handlers.registry import HANDLERS
 from proxy.topics import TopicCache
@@ -76,6 +76,8 @@ class Pause(Enum):
     IN_FLIGHT = "in-flight"
     #: the upstream connection's write buffer is full
     UPSTREAM_BUSY = "upstream-busy"
+    #: a handler waits for the cluster to answer about topics (Defer)
+    DEFERRED = "deferred"
 
 
 class ConnectionCore:
@@ -120,6 +122,8 @@ class ConnectionCore:
         #: authenticates again (a broker takes nothing else in the middle of an exchange)
         self._authenticated = False
         self._own_correlation_id = _OWN_CORRELATION_IDS
+        #: the request a handler deferred until the cluster has answered about its topics
+        self._deferred: bytes | None = None
         self.pause_reading(Pause.CONNECTING)
 
     def upstream_connected(self, upstream: Peer) -> None:
@@ -152,6 +156,9 @@ class ConnectionCore:
                 upstream_frame = self._on_request(frame)
                 if upstream_frame is not None:
                     forward.append(upstream_frame)
+                elif self._deferred is frame:
+                    handled -= 1  # handled again, first, when the topics are known
+                    break
         except ProtocolError as exc:
             self._refuse(exc)
             return
@@ -197,11 +204,17 @@ class ConnectionCore:
             self._upstream.write(frame)
         return True
 
-    def request_topics(self, names: Sequence[str]) -> bool:
-        """Refresh the topic cache for these topics with a Metadata request of the proxy's."""
+    def request_topics(
+        self, names: Sequence[str], then: Callable[[], object] | None = None
+    ) -> bool:
+        """Refresh the topic cache for these topics with a Metadata request of the proxy's;
+        `then` runs once the answer is in the cache, after the responses that arrived with it
+        have gone to the client."""
 
         def learn(frame: bytes) -> None:
             read_metadata(self.session, frame, OWN_METADATA_VERSION)
+            if then is not None:
+                self._clock.call_later(0, then)
 
         body = metadata_request_body(names)
         return self.send_own_request(METADATA, OWN_METADATA_VERSION, body, learn)
@@ -225,8 +238,19 @@ class ConnectionCore:
             received_ns=now_ns,
         )
         if handler is not None:
-            request = Request(frame, header, client_id, now_ns // 1_000_000)
+            refreshed = frame is self._deferred
+            self._deferred = None
+            request = Request(frame, header, client_id, now_ns // 1_000_000, refreshed)
             outcome = handler.on_request(self.session, request)
+            if isinstance(outcome, Defer):
+                if not refreshed and self.request_topics(outcome.topics, self._end_deferral):
+                    self._deferred = frame
+                    self.pause_reading(Pause.DEFERRED)
+                    return None
+                # the cluster cannot be asked on this connection now: go on with the cache
+                outcome = handler.on_request(self.session, request._replace(refreshed=True))
+                if isinstance(outcome, Defer):
+                    outcome = Forward(frame)
             if outcome.mute_ms:
                 self._mute(outcome.mute_ms)
             if isinstance(outcome, Answer):
@@ -245,6 +269,9 @@ class ConnectionCore:
         if len(self._in_flight) >= MAX_IN_FLIGHT:
             self.pause_reading(Pause.IN_FLIGHT)
         return frame
+
+    def _end_deferral(self) -> None:
+        self.resume_reading(Pause.DEFERRED)
 
     def _answer_locally(self, entry: Exchange) -> None:
         self._in_flight.append(entry)

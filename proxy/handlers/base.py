@@ -38,6 +38,9 @@ class Request(NamedTuple):
     header: RequestHeader
     client_id: str
     now_ms: int
+    #: the request was deferred and the cluster asked about its topics (or could not be):
+    #: decide with what the topic cache knows now, and do not defer again
+    refreshed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +69,16 @@ class Answer:
     mute_ms: int = 0
 
 
-Outcome = Forward | Answer
+@dataclass(frozen=True, slots=True)
+class Defer:
+    """Ask the cluster about these topics, holding this request and every later one of the
+    connection until the answer is in the topic cache; then the request is handled again."""
+
+    topics: tuple[str, ...]
+    mute_ms: int = 0
+
+
+Outcome = Forward | Answer | Defer
 
 
 @dataclass(slots=True)

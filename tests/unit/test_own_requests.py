@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 import uuid
 
+import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from protocol.apis import API_VERSIONS, METADATA, SASL_HANDSHAKE
@@ -12,6 +13,8 @@ from protocol.headers import parse_request_header, response_correlation_id
 from protocol.metadata import OWN_METADATA_VERSION
 from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
+from proxy.handlers.base import Defer, Forward, Handler, Outcome, Request, Session
+from proxy.handlers.registry import HANDLERS
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
 from tests.harness import RecordingTransport, VirtualClock, connect
@@ -110,3 +113,51 @@ def test_client_metadata_responses_feed_the_topic_cache() -> None:
     assert topic is not None and topic.partitions == 3
     conn.session.topics.forget("orders")
     assert conn.session.topics.by_id(TOPIC_ID) is None
+
+
+class NeedsTopic(Handler):
+    """Forwards a request once the cache knows `orders`, recording what it knew."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[bool, int | None]] = []
+
+    def on_request(self, session: Session, request: Request) -> Outcome:
+        topic = session.topics.by_name("orders")
+        self.seen.append((request.refreshed, topic and topic.partitions))
+        if topic is None and not request.refreshed:
+            return Defer(("orders",))
+        return Forward(request.frame)
+
+
+def test_a_deferred_request_and_those_after_it_wait_for_the_topics(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handler = NeedsTopic()
+    monkeypatch.setitem(HANDLERS, OTHER_API, handler)
+    clock = VirtualClock()
+    conn, client, upstream = connect(Enforcer(QuotaEngine(QuotaConfig())), clock)
+    two = request_frame(OTHER_API, 0, b"", 2) + request_frame(OTHER_API, 0, b"", 3)
+    conn.requests_received(two)  # one read
+    sent = [parse_request_header(frame) for frame in upstream.written]
+    # asked for, and nothing else sent meanwhile
+    assert [(h.api_key, h.client_id) for h in sent] == [(METADATA, "kafka-quota-proxy")]
+    assert not client.reading
+    conn.responses_received(metadata_response(OWN_METADATA_VERSION, sent[0].correlation_id, 6))
+    assert len(upstream.written) == 1  # the deferred request waits for the next turn
+    clock.advance(0)
+    assert [parse_request_header(f).correlation_id for f in upstream.written[1:]] == [2, 3]
+    assert handler.seen == [(False, None), (True, 6), (False, 6)]
+    assert client.reading and client.written == []
+
+
+def test_a_deferral_that_cannot_ask_goes_on_with_the_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handler = NeedsTopic()
+    monkeypatch.setitem(HANDLERS, OTHER_API, handler)
+    conn, _, upstream = core()
+    # as when the upstream connection cannot take a request of the proxy's (closing)
+    monkeypatch.setattr(conn, "send_own_request", lambda *args: False)
+    conn.requests_received(request_frame(OTHER_API, 0, b"", 2))
+    assert handler.seen == [(False, None), (True, None)]
+    assert [parse_request_header(f).correlation_id for f in upstream.written] == [2]
