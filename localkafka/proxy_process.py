@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,14 +51,6 @@ class RunningProxy:
 
     def log(self) -> str:
         return self.log_path.read_text()
-
-    def wait_for_log(self, line: str, count: int = 1, timeout_s: float = 15.0) -> str:
-        """The log once `line` appears `count` times: the proxy logs what it sees as it
-        happens (a broker closing a connection), after the client has already moved on."""
-        deadline = time.monotonic() + timeout_s
-        while (log := self.log()).count(line) < count and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return log
 
     def stop(self) -> None:
         if self.process.poll() is None:
