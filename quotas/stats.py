@@ -32,11 +32,25 @@ class SampledStat:
     """WindowedSum (values) and WindowedCount (counts) over a ring of samples+1 samples.
 
     The samples are kept as parallel lists rather than objects so that the per-request
-    measure runs min() and a left-to-right add in C: the window sum must be added in slot
-    order, exactly as Java does, to stay bit-identical (sum() compensates from Python 3.12).
+    measure runs a left-to-right add in C: the window sum must be added in slot order,
+    exactly as Java does, to stay bit-identical (sum() compensates from Python 3.12).
+
+    Measuring needs the oldest sample's start and, to purge, its oldest last event. A slot's
+    times only change when it is recorded into, started or reset, at most once per window
+    for a start, so both are kept rather than scanned for on every request: the oldest start
+    exactly (found again only after the slot holding it is reset), the oldest event as a
+    lower bound (lowered by every write, so it stays one even if a clock steps back).
     """
 
-    __slots__ = ("_current", "counts", "last_events_ms", "starts_ms", "values")
+    __slots__ = (
+        "_current",
+        "_oldest_event_ms",
+        "_oldest_start_ms",
+        "counts",
+        "last_events_ms",
+        "starts_ms",
+        "values",
+    )
 
     def __init__(self) -> None:
         self.starts_ms: list[int] = []
@@ -44,18 +58,33 @@ class SampledStat:
         self.values: list[float] = []
         self.counts: list[int] = []
         self._current = 0
+        #: min(starts_ms), or None until it is needed again
+        self._oldest_start_ms: int | None = None
+        #: at most min(last_events_ms)
+        self._oldest_event_ms = -(2**62)
 
     def _append(self, now_ms: int) -> None:
         self.starts_ms.append(now_ms)
         self.last_events_ms.append(now_ms)
         self.values.append(0.0)
         self.counts.append(0)
+        oldest = self._oldest_start_ms
+        if oldest is not None and now_ms < oldest:
+            self._oldest_start_ms = now_ms
+        if now_ms < self._oldest_event_ms:
+            self._oldest_event_ms = now_ms
 
     def _reset(self, index: int, now_ms: int) -> None:
-        self.starts_ms[index] = now_ms
+        starts = self.starts_ms
+        oldest = self._oldest_start_ms
+        if oldest is not None and (starts[index] == oldest or now_ms < oldest):
+            self._oldest_start_ms = None if starts[index] == oldest else now_ms
+        starts[index] = now_ms
         self.last_events_ms[index] = now_ms
         self.values[index] = 0.0
         self.counts[index] = 0
+        if now_ms < self._oldest_event_ms:
+            self._oldest_event_ms = now_ms
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         if not self.values:
@@ -70,17 +99,22 @@ class SampledStat:
         self.values[current] += value
         self.counts[current] += 1
         self.last_events_ms[current] = now_ms
+        if now_ms < self._oldest_event_ms:
+            self._oldest_event_ms = now_ms
 
     def purge(self, config: MetricConfig, now_ms: int) -> None:
         """Reset samples with no event in the last samples x window (Kafka >= 3.8)."""
         if not self.values:
             self._append(now_ms)
         expire_age = config.samples * config.window_ms
+        if now_ms - self._oldest_event_ms < expire_age:
+            return  # no sample can be that old
         last_events = self.last_events_ms
         if now_ms - min(last_events) >= expire_age:
             for index, last_event in enumerate(last_events):
                 if now_ms - last_event >= expire_age:
                     self._reset(index, now_ms)
+        self._oldest_event_ms = min(last_events)
 
     def total(self) -> float:
         return reduce(add, self.values, 0.0)
@@ -100,7 +134,10 @@ class Rate(SampledStat):
         """
         self.purge(config, now_ms)
         window_ms = config.window_ms
-        elapsed = now_ms - min(self.starts_ms)
+        oldest = self._oldest_start_ms
+        if oldest is None:
+            oldest = self._oldest_start_ms = min(self.starts_ms)
+        elapsed = now_ms - oldest
         # Java's long division truncates toward zero (elapsed < 0 if a clock stepped back)
         full_windows = elapsed // window_ms if elapsed >= 0 else -(-elapsed // window_ms)
         min_full_windows = config.samples - 1

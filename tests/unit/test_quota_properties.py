@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from quotas.entities import DEFAULT, EntityQuotas, QuotaEntity, QuotaType
 from quotas.managers import ClientQuotaManager, TokenBucketQuotaManager
-from quotas.stats import MetricConfig
+from quotas.stats import MetricConfig, Rate
 
 T0 = 1_700_000_000_000
 
@@ -109,3 +109,36 @@ def test_precedence_picks_the_most_specific_entity(
     assert quotas.limit(quotas.metric_tags(user, client_id)) == most_specific(
         limits, user, client_id
     )
+
+
+class _ScanningRate(Rate):
+    """The same Rate, forced to find the oldest start and event by scanning every time."""
+
+    __slots__ = ()
+
+    def measure_with_window(self, config: MetricConfig, now_ms: int) -> tuple[float, int]:
+        self._oldest_start_ms = None
+        self._oldest_event_ms = -(2**62)
+        return super().measure_with_window(config, now_ms)
+
+
+@given(
+    steps=st.lists(
+        st.tuples(st.integers(-500, 4000), st.floats(0, 1e6), st.booleans()), max_size=200
+    ),
+    samples=st.integers(1, 11),
+    window_ms=st.sampled_from([1, 100, 1000]),
+)
+def test_kept_oldest_times_measure_as_scanning_does(
+    steps: list[tuple[int, float, bool]], samples: int, window_ms: int
+) -> None:
+    """Times mostly advance but may step back (a clock going back must not lose a purge)."""
+    config = MetricConfig(samples=samples, window_ms=window_ms)
+    kept, scanned = Rate(), _ScanningRate()
+    now = 0
+    for step, value, record in steps:
+        now += step
+        if record:
+            kept.record(config, value, now)
+            scanned.record(config, value, now)
+        assert kept.measure_with_window(config, now) == scanned.measure_with_window(config, now)
