@@ -42,6 +42,15 @@ def metadata_request_body(topics: Sequence[str], version: int = OWN_METADATA_VER
     )
 
 
+#: Kafka's UNKNOWN_TOPIC_OR_PARTITION
+UNKNOWN_TOPIC = 3
+
+
+def unknown_topics(msg: Any) -> list[str]:
+    """The topics a decoded Metadata response says do not exist."""
+    return [str(t.name) for t in msg.topics or () if t.error_code == UNKNOWN_TOPIC and t.name]
+
+
 def topic_partitions(msg: Any) -> list[TopicPartitions]:
     """The partition count of every topic a decoded Metadata response describes without error."""
     found = []

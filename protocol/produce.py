@@ -23,6 +23,8 @@ def produce_acks(frame: bytes, header: RequestHeader) -> int:
         length, pos = read_uvarint(frame, pos)
         pos += max(length - 1, 0)
     elif header.api_version >= 3:
+        if pos + 2 > len(frame):
+            raise ProtocolError("Produce request truncated before transactional_id")
         (length,) = _INT16.unpack_from(frame, pos)
         pos += 2 + max(length, 0)
     if pos + 2 > len(frame):

@@ -9,6 +9,7 @@ unit tests and the fidelity simulation drive it with recording peers on a virtua
 from __future__ import annotations
 
 import logging
+import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
@@ -78,6 +79,8 @@ class Pause(Enum):
     UPSTREAM_BUSY = "upstream-busy"
     #: a handler waits for the cluster to answer about topics (Defer)
     DEFERRED = "deferred"
+    #: the client's write buffer is full: it is not reading its responses
+    CLIENT_BUSY = "client-busy"
 
 
 class ConnectionCore:
@@ -161,6 +164,10 @@ class ConnectionCore:
                     break
         except ProtocolError as exc:
             self._refuse(exc)
+            return
+        except (struct.error, IndexError, ValueError) as exc:
+            # a reader that missed a bounds check: still one connection, never the proxy
+            self._refuse(ProtocolError(f"malformed request: {exc!r}"))
             return
         finally:
             self._forward = None
@@ -256,6 +263,8 @@ class ConnectionCore:
             if isinstance(outcome, Answer):
                 entry.local_response = outcome.response
                 self._answer_locally(entry)
+                if len(self._in_flight) >= MAX_IN_FLIGHT:  # answers waiting behind a response
+                    self.pause_reading(Pause.IN_FLIGHT)
                 return None
             frame = outcome.frame
             if not outcome.expects_response:
@@ -289,13 +298,16 @@ class ConnectionCore:
             out.append(local_response)
 
     def client_write_blocked(self) -> None:
-        """The client reads slower than its responses come: stop reading upstream."""
+        """The client reads slower than its responses come: read neither upstream nor from
+        the client, whose requests could otherwise be answered here without bound."""
         if self._upstream is not None:
             self._upstream.pause_reading()
+        self.pause_reading(Pause.CLIENT_BUSY)
 
     def client_write_unblocked(self) -> None:
         if self._upstream is not None and not self.closed:
             self._upstream.resume_reading()
+        self.resume_reading(Pause.CLIENT_BUSY)
 
     def pause_reading(self, reason: Pause) -> None:
         if reason not in self._read_pauses:

@@ -20,16 +20,21 @@ class TopicCache:
     def learn(self, topics: Iterable[TopicPartitions]) -> None:
         for topic in topics:
             old = self._by_name.get(topic.name)
-            if old is not None and old.topic_id is not None and old.topic_id != topic.topic_id:
-                self._by_id.pop(old.topic_id, None)  # deleted and created again
+            if old is not None and old.topic_id is not None:
+                if topic.topic_id is None:  # an older Metadata version names no id
+                    topic = topic._replace(topic_id=old.topic_id)
+                elif topic.topic_id != old.topic_id:  # deleted and created again
+                    self._by_id.pop(old.topic_id, None)
             self._by_name[topic.name] = topic
             if topic.topic_id is not None:
                 self._by_id[topic.topic_id] = topic
 
-    def forget(self, name: str) -> None:
-        topic = self._by_name.pop(name, None)
-        if topic is not None and topic.topic_id is not None:
-            self._by_id.pop(topic.topic_id, None)
+    def forget(self, names: Iterable[str]) -> None:
+        """Topics the cluster says do not exist (deleted, or never created)."""
+        for name in names:
+            topic = self._by_name.pop(name, None)
+            if topic is not None and topic.topic_id is not None:
+                self._by_id.pop(topic.topic_id, None)
 
     def by_name(self, name: str) -> TopicPartitions | None:
         return self._by_name.get(name)

@@ -72,10 +72,13 @@ class Answer:
 @dataclass(frozen=True, slots=True)
 class Defer:
     """Ask the cluster about these topics, holding this request and every later one of the
-    connection until the answer is in the topic cache; then the request is handled again."""
+    connection until the answer is in the topic cache; then the request is handled again.
+
+    The handler is asked again about the same request, so before it returns Defer it must
+    have recorded nothing (no quota charged, no state changed).
+    """
 
     topics: tuple[str, ...]
-    mute_ms: int = 0
 
 
 Outcome = Forward | Answer | Defer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from protocol.apis import METADATA
 from protocol.headers import response_body_offset
-from protocol.metadata import topic_partitions
+from protocol.metadata import topic_partitions, unknown_topics
 from protocol.rewrite import decode_response, reframe, rewrite_decoded
 from proxy.handlers.base import Exchange, Handler, Reply, Session
 
@@ -14,6 +14,7 @@ def read_metadata(session: Session, frame: bytes, api_version: int) -> bytes:
     offset = response_body_offset(frame, METADATA, api_version)
     msg = decode_response(frame, offset, METADATA, api_version)
     session.topics.learn(topic_partitions(msg))
+    session.topics.forget(unknown_topics(msg))
     if rewrite_decoded(msg, METADATA, api_version, session.advertise):
         return reframe(frame, offset, bytes(msg.encode()))
     return frame

@@ -12,7 +12,7 @@ import struct
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from protocol.apis import FETCH, PRODUCE
+from protocol.apis import API_VERSIONS, FETCH, MAX_DECODABLE_VERSION, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
 from proxy.core import ConnectionCore, Pause
 from proxy.enforcement import Enforcer
@@ -110,3 +110,27 @@ def test_nothing_is_forwarded_after_close() -> None:
     conn.close()
     conn.resume_reading(Pause.UPSTREAM_BUSY)  # the upstream drains its buffer after the close
     assert upstream.written == []
+
+
+def test_a_malformed_request_closes_only_its_connection() -> None:
+    conn, client, upstream, _ = connection({})
+    truncated = request(PRODUCE, 3, 1)  # a Produce v3 that ends right after its header
+    conn.requests_received(truncated)
+    assert client.closed and upstream.written == []
+
+
+def test_a_client_not_reading_its_answers_is_not_read_either() -> None:
+    conn, client, upstream, _ = connection({})
+    conn.requests_received(request(OTHER_API, 0, 1))  # a long poll, say: answered late
+    too_new = MAX_DECODABLE_VERSION[API_VERSIONS] + 1
+    conn.requests_received(b"".join(request(API_VERSIONS, too_new, c) for c in range(2, 12)))
+    # answers the proxy makes wait behind the first response and count as in flight
+    assert not client.reading
+    assert len(upstream.written) == 1 and client.written == []
+    conn.responses_received(response(1))
+    assert [response_correlation_id(f) for f in client.written] == list(range(1, 12))
+    assert client.reading
+    conn.client_write_blocked()
+    assert not client.reading
+    conn.client_write_unblocked()
+    assert client.reading

@@ -69,6 +69,12 @@ def test_response_correlation_id() -> None:
         response_correlation_id(frame(b"\x00"))
 
 
+def test_a_truncated_produce_is_a_protocol_error() -> None:
+    wire = request_frame(0, 3, b"", client_id=b"p")
+    with pytest.raises(ProtocolError):
+        produce_acks(wire, parse_request_header(wire))
+
+
 @pytest.mark.parametrize(
     ("version", "body", "acks"),
     [

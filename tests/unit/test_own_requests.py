@@ -10,11 +10,12 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from protocol.apis import API_VERSIONS, METADATA, SASL_HANDSHAKE
 from protocol.headers import parse_request_header, response_correlation_id
-from protocol.metadata import OWN_METADATA_VERSION
+from protocol.metadata import OWN_METADATA_VERSION, TopicPartitions
 from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
 from proxy.handlers.base import Defer, Forward, Handler, Outcome, Request, Session
 from proxy.handlers.registry import HANDLERS
+from proxy.topics import TopicCache
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
 from tests.harness import RecordingTransport, VirtualClock, connect
@@ -111,7 +112,7 @@ def test_client_metadata_responses_feed_the_topic_cache() -> None:
     assert response_correlation_id(client.written[0]) == 5
     topic = conn.session.topics.by_name("orders")
     assert topic is not None and topic.partitions == 3
-    conn.session.topics.forget("orders")
+    conn.session.topics.forget(["orders"])
     assert conn.session.topics.by_id(TOPIC_ID) is None
 
 
@@ -161,3 +162,30 @@ def test_a_deferral_that_cannot_ask_goes_on_with_the_cache(
     conn.requests_received(request_frame(OTHER_API, 0, b"", 2))
     assert handler.seen == [(False, None), (True, None)]
     assert [parse_request_header(f).correlation_id for f in upstream.written] == [2]
+
+
+def test_the_cache_keeps_ids_and_drops_topics_the_cluster_does_not_know() -> None:
+    cache = TopicCache()
+    cache.learn([TopicPartitions("orders", TOPIC_ID, 3)])
+    cache.learn([TopicPartitions("orders", None, 4)])  # a Metadata version without ids
+    assert cache.by_id(TOPIC_ID) == TopicPartitions("orders", TOPIC_ID, 4)
+    recreated = uuid.uuid4()
+    cache.learn([TopicPartitions("orders", recreated, 1)])
+    assert cache.by_id(TOPIC_ID) is None and cache.by_id(recreated) is not None
+    conn, _, _ = core()
+    conn.session.topics.learn([TopicPartitions("orders", TOPIC_ID, 3)])
+    gone = MetadataResponse(
+        version=12,
+        throttle_time_ms=0,
+        brokers=[],
+        cluster_id="c",
+        controller_id=1,
+        topics=[
+            MetadataResponse.MetadataResponseTopic(
+                version=12, error_code=3, name="orders", topic_id=TOPIC_ID, partitions=[]
+            )
+        ],
+    )
+    conn.requests_received(request_frame(METADATA, 12, b"", 5))
+    conn.responses_received(response_frame(METADATA, 12, gone, 5))
+    assert conn.session.topics.by_name("orders") is None
