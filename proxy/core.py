@@ -79,7 +79,7 @@ class Pause(Enum):
     UPSTREAM_BUSY = "upstream-busy"
     #: a handler waits for the cluster to answer about topics (Defer)
     DEFERRED = "deferred"
-    #: the client's write buffer is full: it is not reading its responses
+    #: the client does not read its responses, and the proxy would add answers of its own
     CLIENT_BUSY = "client-busy"
 
 
@@ -127,6 +127,8 @@ class ConnectionCore:
         self._own_correlation_id = _OWN_CORRELATION_IDS
         #: the request a handler deferred until the cluster has answered about its topics
         self._deferred: bytes | None = None
+        #: the client's write buffer is over its high-water mark
+        self._client_busy = False
         self.pause_reading(Pause.CONNECTING)
 
     def upstream_connected(self, upstream: Peer) -> None:
@@ -283,6 +285,9 @@ class ConnectionCore:
         self.resume_reading(Pause.DEFERRED)
 
     def _answer_locally(self, entry: Exchange) -> None:
+        if self._client_busy:
+            # a client not reading its responses would have the proxy's answers pile up
+            self.pause_reading(Pause.CLIENT_BUSY)
         self._in_flight.append(entry)
         ready: list[bytes] = []
         self._take_local_responses(ready)
@@ -298,13 +303,15 @@ class ConnectionCore:
             out.append(local_response)
 
     def client_write_blocked(self) -> None:
-        """The client reads slower than its responses come: read neither upstream nor from
-        the client, whose requests could otherwise be answered here without bound."""
+        """The client reads slower than its responses come: stop reading upstream, so the
+        broker's responses wait in socket buffers, not here (see _answer_locally for the
+        proxy's own answers)."""
+        self._client_busy = True
         if self._upstream is not None:
             self._upstream.pause_reading()
-        self.pause_reading(Pause.CLIENT_BUSY)
 
     def client_write_unblocked(self) -> None:
+        self._client_busy = False
         if self._upstream is not None and not self.closed:
             self._upstream.resume_reading()
         self.resume_reading(Pause.CLIENT_BUSY)

@@ -131,6 +131,8 @@ def test_a_client_not_reading_its_answers_is_not_read_either() -> None:
     assert [response_correlation_id(f) for f in client.written] == list(range(1, 12))
     assert client.reading
     conn.client_write_blocked()
+    assert client.reading and not upstream.reading  # the broker's responses wait upstream
+    conn.requests_received(request(API_VERSIONS, too_new, 12))  # the proxy's own answer
     assert not client.reading
     conn.client_write_unblocked()
-    assert client.reading
+    assert client.reading and upstream.reading
