@@ -27,6 +27,8 @@ class Worker(threading.Thread):
         self.committed_batches = 0
         self.aborted = 0
         self.error: BaseException | None = None
+        #: set once the group has given this member partitions
+        self.assigned = threading.Event()
 
     def run(self) -> None:
         try:
@@ -52,7 +54,12 @@ class Worker(threading.Thread):
             }
         )
         producer.init_transactions(30)
-        consumer.subscribe(["eos-in"])
+
+        def on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            if partitions:
+                self.assigned.set()
+
+        consumer.subscribe(["eos-in"], on_assign=on_assign)
         try:
             while not self.stop.is_set():
                 messages = [m for m in consumer.consume(100, 0.5) if m.error() is None]
@@ -111,7 +118,10 @@ def test_read_process_write_is_exactly_once_across_a_rebalance(proxy3: RunningPr
     clients.create_topic(proxy3.bootstrap, "eos-in")
     clients.create_topic(proxy3.bootstrap, "eos-out")
     inputs = [f"rec-{i}".encode() for i in range(INPUT_RECORDS)]
-    clients.confluent_produce(proxy3.bootstrap, "eos-in", inputs)
+    # the second half goes in only once the second member owns partitions, so it has work
+    # however fast the first one gets through the first half (its keys span all partitions)
+    half = INPUT_RECORDS // 2
+    clients.confluent_produce(proxy3.bootstrap, "eos-in", inputs[:half])
 
     first = Worker(proxy3.bootstrap, "w1")
     first.start()
@@ -121,6 +131,8 @@ def test_read_process_write_is_exactly_once_across_a_rebalance(proxy3: RunningPr
     assert first.committed_batches >= 3, first.error
     second = Worker(proxy3.bootstrap, "w2")  # joins midway: the group rebalances
     second.start()
+    assert second.assigned.wait(DEADLINE_S), second.error
+    clients.confluent_produce(proxy3.bootstrap, "eos-in", inputs[half:])
 
     output: list[bytes] = []
     try:
