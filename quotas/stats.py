@@ -2,17 +2,29 @@
 
 This is Apache Kafka's SampledStat as of 3.8 (PR #15889): a ring of samples+1 samples, each
 started by the first event after the previous one completed, purged when its last event falls
-out of samples x window. Float sums run in slot order, as Java's do, so results are
-bit-identical. Times are milliseconds from an injected clock; nothing here reads one.
+out of samples x window. Sums are Java's to the bit (see SampledStat). Times are milliseconds
+from an injected clock; nothing here reads one.
 See docs/kafka-quota-semantics.md sections 1 and 5.
 """
 
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import reduce
 from operator import add
+
+#: Java's `for (Sample s : samples) total += s.value`: a plain left-to-right add, which
+#: sum() is in C until Python 3.12 and compensated (so different in the last bits) after
+slot_order_sum: Callable[[Iterable[float]], float]
+if sys.version_info < (3, 12):
+    slot_order_sum = sum
+else:
+
+    def slot_order_sum(values: Iterable[float]) -> float:
+        return reduce(add, values, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +43,15 @@ DEFAULT_METRIC_CONFIG = MetricConfig(samples=2, window_ms=30_000)
 class SampledStat:
     """WindowedSum (values) and WindowedCount (counts) over a ring of samples+1 samples.
 
-    The samples are kept as parallel lists rather than objects so that the per-request
-    measure runs a left-to-right add in C: the window sum must be added in slot order,
-    exactly as Java does, to stay bit-identical (sum() compensates from Python 3.12).
+    The samples are kept as parallel lists rather than objects so that a window sum, when
+    one is needed, runs a left-to-right add in C: it must be added in slot order, exactly as
+    Java does, to stay bit-identical (see slot_order_sum).
+
+    A running total is kept beside the samples and stands in for that sum while every value
+    recorded is a whole number: byte counts, mutations and producer ids are, and their sums
+    are exact in a double in any order (below 2^53, some petabytes per quota window), so the
+    total is the very number Java's slot-order loop would give. Request time is fractional
+    and is summed in slot order.
 
     Measuring needs the oldest sample's start and, to purge, its oldest last event. A slot's
     times only change when it is recorded into, started or reset, at most once per window
@@ -44,8 +62,10 @@ class SampledStat:
 
     __slots__ = (
         "_current",
+        "_integral",
         "_oldest_event_ms",
         "_oldest_start_ms",
+        "_total",
         "counts",
         "last_events_ms",
         "starts_ms",
@@ -62,6 +82,10 @@ class SampledStat:
         self._oldest_start_ms: int | None = None
         #: at most min(last_events_ms)
         self._oldest_event_ms = -(2**62)
+        #: the sum of values, exact while _integral
+        self._total = 0.0
+        #: every value ever recorded was a whole number
+        self._integral = True
 
     def _append(self, now_ms: int) -> None:
         self.starts_ms.append(now_ms)
@@ -81,6 +105,7 @@ class SampledStat:
             self._oldest_start_ms = None if starts[index] == oldest else now_ms
         starts[index] = now_ms
         self.last_events_ms[index] = now_ms
+        self._total -= self.values[index]
         self.values[index] = 0.0
         self.counts[index] = 0
         if now_ms < self._oldest_event_ms:
@@ -96,9 +121,15 @@ class SampledStat:
                 self._append(now_ms)
             else:
                 self._reset(current, now_ms)
+        self._add(current, value, now_ms)
+
+    def _add(self, current: int, value: float, now_ms: int) -> None:
         self.values[current] += value
         self.counts[current] += 1
         self.last_events_ms[current] = now_ms
+        self._total += value
+        if value % 1.0 and self._integral:
+            self._integral = False  # also for NaN and infinities, whose remainder is NaN
         if now_ms < self._oldest_event_ms:
             self._oldest_event_ms = now_ms
 
@@ -117,7 +148,10 @@ class SampledStat:
         self._oldest_event_ms = min(last_events)
 
     def total(self) -> float:
-        return reduce(add, self.values, 0.0)
+        """The values summed in slot order, as Java's SampledStat.combine adds them."""
+        if self._integral:
+            return self._total
+        return slot_order_sum(self.values)
 
 
 class Rate(SampledStat):
@@ -146,7 +180,7 @@ class Rate(SampledStat):
         # Kafka >= 3.4 floors the window at 1 ms: with quota.window.num = 1 a request at the
         # very start of a window would otherwise measure an infinite (or NaN) rate
         elapsed = max(elapsed, 1)
-        return reduce(add, self.values, 0.0) / (elapsed / 1000.0), elapsed
+        return self.total() / (elapsed / 1000.0), elapsed
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         return self.measure_with_window(config, now_ms)[0]
@@ -154,9 +188,29 @@ class Rate(SampledStat):
     def record_and_measure(
         self, config: MetricConfig, value: float, now_ms: int
     ) -> tuple[float, int]:
-        """Sensor.record with quota check: record first, then measure (the hot path)."""
-        self.record(config, value, now_ms)
-        return self.measure_with_window(config, now_ms)
+        """Sensor.record with quota check: record, then measure (the hot path).
+
+        The same steps as record() then measure_with_window(), with the common case (the
+        current sample still open, nothing to purge, the window past its padding) taken in
+        one frame: every produced and fetched byte and every request passes here.
+        """
+        current = self._current
+        window_ms = config.window_ms
+        if not self.values or now_ms - self.starts_ms[current] >= window_ms:
+            self.record(config, value, now_ms)
+            return self.measure_with_window(config, now_ms)
+        self._add(current, value, now_ms)
+        oldest = self._oldest_start_ms
+        if oldest is None or now_ms - self._oldest_event_ms >= config.samples * window_ms:
+            return self.measure_with_window(config, now_ms)
+        elapsed = now_ms - oldest
+        if elapsed < 1:  # a clock stepped back, or the 1 ms floor
+            return self.measure_with_window(config, now_ms)
+        if elapsed < (config.samples - 1) * window_ms:  # padded, as measure_with_window
+            elapsed += (config.samples - 1 - elapsed // window_ms) * window_ms
+        if self._integral:
+            return self._total / (elapsed / 1000.0), elapsed
+        return slot_order_sum(self.values) / (elapsed / 1000.0), elapsed
 
 
 class Avg(SampledStat):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import add
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from quotas.entities import DEFAULT, EntityQuotas, QuotaEntity, QuotaType
 from quotas.managers import ClientQuotaManager, TokenBucketQuotaManager
-from quotas.stats import MetricConfig, Rate
+from quotas.stats import MetricConfig, Rate, slot_order_sum
 
 T0 = 1_700_000_000_000
 
@@ -142,3 +145,61 @@ def test_kept_oldest_times_measure_as_scanning_does(
             kept.record(config, value, now)
             scanned.record(config, value, now)
         assert kept.measure_with_window(config, now) == scanned.measure_with_window(config, now)
+
+
+class _ComposedRate(_ScanningRate):
+    """Kafka's steps one by one: record, then measure by scanning and summing every sample
+    in slot order, Java's loop."""
+
+    __slots__ = ()
+
+    def total(self) -> float:
+        return reduce(add, self.values, 0.0)
+
+    def record_and_measure(
+        self, config: MetricConfig, value: float, now_ms: int
+    ) -> tuple[float, int]:
+        self.record(config, value, now_ms)
+        return self.measure_with_window(config, now_ms)
+
+
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.one_of(st.integers(0, 40), st.integers(-500, 4000)),  # mostly within a sample
+            st.one_of(
+                st.integers(-(10**6), 10**9),  # bytes; negative: a throttled fetch taken back
+                st.integers(0, 10**10).map(lambda ns: ns * 1e-7),  # request time, as recorded
+            ),
+            st.booleans(),
+        ),
+        min_size=20,
+        max_size=200,
+    ),
+    samples=st.integers(1, 4),
+    window_ms=st.sampled_from([1, 10, 100]),
+)
+def test_the_hot_path_measures_as_kafkas_steps_do_to_the_bit(
+    steps: list[tuple[int, float, bool]], samples: int, window_ms: int
+) -> None:
+    """Whole-number values (byte counts) are summed by a running total, fractional ones
+    (request time) in slot order; both must equal Java's slot-order loop exactly."""
+    config = MetricConfig(samples=samples, window_ms=window_ms)
+    fast, composed = Rate(), _ComposedRate()
+    now = 0
+    for step, value, record in steps:
+        now += step
+        if record:
+            assert fast.record_and_measure(config, value, now) == composed.record_and_measure(
+                config, value, now
+            )
+        else:
+            assert fast.measure_with_window(config, now) == composed.measure_with_window(
+                config, now
+            )
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), max_size=14))
+def test_slot_order_sum_adds_left_to_right(values: list[float]) -> None:
+    assert slot_order_sum([1e16, 1.0, -1e16]) == 0.0  # a compensated sum would give 1.0
+    assert slot_order_sum(values) == reduce(add, values, 0.0)
