@@ -40,7 +40,7 @@ def install_event_loop(use_uvloop: bool) -> str:
 async def _expire_sensors(enforcer: Enforcer, stats: ProxyStats, clock: Clock) -> None:
     while True:
         await asyncio.sleep(_SENSOR_EXPIRY_INTERVAL_S)
-        stats.expired_sensors += enforcer.engine.expire(clock.now_ms())
+        stats.expired_sensors += enforcer.expire(clock.now_ms())
 
 
 async def serve(config: ProxyConfig) -> None:
@@ -48,10 +48,8 @@ async def serve(config: ProxyConfig) -> None:
     stats = ProxyStats()
 
     def apply(new: ProxyConfig) -> None:
-        enforcer.shadow = new.shadow
-        if not enforcer.engine.update(new.quotas):
+        if not enforcer.apply(new.quotas, new.shadow):
             log.warning("quota window settings changed: every quota sensor starts afresh")
-            enforcer.engine = QuotaEngine(new.quotas)
 
     clock = LoopClock()
     server = ProxyServer(config.proxy, enforcer, stats, clock)

@@ -411,8 +411,7 @@ class ConnectionCore:
         if entry.handler is not None:
             frame, bandwidth = entry.handler.on_response(self.session, frame, entry, now_ms)
         throttle = self._enforcer.settle_response(
-            self.session.user,
-            entry.client_id,
+            self.session.principal(entry.client_id),
             entry.api_key,
             bandwidth,
             self._request_time_ns(entry, now_ns),

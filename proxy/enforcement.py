@@ -17,7 +17,8 @@ from typing import NamedTuple
 from protocol.apis import REQUEST_QUOTA_EXEMPT
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType
-from quotas.managers import UNLIMITED, ClientQuotaManager, ClientSensors
+from quotas.managers import UNLIMITED, ClientQuotaManager, ClientSensors, QuotaManager
+from quotas.settings import QuotaConfig
 
 log = logging.getLogger(__name__)
 
@@ -35,15 +36,41 @@ class Decision(NamedTuple):
     throttle_ms: int
 
 
+class Principal:
+    """One client's sensors, per quota type, as its connection keeps them between requests.
+
+    Resolving a (user, client-id) to its sensors takes a lookup per quota type; a connection
+    almost always sends every request as one client, so it resolves each quota type once
+    and keeps the result until the enforcer's generation moves (a reload or an expiry).
+    """
+
+    __slots__ = ("client_id", "generation", "sensors", "user")
+
+    def __init__(self, user: str, client_id: str, generation: int) -> None:
+        self.user = user
+        self.client_id = client_id
+        self.generation = generation
+        #: by QuotaManager.slot; None until the quota type first charges this client
+        self.sensors: list[ClientSensors | None] = [None] * len(QuotaType)
+
+
 def _charge(
-    manager: ClientQuotaManager, user: str, client_id: str, value: float, now: int
+    manager: ClientQuotaManager, principal: Principal, value: float, now: int
 ) -> Decision | None:
     """Record `value` on the principal's sensor of this quota type, then check (Kafka's
     order); None when no entity configures the quota type, as Kafka then records nothing."""
     if not manager.enabled:
         return None
-    sensors = manager.sensors_for(user, client_id, now)
+    sensors = _sensors(manager, principal, now)
     return Decision(manager, sensors, manager.record_and_get_throttle_time_ms(sensors, value, now))
+
+
+def _sensors(manager: QuotaManager, principal: Principal, now: int) -> ClientSensors:
+    sensors = principal.sensors[manager.slot]
+    if sensors is None:
+        sensors = manager.sensors_for(principal.user, principal.client_id, now)
+        principal.sensors[manager.slot] = sensors
+    return sensors
 
 
 class Enforcer:
@@ -53,15 +80,41 @@ class Enforcer:
         self.engine = engine
         #: quota types whose throttles are decided and reported but not applied
         self.shadow = shadow
+        #: moves whenever a client's sensors may have changed: Principals of an older one
+        #: are resolved again
+        self.generation = 0
 
-    def on_produce(
-        self, user: str, client_id: str, request_bytes: int, now: int
-    ) -> Decision | None:
+    def principal(self, user: str, client_id: str) -> Principal:
+        """A client's sensors, resolved as it first charges each quota type; a connection
+        keeps it while its generation is current (see Session.principal)."""
+        return Principal(user, client_id, self.generation)
+
+    def apply(self, quotas: QuotaConfig, shadow: frozenset[QuotaType]) -> bool:
+        """Take a reloaded config; False when its windows changed and every sensor restarts.
+
+        Kafka reads its quota window settings once at start-up; the proxy starts a fresh
+        engine instead (sensor history cannot be re-sampled into other windows).
+        """
+        self.shadow = shadow
+        self.generation += 1
+        if self.engine.update(quotas):
+            return True
+        self.engine = QuotaEngine(quotas)
+        return False
+
+    def expire(self, now: int) -> int:
+        """Drop sensors idle for an hour, as Kafka's ExpireSensorTask; returns how many."""
+        expired = self.engine.expire(now)
+        if expired:
+            self.generation += 1
+        return expired
+
+    def on_produce(self, principal: Principal, request_bytes: int, now: int) -> Decision | None:
         """Charge a Produce request's bytes when it is read, as Kafka charges them when it
         handles the request: a client pipelining requests is judged on each one in turn, and
         its connection stops being read at the first request over quota. The decision is
         settled with the request time once the response comes (see settle_response)."""
-        return _charge(self.engine.produce, user, client_id, request_bytes, now)
+        return _charge(self.engine.produce, principal, request_bytes, now)
 
     def holds(self, decision: Decision) -> bool:
         """Whether the connection must stop being read until this request's throttle."""
@@ -71,7 +124,7 @@ class Enforcer:
         """acks=0: the byte rate only, as Kafka skips the request quota for these."""
         return self._settle(now, decision) if decision.throttle_ms else 0
 
-    def before_fetch(self, user: str, client_id: str, now: int) -> tuple[int, int | None]:
+    def before_fetch(self, principal: Principal, now: int) -> tuple[int, int | None]:
         """(throttle owed already, most bytes the fetch may return) before a Fetch goes out.
 
         A principal already over its consumer quota is answered at once with an empty Fetch
@@ -82,7 +135,7 @@ class Enforcer:
         fetch = self.engine.fetch
         if not fetch.enabled or QuotaType.FETCH in self.shadow:
             return 0, None  # shadowed: decided once, when the response is recorded
-        sensors = fetch.sensors_for(user, client_id, now)
+        sensors = _sensors(fetch, principal, now)
         if sensors.limit == UNLIMITED:
             return 0, None
         throttle = fetch.throttle_time_ms(sensors, now)
@@ -91,15 +144,14 @@ class Enforcer:
         return 0, int(fetch.max_value_in_quota_window(sensors))
 
     def on_fetch_response(
-        self, user: str, client_id: str, response_bytes: int, now: int
+        self, principal: Principal, response_bytes: int, now: int
     ) -> Decision | None:
         """Charge a Fetch response's bytes, as Kafka does once it has read the log."""
-        return _charge(self.engine.fetch, user, client_id, response_bytes, now)
+        return _charge(self.engine.fetch, principal, response_bytes, now)
 
     def settle_response(
         self,
-        user: str,
-        client_id: str,
+        principal: Principal,
         api_key: int,
         bandwidth: Decision | None,
         elapsed_ns: int,
@@ -111,7 +163,7 @@ class Enforcer:
         request_time = None
         if api_key not in REQUEST_QUOTA_EXEMPT:
             thread_time = elapsed_ns * _NANOS_TO_PERCENTAGE
-            request_time = _charge(self.engine.request, user, client_id, thread_time, now)
+            request_time = _charge(self.engine.request, principal, thread_time, now)
         if bandwidth is not None and bandwidth.throttle_ms:
             if request_time is not None and request_time.throttle_ms:
                 return self._settle(now, request_time, bandwidth)

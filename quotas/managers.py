@@ -64,6 +64,8 @@ class QuotaManager:
         self, quota_type: QuotaType, config: MetricConfig, limits: Mapping[QuotaEntity, float]
     ) -> None:
         self.quota_type = quota_type
+        #: this quota type's index in QuotaType, for lists kept per quota type
+        self.slot = list(QuotaType).index(quota_type)
         self.config = config
         self._quotas = EntityQuotas(limits)
         #: Kafka records nothing for a quota type no entity configures
@@ -162,6 +164,8 @@ class ClientQuotaManager(QuotaManager):
         """Record, then check (the value that violates stays recorded, as in Kafka)."""
         sensors.last_record_ms = now_ms
         observed, window_ms = sensors.rate.record_and_measure(self.config, value, now_ms)
+        if observed <= sensors.limit:
+            return 0
         return self._throttle_time_ms(sensors, observed, window_ms)
 
     def throttle_time_ms(self, sensors: ClientSensors, now_ms: int) -> int:

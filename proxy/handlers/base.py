@@ -14,7 +14,7 @@ from typing import NamedTuple
 from protocol.headers import RequestHeader
 from protocol.rewrite import Advertise
 from protocol.sasl import SaslExchange
-from proxy.enforcement import Decision, Enforcer
+from proxy.enforcement import Decision, Enforcer, Principal
 from proxy.topics import TopicCache
 
 
@@ -31,6 +31,19 @@ class Session:
     #: SASL exchange replaces it only once the broker reports success
     user: str = "ANONYMOUS"
     sasl: SaslExchange = field(default_factory=SaslExchange)
+    kept_principal: Principal | None = None
+
+    def principal(self, client_id: str) -> Principal:
+        """The sensors to charge a request of this client-id to (see Principal)."""
+        principal = self.kept_principal
+        if (
+            principal is None
+            or principal.generation != self.enforcer.generation
+            or principal.client_id != client_id
+            or principal.user != self.user
+        ):
+            principal = self.kept_principal = self.enforcer.principal(self.user, client_id)
+        return principal
 
 
 class Request(NamedTuple):

@@ -21,7 +21,7 @@ class FetchHandler(Handler):
     def on_request(self, session: Session, request: Request) -> Outcome:
         header = request.header
         throttle, max_bytes = session.enforcer.before_fetch(
-            session.user, request.client_id, request.now_ms
+            session.principal(request.client_id), request.now_ms
         )
         if throttle:
             response = empty_fetch_response(header.correlation_id, header.api_version, throttle)
@@ -35,6 +35,6 @@ class FetchHandler(Handler):
     def on_response(self, session: Session, frame: bytes, exchange: Exchange, now_ms: int) -> Reply:
         frame = advertised(session, frame, FETCH, exchange.api_version)
         bandwidth = session.enforcer.on_fetch_response(
-            session.user, exchange.client_id, len(frame) - 4, now_ms
+            session.principal(exchange.client_id), len(frame) - 4, now_ms
         )
         return Reply(frame, bandwidth)

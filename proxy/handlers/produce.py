@@ -14,7 +14,7 @@ class ProduceHandler(Handler):
         """A client pipelining requests is judged on each in turn, and a broker reads nothing
         more from a connection whose request is over quota until its throttle has passed."""
         frame, enforcer, now = request.frame, session.enforcer, request.now_ms
-        decision = enforcer.on_produce(session.user, request.client_id, len(frame) - 4, now)
+        decision = enforcer.on_produce(session.principal(request.client_id), len(frame) - 4, now)
         if produce_acks(frame, request.header) == 0:
             # no response will carry the throttle: the byte rate alone, applied as a mute
             throttle = enforcer.settle_without_response(decision, now) if decision else 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from protocol.apis import FETCH, METADATA, PRODUCE
-from proxy.enforcement import Decision, Enforcer
+from proxy.enforcement import Decision, Enforcer, Principal
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
@@ -29,17 +29,22 @@ TRAFFIC = [
 ]
 
 
+def app(enforcer: Enforcer) -> Principal:
+    """The client every test here charges, resolved afresh as a new connection would."""
+    return enforcer.principal("ANONYMOUS", "app")
+
+
 def answer(
     enforcer: Enforcer, api: int, request: int, response: int, elapsed_ns: int, now: int
 ) -> int:
     """A request read and answered at `now`: Produce bytes are charged on reading."""
     if api == PRODUCE:
-        bandwidth = enforcer.on_produce("ANONYMOUS", "app", request, now)
+        bandwidth = enforcer.on_produce(app(enforcer), request, now)
     elif api == FETCH:
-        bandwidth = enforcer.on_fetch_response("ANONYMOUS", "app", response, now)
+        bandwidth = enforcer.on_fetch_response(app(enforcer), response, now)
     else:
         bandwidth = None
-    return enforcer.settle_response("ANONYMOUS", "app", api, bandwidth, elapsed_ns, now)
+    return enforcer.settle_response(app(enforcer), api, bandwidth, elapsed_ns, now)
 
 
 def replay(enforcer: Enforcer) -> list[int]:
@@ -84,18 +89,18 @@ def test_shadowing_one_quota_type_still_enforces_the_others() -> None:
 def test_fetch_over_quota_is_refused_before_going_upstream() -> None:
     enforcer = Enforcer(engine())
     # under quota: the fetch may return what the quota allows in one window
-    assert enforcer.before_fetch("ANONYMOUS", "app", 0) == (0, 1000)
+    assert enforcer.before_fetch(app(enforcer), 0) == (0, 1000)
     first = answer(enforcer, FETCH, 100, 4000, 0, 10)
     assert first > 0  # the response that crossed the quota carries the throttle
-    throttle, max_bytes = enforcer.before_fetch("ANONYMOUS", "app", 20)
+    throttle, max_bytes = enforcer.before_fetch(app(enforcer), 20)
     assert throttle > 0 and max_bytes is None
     # nothing was recorded by the check: the owed throttle shrinks as time passes
-    later, _ = enforcer.before_fetch("ANONYMOUS", "app", 1500)
+    later, _ = enforcer.before_fetch(app(enforcer), 1500)
     assert 0 < later < throttle
-    assert enforcer.before_fetch("ANONYMOUS", "app", 4100) == (0, 1000)
+    assert enforcer.before_fetch(app(enforcer), 4100) == (0, 1000)
     shadow = Enforcer(engine(), frozenset({QuotaType.FETCH}))
     answer(shadow, FETCH, 100, 4000, 0, 10)
-    assert shadow.before_fetch("ANONYMOUS", "app", 20) == (0, None)
+    assert shadow.before_fetch(app(shadow), 20) == (0, None)
     # shadowed, each fetch is decided once: when its response is recorded
     answer(shadow, FETCH, 100, 10, 0, 30)
     assert next(shadow.engine.fetch.sensors()).shadow_throttles == 2
@@ -115,22 +120,22 @@ def test_a_tie_is_recorded_as_request_time_as_kafka_does() -> None:
 
 def test_a_throttled_produce_holds_the_connection_unless_shadowed() -> None:
     enforcer = Enforcer(engine())
-    first = enforcer.on_produce("ANONYMOUS", "app", 500, 0)
+    first = enforcer.on_produce(app(enforcer), 500, 0)
     assert first is not None and not enforcer.holds(first)
-    over = enforcer.on_produce("ANONYMOUS", "app", 5000, 1)
+    over = enforcer.on_produce(app(enforcer), 5000, 1)
     assert over is not None and over.throttle_ms > 0 and enforcer.holds(over)
     # the decision taken on reading is the one the response carries
-    assert enforcer.settle_response("ANONYMOUS", "app", PRODUCE, over, 0, 2) == over.throttle_ms
+    assert enforcer.settle_response(app(enforcer), PRODUCE, over, 0, 2) == over.throttle_ms
     shadow = Enforcer(engine(), frozenset({QuotaType.PRODUCE}))
-    shadowed = shadow.on_produce("ANONYMOUS", "app", 9000, 0)
+    shadowed = shadow.on_produce(app(shadow), 9000, 0)
     assert shadowed is not None and shadowed.throttle_ms > 0 and not shadow.holds(shadowed)
     assert shadow.settle_without_response(shadowed, 0) == 0
 
 
 def test_the_throttle_applied_under_a_shadowed_larger_one_is_recorded() -> None:
     enforcer = Enforcer(engine(), frozenset({QuotaType.PRODUCE}))
-    produce = enforcer.on_produce("ANONYMOUS", "app", 50_000, 0)
-    applied = enforcer.settle_response("ANONYMOUS", "app", PRODUCE, produce, 300_000_000, 0)
+    produce = enforcer.on_produce(app(enforcer), 50_000, 0)
+    applied = enforcer.settle_response(app(enforcer), PRODUCE, produce, 300_000_000, 0)
     assert produce is not None and 0 < applied < produce.throttle_ms
     request_sensors = next(enforcer.engine.request.sensors())
     assert request_sensors.throttle_time.measure(WINDOWS.client, 0) == applied

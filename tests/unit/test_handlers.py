@@ -30,6 +30,7 @@ from proxy.handlers.registry import DECODED_VERSIONS, HANDLERS
 from proxy.topics import TopicCache
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.managers import SENSOR_EXPIRATION_MS
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from tests.wire import decode_request, decode_response, request_frame, response_frame
@@ -100,6 +101,44 @@ def test_produce_is_charged_when_read_and_held_once_over_quota() -> None:
         s, response_frame(PRODUCE, 7, b"\0" * 8), exchange(produce(1), decision), 2
     )
     assert reply.bandwidth is decision and reply.bandwidth.throttle_ms > 0
+
+
+def test_a_connection_resolves_its_principal_once_per_client_and_user() -> None:
+    s = session({QuotaType.PRODUCE: QUOTA})
+    kept = s.principal("app")
+    assert s.principal("app") is kept
+    other = s.principal("other-app")
+    assert other is not kept and other.client_id == "other-app"
+    s.user = "alice"  # a SASL exchange succeeded
+    assert s.principal("other-app").user == "alice"
+
+
+def test_a_reload_reaches_a_connection_that_already_resolved_its_sensors() -> None:
+    s = session({QuotaType.PRODUCE: QUOTA})
+    handler, enforcer = HANDLERS[PRODUCE], s.enforcer
+    under = handler.on_request(s, request(produce(900)))
+    assert isinstance(under, Forward) and not under.held
+    tighter = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 100.0}}
+    assert enforcer.apply(QuotaConfig(WINDOWS, tighter), frozenset())
+    over = handler.on_request(s, request(produce(900), 1))
+    assert isinstance(over, Forward) and over.held  # judged on the new limit, same history
+    assert next(enforcer.engine.produce.sensors()).limit == 100.0
+    # new windows: a fresh engine, which the connection charges from its next request
+    fresh = QuotaSettings(client=MetricConfig(samples=3, window_ms=1000))
+    assert not enforcer.apply(QuotaConfig(fresh, tighter), frozenset())
+    handler.on_request(s, request(produce(50), 2))
+    assert next(enforcer.engine.produce.sensors()).rate.total() == len(produce(50)) - 4
+
+
+def test_an_expired_sensor_is_not_charged_by_a_connection_that_kept_it() -> None:
+    s = session({QuotaType.PRODUCE: QUOTA})
+    handler, enforcer = HANDLERS[PRODUCE], s.enforcer
+    handler.on_request(s, request(produce(10)))
+    hour_later = SENSOR_EXPIRATION_MS + 1
+    assert enforcer.expire(hour_later) == 1
+    handler.on_request(s, request(produce(10), hour_later))
+    (sensors,) = enforcer.engine.produce.sensors()  # charged where metrics will read it
+    assert sensors.last_record_ms == hour_later
 
 
 def test_produce_with_acks_0_expects_no_response_and_mutes_at_once() -> None:
