@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
@@ -37,6 +48,10 @@ API_VERSIONS: Final = 18
 DESCRIBE_CLUSTER: Final = 60
 SASL_HANDSHAKE: Final = 17
 SASL_AUTHENTICATE: Final = 36
+CREATE_TOPICS: Final = 19
+DELETE_TOPICS: Final = 20
+DESCRIBE_CONFIGS: Final = 32
+CREATE_PARTITIONS: Final = 37
 
 #: Requests Kafka never charges to a client's request quota: SASL (handled by the network
 #: layer) and the cluster actions of ApiKeys (clusterAction = true), which brokers and
@@ -56,6 +71,11 @@ DECODED: Final[dict[int, tuple[Any, Any]]] = {
     DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
     SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
     SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
+    DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
+    CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
+    #: asked by the proxy itself, for the partitions a topic gets by default
+    DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
 }
 
 #: api_key -> highest version the proxy can decode in both directions.

@@ -26,8 +26,13 @@ class TopicPartitions(NamedTuple):
     partitions: int
 
 
-def metadata_request_body(topics: Sequence[str], version: int = OWN_METADATA_VERSION) -> bytes:
-    """A Metadata request body for these topics, creating none; no topics asks for brokers."""
+def metadata_request_body(
+    topics: Sequence[str],
+    version: int = OWN_METADATA_VERSION,
+    topic_ids: Sequence[uuid.UUID] = (),
+) -> bytes:
+    """A Metadata request body for these topics (by name, or by id from v10), creating none;
+    no topics asks for brokers only."""
     cls = MetadataRequest
     return bytes(
         cls(
@@ -35,6 +40,10 @@ def metadata_request_body(topics: Sequence[str], version: int = OWN_METADATA_VER
             topics=[
                 cls.MetadataRequestTopic(version=version, name=name, topic_id=None)
                 for name in topics
+            ]
+            + [
+                cls.MetadataRequestTopic(version=version, name=None, topic_id=topic_id)
+                for topic_id in topic_ids
             ],
             allow_auto_topic_creation=False,
             include_topic_authorized_operations=False,
@@ -42,13 +51,27 @@ def metadata_request_body(topics: Sequence[str], version: int = OWN_METADATA_VER
     )
 
 
-#: Kafka's UNKNOWN_TOPIC_OR_PARTITION
+#: Kafka's UNKNOWN_TOPIC_OR_PARTITION and UNKNOWN_TOPIC_ID
 UNKNOWN_TOPIC = 3
+UNKNOWN_TOPIC_ID = 100
 
 
 def unknown_topics(msg: Any) -> list[str]:
     """The topics a decoded Metadata response says do not exist."""
     return [str(t.name) for t in msg.topics or () if t.error_code == UNKNOWN_TOPIC and t.name]
+
+
+def unknown_topic_ids(msg: Any) -> list[uuid.UUID]:
+    """The topic ids a decoded Metadata response says do not exist."""
+    return [
+        t.topic_id
+        for t in msg.topics or ()
+        if t.error_code == UNKNOWN_TOPIC_ID and getattr(t, "topic_id", None) is not None
+    ]
+
+
+def broker_ids(msg: Any) -> list[int]:
+    return [int(broker.node_id) for broker in msg.brokers or ()]
 
 
 def topic_partitions(msg: Any) -> list[TopicPartitions]:

@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import logging
 import struct
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from typing import Protocol
 
-from protocol.apis import API_VERSIONS, METADATA, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from protocol.apis import (
+    API_VERSIONS,
+    DESCRIBE_CONFIGS,
+    METADATA,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+)
 from protocol.errors import ProtocolError
 from protocol.frames import FrameSplitter
 from protocol.headers import encode_request, parse_request_header, response_correlation_id
 from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body
+from protocol.mutations import default_partitions, describe_default_partitions_body
 from protocol.rewrite import Advertise
 from protocol.throttle import with_throttle_time
 from proxy.clock import Clock, Timer
@@ -214,7 +222,10 @@ class ConnectionCore:
         return True
 
     def request_topics(
-        self, names: Sequence[str], then: Callable[[], object] | None = None
+        self,
+        names: Sequence[str],
+        then: Callable[[], object] | None = None,
+        topic_ids: Sequence[uuid.UUID] = (),
     ) -> bool:
         """Refresh the topic cache for these topics with a Metadata request of the proxy's;
         `then` runs once the answer is in the cache, after the responses that arrived with it
@@ -225,8 +236,39 @@ class ConnectionCore:
             if then is not None:
                 self._clock.call_later(0, then)
 
-        body = metadata_request_body(names)
+        body = metadata_request_body(names, topic_ids=topic_ids)
         return self.send_own_request(METADATA, OWN_METADATA_VERSION, body, learn)
+
+    def request_default_partitions(self, then: Callable[[], object]) -> bool:
+        """Ask the brokers for num.partitions; a broker describes only itself, so every
+        known broker is named. False when no broker is known yet or nothing can be sent."""
+        topics = self.session.topics
+        if not topics.broker_ids:
+            return False
+        version, body = describe_default_partitions_body(topics.broker_ids)
+
+        def learn(frame: bytes) -> None:
+            try:
+                topics.default_partitions = default_partitions(frame, version)
+            except ProtocolError as exc:
+                log.warning("num.partitions unreadable in the cluster's answer: %s", exc)
+            self._clock.call_later(0, then)
+
+        return self.send_own_request(DESCRIBE_CONFIGS, version, body, learn)
+
+    def inquire(self, defer: Defer, then: Callable[[], object]) -> bool:
+        """Ask what a deferring handler needs; `then` runs once every answer is in. The
+        topics (and the brokers, which every Metadata answer names) come first."""
+        if not defer.default_partitions:
+            return self.request_topics(defer.topics, then, defer.topic_ids)
+        if not (defer.topics or defer.topic_ids) and self.session.topics.broker_ids:
+            return self.request_default_partitions(then)
+
+        def after_metadata() -> None:
+            if not self.request_default_partitions(then):
+                then()
+
+        return self.request_topics(defer.topics, after_metadata, defer.topic_ids)
 
     def _on_request(self, frame: bytes) -> bytes | None:
         """Track one request; the frame to send upstream, or None when answered here."""
@@ -252,7 +294,7 @@ class ConnectionCore:
             request = Request(frame, header, client_id, now_ns // 1_000_000, refreshed)
             outcome = handler.on_request(self.session, request)
             if isinstance(outcome, Defer):
-                if not refreshed and self.request_topics(outcome.topics, self._end_deferral):
+                if not refreshed and self.inquire(outcome, self._end_deferral):
                     self._deferred = frame
                     self.pause_reading(Pause.DEFERRED)
                     return None

@@ -12,6 +12,7 @@ counted, logged and kept in the throttle-time metric, but not applied.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from protocol.apis import REQUEST_QUOTA_EXEMPT
@@ -31,9 +32,16 @@ _SHADOW_LOG_INTERVAL_MS = 10_000
 class Decision(NamedTuple):
     """One quota type's verdict on one request: the sensors charged and the throttle asked."""
 
-    manager: ClientQuotaManager
+    manager: QuotaManager
     sensors: ClientSensors
     throttle_ms: int
+
+
+class Mutations(NamedTuple):
+    """A mutating request's verdict: the topics refused, and the throttle to settle."""
+
+    refused: list[int]
+    decision: Decision | None
 
 
 class Principal:
@@ -121,8 +129,50 @@ class Enforcer:
         return decision.throttle_ms > 0 and decision.manager.quota_type not in self.shadow
 
     def settle_without_response(self, decision: Decision, now: int) -> int:
-        """acks=0: the byte rate only, as Kafka skips the request quota for these."""
+        """A request no broker response will settle (a Produce with acks=0, for which Kafka
+        skips the request quota; a request the proxy answers itself): this decision alone."""
         return self._settle(now, decision) if decision.throttle_ms else 0
+
+    def mutation_sensors(self, principal: Principal, now: int) -> ClientSensors | None:
+        """The sensors partition mutations are charged to; None for a principal whose
+        mutations are not limited, whose requests then go through untouched."""
+        manager = self.engine.controller_mutation
+        if not manager.enabled:
+            return None
+        sensors = _sensors(manager, principal, now)
+        return None if sensors.limit == UNLIMITED else sensors
+
+    def admit_mutations(
+        self, sensors: ClientSensors, counts: Sequence[int], strict: bool, now: int
+    ) -> Mutations:
+        """Charge each topic's partition mutations in request order, as KIP-599 does.
+
+        A topic that mutates nothing is neither charged nor refused. Strict (clients that
+        understand error 89): a topic is refused, and charged nothing,
+        while the bucket is below zero; the request's throttle is the last refusal's.
+        Permissive (older clients): every topic is charged and the throttle is the last one
+        that left the bucket below zero, applied by muting. In shadow mode nothing is
+        refused; the throttle is reported as shadow modes report theirs.
+        """
+        manager = self.engine.controller_mutation
+        refused: list[int] = []
+        throttle = 0
+        for index, count in enumerate(counts):
+            if not count:
+                continue  # Kafka fails such a topic (unknown, nothing added) before charging
+            if strict:
+                admission = manager.record_strict(sensors, count, now)
+                if not admission.admitted:
+                    refused.append(index)
+                    throttle = admission.throttle_ms
+            else:
+                throttle = manager.record_permissive(sensors, count, now) or throttle
+        if QuotaType.CONTROLLER_MUTATION in self.shadow:
+            refused = []
+        return Mutations(refused, Decision(manager, sensors, throttle) if throttle else None)
+
+    def refund_mutations(self, sensors: ClientSensors, count: int, now: int) -> None:
+        self.engine.controller_mutation.refund(sensors, count, now)
 
     def before_fetch(self, principal: Principal, now: int) -> tuple[int, int | None]:
         """(throttle owed already, most bytes the fetch may return) before a Fetch goes out.

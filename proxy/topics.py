@@ -1,5 +1,6 @@
-"""How many partitions each topic has, as the cluster last said: the base for counting
-partition mutations (KIP-599) without asking the broker on every request."""
+"""How many partitions each topic has, as the cluster last said, and how many a topic gets by
+default: the base for counting partition mutations (KIP-599) without asking the broker on
+every request."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ class TopicCache:
     def __init__(self) -> None:
         self._by_name: dict[str, TopicPartitions] = {}
         self._by_id: dict[uuid.UUID, TopicPartitions] = {}
+        #: the brokers' node ids, to ask them for num.partitions
+        self.broker_ids: list[int] = []
+        #: num.partitions: what CreateTopics with num_partitions -1 creates; None = not asked
+        self.default_partitions: int | None = None
 
     def learn(self, topics: Iterable[TopicPartitions]) -> None:
         for topic in topics:
@@ -35,6 +40,12 @@ class TopicCache:
             topic = self._by_name.pop(name, None)
             if topic is not None and topic.topic_id is not None:
                 self._by_id.pop(topic.topic_id, None)
+
+    def forget_ids(self, topic_ids: Iterable[uuid.UUID]) -> None:
+        for topic_id in topic_ids:
+            topic = self._by_id.pop(topic_id, None)
+            if topic is not None and self._by_name.get(topic.name) is topic:
+                del self._by_name[topic.name]
 
     def by_name(self, name: str) -> TopicPartitions | None:
         return self._by_name.get(name)

@@ -9,6 +9,7 @@ call takes the time in milliseconds, so callers own the clock and tests replay s
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import NamedTuple
 
 from quotas.entities import EntityQuotas, MetricTags, QuotaEntity, QuotaType
 from quotas.javamath import java_round, saturate_int
@@ -191,6 +192,16 @@ class ClientQuotaManager(QuotaManager):
         return sensors.limit * (self.config.samples - 1) * (self.config.window_ms / 1000)
 
 
+class Admission(NamedTuple):
+    """A strict quota's verdict on one request: whether it may go, and the throttle."""
+
+    admitted: bool
+    throttle_ms: int
+
+
+ADMITTED = Admission(True, 0)
+
+
 class TokenBucketQuotaManager(QuotaManager):
     """controller_mutation_rate (KIP-599) and producer_ids_rate (KIP-936): a token bucket
     with `tokens` as the quota metric, plus a plain rate that is reported but never checked.
@@ -237,15 +248,23 @@ class TokenBucketQuotaManager(QuotaManager):
     def metric_values(self, sensors: ClientSensors, now_ms: int) -> list[tuple[str, float]]:
         return [*super().metric_values(sensors, now_ms), ("tokens", self.tokens(sensors, now_ms))]
 
-    def record_strict(self, sensors: ClientSensors, value: float, now_ms: int) -> int:
-        """Check, then record: refused (throttle > 0, nothing recorded) only while the
-        bucket is already negative, so one request may take it from full to far below zero.
+    def record_strict(self, sensors: ClientSensors, value: float, now_ms: int) -> Admission:
+        """Check, then record: refused (nothing recorded) only while the bucket is already
+        negative, so one request may take it from full to far below zero. A refusal's
+        throttle may round to 0 ms (tokens just below zero), and it is still a refusal.
         """
         tokens = self.tokens(sensors, now_ms)
         if tokens < 0:
-            return self._throttle_ms(sensors, tokens)
+            return Admission(False, self._throttle_ms(sensors, tokens))
         self._record(sensors, value, now_ms)
-        return 0
+        return ADMITTED
+
+    def refund(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
+        """Give back mutations the cluster did not make (Kafka charges a topic only once
+        it passes validation; the proxy charges before the broker has looked)."""
+        assert sensors.bucket is not None
+        sensors.rate.record(self._rate_config, -value, now_ms)
+        sensors.bucket.record(sensors.limit, self.burst(sensors), self.unit_ms, -value, now_ms)
 
     def record_permissive(self, sensors: ClientSensors, value: float, now_ms: int) -> int:
         """Record, then check: never refuses, throttles while the bucket is negative."""

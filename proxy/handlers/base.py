@@ -7,6 +7,7 @@ comes back to it with that request's response.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -91,7 +92,10 @@ class Defer:
     have recorded nothing (no quota charged, no state changed).
     """
 
-    topics: tuple[str, ...]
+    topics: tuple[str, ...] = ()
+    topic_ids: tuple[uuid.UUID, ...] = ()
+    #: also ask the brokers how many partitions a topic gets by default
+    default_partitions: bool = False
 
 
 Outcome = Forward | Answer | Defer

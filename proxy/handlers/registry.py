@@ -11,6 +11,9 @@ from typing import Final
 
 from protocol.apis import (
     API_VERSIONS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
     DESCRIBE_CLUSTER,
     FETCH,
     FIND_COORDINATOR,
@@ -25,10 +28,12 @@ from proxy.handlers.api_versions import ApiVersionsHandler
 from proxy.handlers.base import Handler
 from proxy.handlers.fetch import FetchHandler
 from proxy.handlers.metadata import MetadataHandler
+from proxy.handlers.mutations import MutationsHandler
 from proxy.handlers.produce import ProduceHandler
 from proxy.handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 
 _ADDRESSES = AddressesHandler()
+_MUTATIONS = MutationsHandler()
 _HANDLERS: dict[int, Handler] = {
     PRODUCE: ProduceHandler(),
     FETCH: FetchHandler(),
@@ -37,6 +42,9 @@ _HANDLERS: dict[int, Handler] = {
     DESCRIBE_CLUSTER: _ADDRESSES,
     SASL_HANDSHAKE: SaslHandshakeHandler(),
     SASL_AUTHENTICATE: SaslAuthenticateHandler(),
+    CREATE_TOPICS: _MUTATIONS,
+    CREATE_PARTITIONS: _MUTATIONS,
+    DELETE_TOPICS: _MUTATIONS,
 }
 #: api_key -> highest version decoded, for every API a handler acts on (ApiVersions included)
 DECODED_VERSIONS: Final = {

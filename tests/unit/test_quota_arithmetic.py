@@ -13,7 +13,12 @@ import pytest
 
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.javamath import INT_MAX, java_round
-from quotas.managers import SENSOR_EXPIRATION_MS, ClientQuotaManager, TokenBucketQuotaManager
+from quotas.managers import (
+    ADMITTED,
+    SENSOR_EXPIRATION_MS,
+    ClientQuotaManager,
+    TokenBucketQuotaManager,
+)
 from quotas.stats import MetricConfig, Rate, TokenBucket
 
 T0 = 1_700_000_000_000
@@ -190,13 +195,37 @@ def test_strict_mutation_quota() -> None:
     sensors = manager.sensors_for("ANONYMOUS", "c", T0)
     now = T0
     for _ in range(10):
-        assert manager.record_strict(sensors, 10, now) == 0
+        assert manager.record_strict(sensors, 10, now) == ADMITTED
         now += 1000
-    assert manager.record_strict(sensors, 110, now) == 0  # 100 -> -10: admitted
-    assert manager.record_strict(sensors, 110, now) == 1000  # refused, nothing recorded
+    assert manager.record_strict(sensors, 110, now) == ADMITTED  # 100 -> -10
+    assert manager.record_strict(sensors, 110, now) == (False, 1000)  # nothing recorded
     assert manager.tokens(sensors, now) == -10
     now += 1000
-    assert manager.record_strict(sensors, 110, now) == 0
+    assert manager.record_strict(sensors, 110, now) == ADMITTED
+
+
+def test_a_strict_refusal_can_carry_a_zero_throttle() -> None:
+    """Tokens at -0.001 with quota 10: Kafka refuses with error 89 and a 0 ms throttle."""
+    manager = TokenBucketQuotaManager(
+        QuotaType.CONTROLLER_MUTATION,
+        MetricConfig(samples=10, window_ms=1000),
+        {QuotaEntity(client_id=DEFAULT): 10.0},
+        unit_ms=1000.0,
+    )
+    sensors = manager.sensors_for("u", "c", T0)
+    assert manager.record_strict(sensors, 100.001, T0) == ADMITTED
+    assert manager.record_strict(sensors, 5, T0) == (False, 0)
+    assert manager.tokens(sensors, T0) == pytest.approx(-0.001)
+
+
+def test_a_refund_gives_back_tokens_up_to_the_burst() -> None:
+    manager = mutation_manager()
+    sensors = manager.sensors_for("u", "c", T0)
+    assert manager.record_strict(sensors, 30, T0) == ADMITTED
+    manager.refund(sensors, 30, T0)
+    assert manager.tokens(sensors, T0) == manager.burst(sensors)
+    manager.refund(sensors, 30, T0)
+    assert manager.tokens(sensors, T0) == manager.burst(sensors)
 
 
 def test_strict_and_permissive_throttles() -> None:
@@ -204,7 +233,7 @@ def test_strict_and_permissive_throttles() -> None:
     strict, permissive = mutation_manager(), mutation_manager()
     s1 = strict.sensors_for("u", "c", T0)
     s2 = permissive.sensors_for("u", "c", T0)
-    assert [strict.record_strict(s1, 90, T0) for _ in range(3)] == [0, 0, 8000]
+    assert [strict.record_strict(s1, 90, T0).throttle_ms for _ in range(3)] == [0, 0, 8000]
     assert [permissive.record_permissive(s2, 90, T0) for _ in range(3)] == [0, 8000, 17000]
     assert strict.tokens(s1, T0 + 5000) == -30
     assert permissive.record_permissive(s2, 0, T0 + 5000) == 12000

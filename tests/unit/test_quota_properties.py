@@ -32,8 +32,10 @@ def test_tokens_never_exceed_the_burst(
     now = T0
     for step, value in sequence:
         now += step
-        record = manager.record_strict if strict else manager.record_permissive
-        throttle = record(sensors, value, now)
+        if strict:
+            throttle = manager.record_strict(sensors, value, now).throttle_ms
+        else:
+            throttle = manager.record_permissive(sensors, value, now)
         tokens = manager.tokens(sensors, now)
         assert tokens <= burst
         assert throttle >= 0

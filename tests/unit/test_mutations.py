@@ -1,0 +1,332 @@
+"""Partition mutations (KIP-599) on the handler and the connection core, on a virtual clock.
+
+The quota is Kafka's ControllerMutationQuotaTest's: controller_mutation_rate 2 with ten
+one-second windows, a burst of 20 partitions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from protocol.apis import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
+    METADATA,
+)
+from protocol.headers import parse_request_header, response_correlation_id
+from protocol.metadata import TopicPartitions
+from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
+from proxy.enforcement import Enforcer
+from proxy.handlers.base import Answer, Defer, Exchange, Forward, Request, Session
+from proxy.handlers.registry import HANDLERS
+from proxy.topics import TopicCache
+from quotas.engine import QuotaEngine
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.settings import QuotaConfig, QuotaSettings
+from quotas.stats import MetricConfig
+from tests.harness import RecordingTransport, VirtualClock, connect
+from tests.wire import decode_request, decode_response, request_frame, response_frame
+
+SETTINGS = QuotaSettings(controller=MetricConfig(samples=10, window_ms=1000))
+RATE_2 = {QuotaType.CONTROLLER_MUTATION: {QuotaEntity(client_id=DEFAULT): 2.0}}
+TOPIC_ID = uuid.UUID(int=7)
+CT = CreateTopicsRequest.CreatableTopic
+
+
+def session(limits: Any = RATE_2) -> Session:
+    enforcer = Enforcer(QuotaEngine(QuotaConfig(SETTINGS, limits)))
+    return Session(enforcer, lambda node, host, port: (host, port), TopicCache())
+
+
+def tokens(s: Session, now: int = 0) -> float:
+    manager = s.enforcer.engine.controller_mutation
+    return manager.tokens(next(manager.sensors()), now)
+
+
+def create_topics(
+    *partitions: int, version: int = 7, validate_only: bool = False, correlation_id: int = 1
+) -> bytes:
+    msg = CreateTopicsRequest(
+        version=version,
+        topics=[
+            CT(name=f"t{i}", num_partitions=n, replication_factor=1, assignments=[], configs=[])
+            for i, n in enumerate(partitions)
+        ],
+        timeout_ms=30000,
+        validate_only=validate_only,
+    )
+    return request_frame(CREATE_TOPICS, version, msg, correlation_id)
+
+
+def created(version: int, *names: str, error: int = 0) -> bytes:
+    result = CreateTopicsResponse.CreatableTopicResult
+    msg = CreateTopicsResponse(
+        version=version,
+        throttle_time_ms=0,
+        topics=[
+            result(
+                name=name,
+                topic_id=None,
+                error_code=error,
+                error_message=None,
+                topic_config_error_code=0,
+                num_partitions=30,
+                replication_factor=1,
+                configs=[],
+            )
+            for name in names
+        ],
+    )
+    return response_frame(CREATE_TOPICS, version, msg, 1)
+
+
+def request(frame: bytes, now: int = 0, refreshed: bool = False) -> Request:
+    header = parse_request_header(frame)
+    return Request(frame, header, header.client_id or "", now, refreshed)
+
+
+def exchange(frame: bytes, state: object) -> Exchange:
+    header = parse_request_header(frame)
+    return Exchange(header.correlation_id, header.api_key, header.api_version, "app", state=state)
+
+
+def test_a_strict_create_admits_the_first_topic_and_refuses_the_second_in_order() -> None:
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    frame = create_topics(30, 30)
+    outcome = handler.on_request(s, request(frame))
+    assert isinstance(outcome, Forward)
+    sent = decode_request(CreateTopicsRequest, outcome.frame)
+    assert [t.name for t in sent.topics] == ["t0"]  # the refused topic never goes upstream
+    assert tokens(s) == -10  # 20 - 30; the refused topic is charged nothing
+    reply = handler.on_response(s, created(7, "t0"), exchange(frame, outcome.state), 0)
+    answer = decode_response(CreateTopicsResponse, reply.frame, CREATE_TOPICS, 7)
+    assert [(t.name, t.error_code) for t in answer.topics] == [
+        ("t0", 0),
+        ("t1", THROTTLING_QUOTA_EXCEEDED),
+    ]
+    assert answer.topics[1].error_message == "The throttling quota has been exceeded."
+    assert answer.throttle_time_ms == 5000  # 10 tokens short at 2 per second
+    assert reply.bandwidth is not None and reply.bandwidth.throttle_ms == 5000
+
+
+def test_a_request_whose_every_topic_is_refused_is_answered_here() -> None:
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    assert isinstance(handler.on_request(s, request(create_topics(25))), Forward)
+    outcome = handler.on_request(s, request(create_topics(1, 1, correlation_id=2), 500))
+    assert isinstance(outcome, Answer) and outcome.mute_ms == 2000  # -4 at t=0.5s: 2 s
+    answer = decode_response(CreateTopicsResponse, outcome.response, CREATE_TOPICS, 7)
+    assert [t.error_code for t in answer.topics] == [THROTTLING_QUOTA_EXCEEDED] * 2
+    assert answer.throttle_time_ms == 2000
+    assert response_correlation_id(outcome.response) == 2
+
+
+def test_a_refusal_with_a_throttle_that_rounds_to_zero_is_still_a_refusal() -> None:
+    """Quota 10, ten 1 s windows: 100.001 partitions leave -0.001 tokens; Kafka then refuses
+    the next request with error 89 and a 0 ms throttle."""
+    limits = {QuotaType.CONTROLLER_MUTATION: {QuotaEntity(client_id=DEFAULT): 10.0}}
+    s = session(limits)
+    manager = s.enforcer.engine.controller_mutation
+    sensors = s.enforcer.mutation_sensors(s.principal("app"), 0)
+    assert sensors is not None
+    assert manager.record_strict(sensors, 100.001, 0).admitted
+    outcome = HANDLERS[CREATE_TOPICS].on_request(s, request(create_topics(5)))
+    assert isinstance(outcome, Answer) and outcome.mute_ms == 0
+    answer = decode_response(CreateTopicsResponse, outcome.response, CREATE_TOPICS, 7)
+    assert answer.topics[0].error_code == THROTTLING_QUOTA_EXCEEDED
+    assert answer.throttle_time_ms == 0
+
+
+def test_an_old_version_is_admitted_whole_and_throttled_by_muting() -> None:
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    frame = create_topics(30, 30, version=5)
+    outcome = handler.on_request(s, request(frame))
+    assert isinstance(outcome, Forward) and outcome.frame == frame
+    assert tokens(s) == -40
+    reply = handler.on_response(s, created(5, "t0", "t1"), exchange(frame, outcome.state), 0)
+    assert reply.frame == created(5, "t0", "t1")
+    assert reply.bandwidth is not None and reply.bandwidth.throttle_ms == 20000
+
+
+def test_validate_only_and_principals_without_a_quota_are_not_charged() -> None:
+    s = session()
+    frame = create_topics(30, validate_only=True)
+    outcome = HANDLERS[CREATE_TOPICS].on_request(s, request(frame))
+    assert isinstance(outcome, Forward) and outcome.frame == frame and outcome.state is None
+    assert tokens(s) == 20
+    someone_else = {QuotaType.CONTROLLER_MUTATION: {QuotaEntity("alice"): 2.0}}
+    free = session(someone_else)
+    outcome = HANDLERS[CREATE_TOPICS].on_request(free, request(create_topics(500)))
+    assert isinstance(outcome, Forward) and outcome.state is None
+
+
+def test_topics_the_broker_refuses_are_refunded() -> None:
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    frame = create_topics(8, 8)
+    outcome = handler.on_request(s, request(frame))
+    assert isinstance(outcome, Forward) and tokens(s) == 4
+    response = created(7, "t0")
+    already = created(7, "t1", error=36)  # TOPIC_ALREADY_EXISTS: Kafka charges nothing
+    merged = decode_response(CreateTopicsResponse, response, CREATE_TOPICS, 7).topics
+    merged += decode_response(CreateTopicsResponse, already, CREATE_TOPICS, 7).topics
+    both = CreateTopicsResponse(version=7, throttle_time_ms=0, topics=merged)
+    handler.on_response(
+        s, response_frame(CREATE_TOPICS, 7, both, 1), exchange(frame, outcome.state), 0
+    )
+    assert tokens(s) == 12
+
+
+def test_the_cluster_default_is_asked_for_before_counting_minus_one() -> None:
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    frame = create_topics(-1)
+    assert handler.on_request(s, request(frame)) == Defer(default_partitions=True)
+    assert tokens(s) == 20  # nothing recorded before deferring
+    s.topics.default_partitions = 12
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward) and tokens(s) == 8
+
+
+def test_create_partitions_counts_the_partitions_added_to_a_refreshed_count() -> None:
+    s, handler = session(), HANDLERS[CREATE_PARTITIONS]
+    topic = CreatePartitionsRequest.CreatePartitionsTopic
+    msg = CreatePartitionsRequest(
+        version=3,
+        topics=[
+            topic(name="a", count=31, assignments=None),
+            topic(name="b", count=31, assignments=None),
+        ],
+        timeout_ms=30000,
+        validate_only=False,
+    )
+    frame = request_frame(CREATE_PARTITIONS, 3, msg)
+    assert handler.on_request(s, request(frame)) == Defer(("a", "b"))
+    s.topics.learn([TopicPartitions("a", None, 1), TopicPartitions("b", None, 1)])
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward)
+    assert [t.name for t in decode_request(CreatePartitionsRequest, outcome.frame).topics] == ["a"]
+    result = CreatePartitionsResponse.CreatePartitionsTopicResult
+    upstream = CreatePartitionsResponse(
+        version=3, throttle_time_ms=0, results=[result(name="a", error_code=0, error_message=None)]
+    )
+    reply = HANDLERS[CREATE_PARTITIONS].on_response(
+        s, response_frame(CREATE_PARTITIONS, 3, upstream, 1), exchange(frame, outcome.state), 0
+    )
+    answer = decode_response(CreatePartitionsResponse, reply.frame, CREATE_PARTITIONS, 3)
+    assert [(r.name, r.error_code) for r in answer.results] == [
+        ("a", 0),
+        ("b", THROTTLING_QUOTA_EXCEEDED),
+    ]
+
+
+def test_delete_topics_by_id_counts_the_topics_partitions() -> None:
+    s, handler = session(), HANDLERS[DELETE_TOPICS]
+    state = DeleteTopicsRequest.DeleteTopicState
+    msg = DeleteTopicsRequest(
+        version=6,
+        topics=[state(name=None, topic_id=TOPIC_ID), state(name="gone", topic_id=None)],
+        timeout_ms=30000,
+    )
+    frame = request_frame(DELETE_TOPICS, 6, msg)
+    assert handler.on_request(s, request(frame)) == Defer(("gone",), (TOPIC_ID,))
+    s.topics.learn([TopicPartitions("big", TOPIC_ID, 30)])
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward) and outcome.frame == frame  # "gone" counts nothing
+    assert tokens(s) == -10
+    result = DeleteTopicsResponse.DeletableTopicResult
+    upstream = DeleteTopicsResponse(
+        version=6,
+        throttle_time_ms=0,
+        responses=[
+            result(name="gone", topic_id=None, error_code=3, error_message=None),
+            result(name="big", topic_id=TOPIC_ID, error_code=0, error_message=None),
+        ],
+    )
+    reply = handler.on_response(
+        s, response_frame(DELETE_TOPICS, 6, upstream, 1), exchange(frame, outcome.state), 0
+    )
+    assert reply.frame == response_frame(DELETE_TOPICS, 6, upstream, 1)  # nothing refused
+    assert tokens(s) == -10  # "gone" was charged nothing, so nothing is refunded
+
+
+def test_the_core_asks_the_brokers_for_num_partitions_on_the_clients_connection() -> None:
+    clock = VirtualClock()
+    enforcer = Enforcer(QuotaEngine(QuotaConfig(SETTINGS, RATE_2)))
+    conn, client, upstream = connect(enforcer, clock, RecordingTransport(), RecordingTransport())
+    conn.session.topics.broker_ids = [1, 2]
+    conn.requests_received(
+        request_frame(
+            METADATA,
+            12,
+            MetadataRequest(
+                version=12,
+                topics=[],
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+            1,
+        )
+    )
+    conn.requests_received(create_topics(-1, -1, -1, correlation_id=2))
+    own = [parse_request_header(frame) for frame in upstream.written]
+    assert [h.api_key for h in own] == [METADATA, DESCRIBE_CONFIGS]
+    asked = decode_request(DescribeConfigsRequest, upstream.written[1])
+    assert [r.resource_name for r in asked.resources] == ["1", "2"]
+    result = DescribeConfigsResponse.DescribeConfigsResult
+    config = result.DescribeConfigsResourceResult
+    described = DescribeConfigsResponse(
+        version=4,
+        throttle_time_ms=0,
+        results=[
+            result(
+                error_code=42,
+                error_message="not me",
+                resource_type=4,
+                resource_name="1",
+                configs=[],
+            ),
+            result(
+                error_code=0,
+                error_message=None,
+                resource_type=4,
+                resource_name="2",
+                configs=[
+                    config(
+                        name="num.partitions",
+                        value="12",
+                        read_only=False,
+                        config_source=4,
+                        is_sensitive=False,
+                        synonyms=[],
+                        config_type=3,
+                        documentation=None,
+                    )
+                ],
+            ),
+        ],
+    )
+    brokers = MetadataResponse(
+        version=12, throttle_time_ms=0, brokers=[], cluster_id="c", controller_id=1, topics=[]
+    )
+    conn.responses_received(
+        response_frame(METADATA, 12, brokers, 1)
+        + response_frame(DESCRIBE_CONFIGS, 4, described, own[1].correlation_id)
+    )
+    clock.advance(0)
+    assert conn.session.topics.default_partitions == 12
+    sent = decode_request(CreateTopicsRequest, upstream.written[-1])
+    assert [t.name for t in sent.topics] == ["t0", "t1"]  # 20 -> 8 -> -4, then refused
+    assert len(client.written) == 1
