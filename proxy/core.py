@@ -229,7 +229,10 @@ class ConnectionCore:
     ) -> bool:
         """Refresh the topic cache for these topics with a Metadata request of the proxy's;
         `then` runs once the answer is in the cache, after the responses that arrived with it
-        have gone to the client."""
+        have gone to the client. A broker given topic ids answers for those alone, so names
+        and ids are asked in two requests, answered in order."""
+        if names and topic_ids:
+            return self.request_topics(names) and self.request_topics((), then, topic_ids)
 
         def learn(frame: bytes) -> None:
             read_metadata(self.session, frame, OWN_METADATA_VERSION)

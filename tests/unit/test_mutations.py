@@ -330,3 +330,15 @@ def test_the_core_asks_the_brokers_for_num_partitions_on_the_clients_connection(
     sent = decode_request(CreateTopicsRequest, upstream.written[-1])
     assert [t.name for t in sent.topics] == ["t0", "t1"]  # 20 -> 8 -> -4, then refused
     assert len(client.written) == 1
+
+
+def test_topics_named_and_topics_by_id_are_asked_in_two_metadata_requests() -> None:
+    """A broker given any topic id answers for the ids alone and drops the names."""
+    conn, _, upstream = connect(Enforcer(QuotaEngine(QuotaConfig())), VirtualClock())
+    conn.requests_received(create_topics(1, correlation_id=1))
+    assert conn.request_topics(["a"], None, [TOPIC_ID])
+    asked = [decode_request(MetadataRequest, frame) for frame in upstream.written[1:]]
+    assert [[(t.name, t.topic_id) for t in msg.topics] for msg in asked] == [
+        [("a", None)],
+        [(None, TOPIC_ID)],
+    ]

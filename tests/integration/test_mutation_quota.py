@@ -1,0 +1,344 @@
+"""KIP-599 through the proxy in front of a real broker: partition mutations per principal.
+
+Kafka's ControllerMutationQuotaTest scenario: controller_mutation_rate = 2 with ten one-second
+windows (a burst of 20 partitions). Each test uses its own client-id, so each starts with a
+full bucket; "unbounded" has no quota. Clients that speak CreateTopics v6+, CreatePartitions
+v3+ or DeleteTopics v5+ (kafka-python 3, the Java Admin client and CLI) get error 89 for the
+topics refused; older versions (aiokafka, librdkafka, a pinned kafka-python) are admitted
+whole and throttled by muting, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import socket
+import struct
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import NewTopic as AioNewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import NewTopic as ConfluentNewTopic
+from kafka.admin import KafkaAdminClient, NewPartitions
+from kafka.errors import ThrottlingQuotaExceededError
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from kafka.protocol.metadata import MetadataResponse
+
+from localkafka import KafkaCluster, java_command
+from localkafka.proxy_process import RunningProxy, start_proxy
+from protocol.apis import CREATE_TOPICS, DELETE_TOPICS, METADATA
+from protocol.headers import encode_request
+from protocol.metadata import metadata_request_body
+from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
+from tests.integration.scrape import scrape, value
+from tests.wire import decode_response
+
+pytestmark = pytest.mark.integration
+
+CLIENTS = ("raw", "kafka-python", "java", "cli", "partitions", "delete", "old", "aiokafka")
+CONFIG = (
+    "[broker]\ncontroller.quota.window.num = 10\ncontroller.quota.window.size.seconds = 1\n"
+    + "".join(f'[clients."{client}"]\ncontroller_mutation_rate = 2\n' for client in CLIENTS)
+    + '[clients."confluent"]\ncontroller_mutation_rate = 2\n'
+)
+JAVA_RETRY = Path(__file__).parent / "java" / "CreateTopicsWithRetry.java"
+_INT32 = struct.Struct(">i")
+
+
+@pytest.fixture(scope="module")
+def kafka1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    cluster = KafkaCluster(workdir=tmp_path_factory.mktemp("kafka-mutations"))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(kafka1: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
+    running = start_proxy(
+        tmp_path_factory.mktemp("proxy-mutations"), kafka1.bootstrap_servers, 1, CONFIG
+    )
+    yield running
+    running.stop()
+
+
+def round_trip(address: str, api_key: int, version: int, body: bytes, client_id: str) -> bytes:
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(encode_request(api_key, version, 1, client_id, body))
+        size = _INT32.unpack(_read(sock, 4))[0]
+        return _INT32.pack(size) + _read(sock, size)
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "connection closed"
+        data += chunk
+    return bytes(data)
+
+
+def assert_cluster(cluster: KafkaCluster, expected: dict[str, int | None]) -> None:
+    """Topic -> partitions (None if absent), from fresh Metadata calls straight to the broker.
+
+    The controller answers a mutation once it is committed and the broker's metadata follows
+    a moment later, so the broker is asked until it shows `expected` or 10 s have passed;
+    topics created in one request appear together, so a topic that should be absent is
+    checked no earlier than the ones created beside it.
+    """
+    deadline = time.monotonic() + 10
+    while True:
+        body = metadata_request_body(list(expected))
+        frame = round_trip(cluster.brokers[0].address, METADATA, 12, body, "check")
+        msg = decode_response(MetadataResponse, frame, METADATA, 12)
+        state = {t.name: (len(t.partitions) if t.error_code == 0 else None) for t in msg.topics}
+        if state == expected or time.monotonic() > deadline:
+            assert state == expected
+            return
+        time.sleep(0.2)
+
+
+def mutation_metrics(proxy: RunningProxy, client_id: str) -> dict[str, float | None]:
+    samples = scrape(proxy.metrics_url)
+    return {
+        name: value(
+            samples, f"kafka_server_controllermutation_{name}", user="", client_id=client_id
+        )
+        for name in ("tokens", "mutation_rate", "throttle_time")
+    }
+
+
+def create_topics_body(
+    version: int, *names: str, partitions: int = 30, validate_only: bool = False
+) -> bytes:
+    topic = CreateTopicsRequest.CreatableTopic
+    msg = CreateTopicsRequest(
+        version=version,
+        topics=[
+            topic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=1,
+                assignments=[],
+                configs=[],
+            )
+            for name in names
+        ],
+        timeout_ms=30000,
+        validate_only=validate_only,
+    )
+    return bytes(msg.encode(version=version))
+
+
+def test_a_strict_create_of_two_topics_creates_the_first_and_refuses_the_second(
+    proxy: RunningProxy, kafka1: KafkaCluster
+) -> None:
+    frame = round_trip(
+        proxy.bootstrap, CREATE_TOPICS, 7, create_topics_body(7, "raw-a", "raw-b"), "raw"
+    )
+    answer = decode_response(CreateTopicsResponse, frame, CREATE_TOPICS, 7)
+    assert [(t.name, t.error_code) for t in answer.topics] == [
+        ("raw-a", 0),
+        ("raw-b", THROTTLING_QUOTA_EXCEEDED),
+    ]
+    assert 0 < answer.throttle_time_ms <= 5000
+    assert_cluster(kafka1, {"raw-a": 30, "raw-b": None})
+    metrics = mutation_metrics(proxy, "raw")
+    assert metrics["tokens"] is not None and metrics["tokens"] < 0
+    assert metrics["throttle_time"] is not None and metrics["throttle_time"] > 0
+
+
+def test_validate_only_and_a_principal_without_a_quota_are_never_charged(
+    proxy: RunningProxy, kafka1: KafkaCluster
+) -> None:
+    body = create_topics_body(7, "free-a", "free-b", validate_only=True)
+    frame = round_trip(proxy.bootstrap, CREATE_TOPICS, 7, body, "old")
+    answer = decode_response(CreateTopicsResponse, frame, CREATE_TOPICS, 7)
+    assert [t.error_code for t in answer.topics] == [0, 0] and answer.throttle_time_ms == 0
+    frame = round_trip(
+        proxy.bootstrap, CREATE_TOPICS, 7, create_topics_body(7, "free-a", "free-b"), "unbounded"
+    )
+    answer = decode_response(CreateTopicsResponse, frame, CREATE_TOPICS, 7)
+    assert [t.error_code for t in answer.topics] == [0, 0] and answer.throttle_time_ms == 0
+    assert_cluster(kafka1, {"free-a": 30, "free-b": 30})
+    assert math.isnan(mutation_metrics(proxy, "unbounded")["throttle_time"] or 0.0)  # never
+    assert mutation_metrics(proxy, "old")["tokens"] == 20  # validate_only charged nothing
+
+
+def test_kafka_python_sees_error_89_for_creates_partitions_and_deletes(
+    proxy: RunningProxy, kafka1: KafkaCluster
+) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=proxy.bootstrap, client_id="kafka-python")
+    try:
+        with pytest.raises(ThrottlingQuotaExceededError):
+            admin.create_topics({"kp-a": {"num_partitions": 30}, "kp-b": {"num_partitions": 30}})
+        assert_cluster(kafka1, {"kp-a": 30, "kp-b": None})
+    finally:
+        admin.close()
+    kafka1.create_topic("grow-a", partitions=1)
+    kafka1.create_topic("grow-b", partitions=1)
+    admin = KafkaAdminClient(bootstrap_servers=proxy.bootstrap, client_id="partitions")
+    try:
+        with pytest.raises(ThrottlingQuotaExceededError):
+            admin.create_partitions({"grow-a": NewPartitions(31), "grow-b": NewPartitions(31)})
+        assert_cluster(kafka1, {"grow-a": 31, "grow-b": 1})
+    finally:
+        admin.close()
+
+
+def test_delete_topics_by_name_and_by_id(proxy: RunningProxy, kafka1: KafkaCluster) -> None:
+    for name in ("del-a", "del-b", "del-c"):
+        kafka1.create_topic(name, partitions=12)
+    ids = topic_ids(kafka1, "del-c")
+    state = DeleteTopicsRequest.DeleteTopicState
+    body = DeleteTopicsRequest(
+        version=6,
+        topics=[
+            state(name="del-a", topic_id=None),
+            state(name=None, topic_id=ids["del-c"]),
+            state(name="del-b", topic_id=None),
+        ],
+        timeout_ms=30000,
+    )
+    frame = round_trip(proxy.bootstrap, DELETE_TOPICS, 6, bytes(body.encode()), "delete")
+    answer = decode_response(DeleteTopicsResponse, frame, DELETE_TOPICS, 6)
+    # 20 tokens: del-a (12) leaves 8, del-c by id (12) leaves -4, del-b is refused
+    assert [r.error_code for r in answer.responses] == [0, 0, THROTTLING_QUOTA_EXCEEDED]
+    assert answer.responses[1].topic_id == ids["del-c"]
+    assert 0 < answer.throttle_time_ms <= 2000
+    assert_cluster(
+        kafka1,
+        {
+            "del-a": None,
+            "del-b": 12,
+            "del-c": None,
+        },
+    )
+
+
+def topic_ids(cluster: KafkaCluster, *topics: str) -> dict[str, uuid.UUID]:
+    frame = round_trip(
+        cluster.brokers[0].address, METADATA, 12, metadata_request_body(topics), "check"
+    )
+    msg = decode_response(MetadataResponse, frame, METADATA, 12)
+    return {t.name: t.topic_id for t in msg.topics}
+
+
+def test_the_java_admin_client_retries_the_refused_topic_after_the_throttle(
+    proxy: RunningProxy, kafka1: KafkaCluster
+) -> None:
+    started = time.monotonic()
+    result = subprocess.run(
+        java_command(str(JAVA_RETRY), [proxy.bootstrap, "java", "java-a", "java-b"], heap="256m"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_cluster(kafka1, {"java-a": 30, "java-b": 30})
+    # java-a took the bucket from 20 to -10; java-b waited for it to refill to 0 at 2/s
+    assert elapsed >= 4.5
+    assert mutation_metrics(proxy, "java")["throttle_time"] is not None
+
+
+def test_the_cli_prints_the_quota_error(proxy: RunningProxy, tmp_path: Path) -> None:
+    config = tmp_path / "cli.properties"
+    config.write_text("client.id=cli\n")
+
+    def create(topic: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            java_command(
+                "org.apache.kafka.tools.TopicCommand",
+                [
+                    "--bootstrap-server",
+                    proxy.bootstrap,
+                    "--command-config",
+                    str(config),
+                    "--create",
+                    "--topic",
+                    topic,
+                    "--partitions",
+                    "30",
+                ],
+                heap="256m",
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert create("cli-a").returncode == 0
+    refused = create("cli-b")
+    assert refused.returncode == 1
+    assert "The throttling quota has been exceeded" in refused.stdout + refused.stderr
+
+
+def test_old_versions_are_admitted_whole_and_the_connection_muted(
+    proxy: RunningProxy, kafka1: KafkaCluster
+) -> None:
+    body = create_topics_body(5, "old-a", "old-b")
+    frame = round_trip(proxy.bootstrap, CREATE_TOPICS, 5, body, "old")
+    answer = decode_response(CreateTopicsResponse, frame, CREATE_TOPICS, 5)
+    assert [t.error_code for t in answer.topics] == [0, 0]
+    assert 0 < answer.throttle_time_ms <= 20000  # 20 - 60 = -40 at 2 per second
+    assert_cluster(kafka1, {"old-a": 30, "old-b": 30})
+    # a pinned kafka-python (CreateTopics v5) is admitted too, and sees no error
+    admin = KafkaAdminClient(bootstrap_servers=proxy.bootstrap, client_id="old", api_version=(2, 6))
+    try:
+        admin.create_topics({"old-c": {"num_partitions": 2}})
+    finally:
+        admin.close()
+    assert_cluster(kafka1, {"old-c": 2})
+
+
+async def test_aiokafka_and_librdkafka_are_throttled_not_refused(
+    proxy: RunningProxy, kafka1: KafkaCluster
+) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=proxy.bootstrap, client_id="aiokafka")
+    await admin.start()
+    try:
+        response: Any = await admin.create_topics(
+            [AioNewTopic(name, 30, 1) for name in ("aio-a", "aio-b")]
+        )
+    finally:
+        await admin.close()
+    assert [error for _, error, *_ in response.topic_errors] == [0, 0]
+    assert 0 < response.throttle_time_ms <= 20000
+    throttles: list[str] = []
+    confluent = AdminClient(
+        {
+            "bootstrap.servers": proxy.bootstrap,
+            "client.id": "confluent",
+            "throttle_cb": lambda event: throttles.append(str(event)),
+        }
+    )
+    futures = confluent.create_topics([ConfluentNewTopic(n, 30, 1) for n in ("ck-a", "ck-b")])
+    for future in futures.values():
+        await asyncio.to_thread(future.result, 60)
+    deadline = time.monotonic() + 10
+    while not throttles and time.monotonic() < deadline:
+        await asyncio.to_thread(confluent.poll, 0.2)
+    assert throttles, "librdkafka reported no throttle"
+    assert_cluster(
+        kafka1,
+        {
+            "aio-a": 30,
+            "aio-b": 30,
+            "ck-a": 30,
+            "ck-b": 30,
+        },
+    )
