@@ -342,3 +342,62 @@ async def test_aiokafka_and_librdkafka_are_throttled_not_refused(
             "ck-b": 30,
         },
     )
+
+
+SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+
+
+@pytest.fixture(scope="module")
+def kafka_sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    cluster = KafkaCluster(
+        workdir=tmp_path_factory.mktemp("kafka-mutations-sasl"),
+        sasl_users=SASL_USERS,
+        overrides={"num.partitions": "11"},
+    )
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+def sasl_admin(proxy: RunningProxy, user: str) -> KafkaAdminClient:
+    return KafkaAdminClient(
+        bootstrap_servers=proxy.bootstrap,
+        client_id="sasl-admin",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username=user,
+        sasl_plain_password=SASL_USERS[user],
+    )
+
+
+def test_on_a_sasl_cluster_counts_are_learned_on_the_clients_own_connection(
+    kafka_sasl: KafkaCluster, tmp_path: Path
+) -> None:
+    """The proxy holds no credentials: the cluster's num.partitions (11 here) and the topics'
+    partition counts can only come through the client's authenticated connection, and the
+    refusals below happen only if they did (with nothing learned a topic would count 1)."""
+    config = (
+        "[broker]\ncontroller.quota.window.num = 10\ncontroller.quota.window.size.seconds = 1\n"
+        "[users.alice]\ncontroller_mutation_rate = 2\n[users.bob]\ncontroller_mutation_rate = 2\n"
+    )
+    proxy = start_proxy(tmp_path, kafka_sasl.brokers[0].sasl_address, 1, config)
+    try:
+        alice = sasl_admin(proxy, "alice")
+        try:
+            response = alice.create_topics({"s-a": {}, "s-b": {}, "s-c": {}}, raise_errors=False)
+        finally:
+            alice.close()
+        # 20 tokens: 11 leaves 9, 11 more leaves -2, the third is refused
+        errors = {topic["name"]: topic["error_code"] for topic in response["topics"]}
+        assert errors == {"s-a": 0, "s-b": 0, "s-c": THROTTLING_QUOTA_EXCEEDED}
+        assert_cluster(kafka_sasl, {"s-a": 11, "s-b": 11, "s-c": None})
+        bob = sasl_admin(proxy, "bob")
+        try:
+            with pytest.raises(ThrottlingQuotaExceededError):
+                bob.create_partitions({"s-a": NewPartitions(32), "s-b": NewPartitions(32)})
+        finally:
+            bob.close()
+        # s-a grows by 21 (20 -> -1), s-b's 21 are refused: both counts came from the cluster
+        assert_cluster(kafka_sasl, {"s-a": 32, "s-b": 11})
+    finally:
+        proxy.stop()
