@@ -342,3 +342,25 @@ def test_topics_named_and_topics_by_id_are_asked_in_two_metadata_requests() -> N
         [("a", None)],
         [(None, TOPIC_ID)],
     ]
+
+
+def test_explicit_assignments_count_their_entries_and_need_no_default() -> None:
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    assignment = CT.CreatableReplicaAssignment
+    msg = CreateTopicsRequest(
+        version=7,
+        topics=[
+            CT(
+                name="placed",
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[assignment(partition_index=p, broker_ids=[1]) for p in range(3)],
+                configs=[],
+            )
+        ],
+        timeout_ms=30000,
+        validate_only=False,
+    )
+    outcome = handler.on_request(s, request(request_frame(CREATE_TOPICS, 7, msg)))
+    assert isinstance(outcome, Forward)  # not deferred: no topic relies on num.partitions
+    assert tokens(s) == 17
