@@ -10,10 +10,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
+from protocol.headers import parse_request_header
 from protocol.rewrite import Advertise
 from proxy.clock import Clock
 from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
+from proxy.handlers.base import Exchange, Request
 from proxy.topics import TopicCache
 
 
@@ -116,3 +118,15 @@ def connect(
     core = ConnectionCore(client, enforcer, advertise, TopicCache(), 10**8, clock, lambda: None)
     core.upstream_connected(upstream)
     return core, client, upstream
+
+
+def handler_request(frame: bytes, now_ms: int = 0, refreshed: bool = False) -> Request:
+    """A request as the core hands it to a handler, for calling handlers directly."""
+    header = parse_request_header(frame)
+    return Request(frame, header, header.client_id or "", now_ms, refreshed)
+
+
+def handler_exchange(frame: bytes, state: object = None) -> Exchange:
+    """The in-flight entry of that request, as the core hands it back with the response."""
+    header = parse_request_header(frame)
+    return Exchange(header.correlation_id, header.api_key, header.api_version, "app", state=state)

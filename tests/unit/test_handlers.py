@@ -23,9 +23,9 @@ from protocol.apis import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
 )
-from protocol.headers import parse_request_header, response_correlation_id
+from protocol.headers import response_correlation_id
 from proxy.enforcement import Enforcer
-from proxy.handlers.base import Answer, Exchange, Forward, Request, Session
+from proxy.handlers.base import Answer, Forward, Session
 from proxy.handlers.registry import DECODED_VERSIONS, HANDLERS
 from proxy.topics import TopicCache
 from quotas.engine import QuotaEngine
@@ -33,6 +33,8 @@ from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import SENSOR_EXPIRATION_MS
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
+from tests.harness import handler_exchange as exchange
+from tests.harness import handler_request as request
 from tests.wire import decode_request, decode_response, request_frame, response_frame
 
 WINDOWS = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
@@ -42,16 +44,6 @@ QUOTA = {QuotaEntity(client_id=DEFAULT): 1000.0}
 def session(limits: dict[QuotaType, dict[QuotaEntity, float]] | None = None) -> Session:
     enforcer = Enforcer(QuotaEngine(QuotaConfig(WINDOWS, limits or {})))
     return Session(enforcer, lambda node, host, port: ("proxy.local", 20000 + node), TopicCache())
-
-
-def request(frame: bytes, now_ms: int = 0) -> Request:
-    header = parse_request_header(frame)
-    return Request(frame, header, header.client_id or "", now_ms)
-
-
-def exchange(frame: bytes, state: object = None) -> Exchange:
-    header = parse_request_header(frame)
-    return Exchange(header.correlation_id, header.api_key, header.api_version, "app", state=state)
 
 
 def produce(size: int, acks: int = 1) -> bytes:

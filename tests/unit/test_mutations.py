@@ -32,7 +32,7 @@ from protocol.headers import parse_request_header, response_correlation_id
 from protocol.metadata import TopicPartitions
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
 from proxy.enforcement import Enforcer
-from proxy.handlers.base import Answer, Defer, Exchange, Forward, Request, Session
+from proxy.handlers.base import Answer, Defer, Forward, Session
 from proxy.handlers.registry import HANDLERS
 from proxy.topics import TopicCache
 from quotas.engine import QuotaEngine
@@ -40,6 +40,8 @@ from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from tests.harness import RecordingTransport, VirtualClock, connect
+from tests.harness import handler_exchange as exchange
+from tests.harness import handler_request as request
 from tests.wire import decode_request, decode_response, request_frame, response_frame
 
 SETTINGS = QuotaSettings(controller=MetricConfig(samples=10, window_ms=1000))
@@ -93,16 +95,6 @@ def created(version: int, *names: str, error: int = 0) -> bytes:
         ],
     )
     return response_frame(CREATE_TOPICS, version, msg, 1)
-
-
-def request(frame: bytes, now: int = 0, refreshed: bool = False) -> Request:
-    header = parse_request_header(frame)
-    return Request(frame, header, header.client_id or "", now, refreshed)
-
-
-def exchange(frame: bytes, state: object) -> Exchange:
-    header = parse_request_header(frame)
-    return Exchange(header.correlation_id, header.api_key, header.api_version, "app", state=state)
 
 
 def test_a_strict_create_admits_the_first_topic_and_refuses_the_second_in_order() -> None:
