@@ -29,6 +29,8 @@ from confluent_kafka.admin import NewTopic as ConfluentNewTopic
 from kafka.admin import KafkaAdminClient, NewPartitions
 from kafka.errors import ThrottlingQuotaExceededError
 from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -38,7 +40,7 @@ from kafka.protocol.metadata import MetadataResponse
 
 from localkafka import KafkaCluster, java_command
 from localkafka.proxy_process import RunningProxy, start_proxy
-from protocol.apis import CREATE_TOPICS, DELETE_TOPICS, METADATA
+from protocol.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA
 from protocol.headers import encode_request
 from protocol.metadata import metadata_request_body
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
@@ -47,7 +49,17 @@ from tests.wire import decode_response
 
 pytestmark = pytest.mark.integration
 
-CLIENTS = ("raw", "kafka-python", "java", "cli", "partitions", "delete", "old", "aiokafka")
+CLIENTS = (
+    "raw",
+    "kafka-python",
+    "java",
+    "cli",
+    "partitions",
+    "delete",
+    "old",
+    "old-mute",
+    "aiokafka",
+)
 CONFIG = (
     "[broker]\ncontroller.quota.window.num = 10\ncontroller.quota.window.size.seconds = 1\n"
     + "".join(f'[clients."{client}"]\ncontroller_mutation_rate = 2\n' for client in CLIENTS)
@@ -75,11 +87,16 @@ def proxy(kafka1: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 def round_trip(address: str, api_key: int, version: int, body: bytes, client_id: str) -> bytes:
+    """One request on a connection of its own, and its response frame."""
     host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         sock.sendall(encode_request(api_key, version, 1, client_id, body))
-        size = _INT32.unpack(_read(sock, 4))[0]
-        return _INT32.pack(size) + _read(sock, size)
+        return _read_frame(sock)
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    size = _INT32.unpack(_read(sock, 4))[0]
+    return _INT32.pack(size) + _read(sock, size)
 
 
 def _read(sock: socket.socket, n: int) -> bytes:
@@ -303,6 +320,41 @@ def test_old_versions_are_admitted_whole_and_the_connection_muted(
     finally:
         admin.close()
     assert_cluster(kafka1, {"old-c": 2})
+    # CreatePartitions v2 and DeleteTopics v4: admitted, and throttled, bucket far below zero
+    grow = CreatePartitionsRequest(
+        version=2,
+        topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name="old-c", count=4, assignments=None)
+        ],
+        timeout_ms=30000,
+        validate_only=False,
+    )
+    frame = round_trip(proxy.bootstrap, CREATE_PARTITIONS, 2, bytes(grow.encode(version=2)), "old")
+    grown = decode_response(CreatePartitionsResponse, frame, CREATE_PARTITIONS, 2)
+    assert [r.error_code for r in grown.results] == [0] and grown.throttle_time_ms > 0
+    delete = DeleteTopicsRequest(version=4, topic_names=["old-a", "old-b"], timeout_ms=30000)
+    frame = round_trip(proxy.bootstrap, DELETE_TOPICS, 4, bytes(delete.encode()), "old")
+    deleted = decode_response(DeleteTopicsResponse, frame, DELETE_TOPICS, 4)
+    assert [r.error_code for r in deleted.responses] == [0, 0] and deleted.throttle_time_ms > 0
+    assert_cluster(kafka1, {"old-a": None, "old-b": None, "old-c": 4})
+
+
+def test_an_old_versions_throttle_mutes_its_connection(proxy: RunningProxy) -> None:
+    """22 partitions from a bucket of 20 leave -2 tokens: a 1 s throttle, for which the
+    proxy reads nothing more from the connection, as Kafka mutes an old client's channel."""
+    host, port = proxy.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        body = create_topics_body(5, "mute-a", partitions=22)
+        sock.sendall(encode_request(CREATE_TOPICS, 5, 1, "old-mute", body))
+        frame = _read_frame(sock)
+        throttle_ms = decode_response(
+            CreateTopicsResponse, frame, CREATE_TOPICS, 5
+        ).throttle_time_ms
+        assert throttle_ms == 1000
+        started = time.monotonic()
+        sock.sendall(encode_request(METADATA, 12, 2, "old-mute", metadata_request_body([])))
+        _read_frame(sock)
+        assert time.monotonic() - started >= 0.9 * throttle_ms / 1000
 
 
 async def test_aiokafka_and_librdkafka_are_throttled_not_refused(
