@@ -31,6 +31,7 @@ test: lint
 bench: setup
 	$(PY) -m bench.quota_decision
 	$(PY) -m bench.latency
+	$(PY) -m bench.mutation_burst
 	$(PY) -m bench.throughput
 
 clean:
