@@ -12,17 +12,15 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
-from kafka.protocol.admin import (
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-    DescribeConfigsRequest,
-)
+from kafka.protocol.admin import DescribeConfigsRequest
 
-from protocol.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS
+from protocol.apis import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DECODED,
+    DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
+)
 from protocol.errors import ProtocolError
 from protocol.headers import (
     RequestHeader,
@@ -57,6 +55,8 @@ class TopicMutation(NamedTuple):
 
 
 class MutationRequest(NamedTuple):
+    """A decoded mutating request, kept until its response to split and merge by topic."""
+
     header: RequestHeader
     body_offset: int
     msg: Any
@@ -68,16 +68,13 @@ class MutationRequest(NamedTuple):
         return self.header.api_version >= STRICT_SINCE[self.header.api_key]
 
 
-_REQUESTS: Final[dict[int, Any]] = {
-    CREATE_TOPICS: CreateTopicsRequest,
-    CREATE_PARTITIONS: CreatePartitionsRequest,
-    DELETE_TOPICS: DeleteTopicsRequest,
-}
-_RESPONSES: Final[dict[int, Any]] = {
-    CREATE_TOPICS: CreateTopicsResponse,
-    CREATE_PARTITIONS: CreatePartitionsResponse,
-    DELETE_TOPICS: DeleteTopicsResponse,
-}
+class MutationResponse(NamedTuple):
+    """The broker's answer to a mutating request, decoded once to refund and to merge."""
+
+    body_offset: int
+    msg: Any
+
+
 #: the response's list of per-topic results
 _RESULTS: Final = {
     CREATE_TOPICS: "topics",
@@ -112,7 +109,7 @@ def read_mutations(frame: bytes, header: RequestHeader) -> MutationRequest:
     offset = request_body_offset(frame, header)
     api_key, version = header.api_key, header.api_version
     try:
-        msg = _REQUESTS[api_key].decode(memoryview(frame)[offset:], version=version)
+        msg = DECODED[api_key][0].decode(memoryview(frame)[offset:], version=version)
     except Exception as exc:  # kafka-python raises assorted errors on malformed bodies
         raise ProtocolError(f"undecodable request api_key={api_key} v{version}: {exc}") from exc
     _, entries = _topic_list(msg, api_key, version)
@@ -134,7 +131,7 @@ def keep_topics(request: MutationRequest, frame: bytes, keep: Sequence[int]) -> 
 
 def _refusal(api_key: int, topic: TopicMutation) -> Any:
     """The result Kafka gives a topic its strict quota refuses (ControllerApis)."""
-    results = _RESPONSES[api_key]
+    results = DECODED[api_key][1]
     if api_key == CREATE_TOPICS:
         return results.CreatableTopicResult(
             name=topic.name,
@@ -162,17 +159,20 @@ def refuse_all(request: MutationRequest, throttle_ms: int) -> bytes:
     """The response to a request whose every topic was refused: it never reaches the broker."""
     header = request.header
     api_key, version = header.api_key, header.api_version
-    msg = _RESPONSES[api_key](version=version, throttle_time_ms=throttle_ms)
+    msg = DECODED[api_key][1](version=version, throttle_time_ms=throttle_ms)
     setattr(msg, _RESULTS[api_key], [_refusal(api_key, topic) for topic in request.topics])
     return encode_response(header.correlation_id, api_key, version, bytes(msg.encode()))
 
 
-def topic_errors(frame: bytes, api_key: int, version: int) -> dict[object, int]:
-    """The broker's error code per topic, under its name and under its id where given."""
+def read_mutation_response(frame: bytes, api_key: int, version: int) -> MutationResponse:
     offset = response_body_offset(frame, api_key, version)
-    msg = decode_response(frame, offset, api_key, version)
+    return MutationResponse(offset, decode_response(frame, offset, api_key, version))
+
+
+def topic_errors(response: MutationResponse, api_key: int) -> dict[object, int]:
+    """The broker's error code per topic, under its name and under its id where given."""
     errors: dict[object, int] = {}
-    for result in getattr(msg, _RESULTS[api_key]) or ():
+    for result in getattr(response.msg, _RESULTS[api_key]) or ():
         for key in (result.name, getattr(result, "topic_id", None)):
             if key is not None:
                 errors[key] = result.error_code
@@ -180,13 +180,12 @@ def topic_errors(frame: bytes, api_key: int, version: int) -> dict[object, int]:
 
 
 def merge_refused(
-    request: MutationRequest, frame: bytes, refused: Sequence[int], throttle_ms: int
+    request: MutationRequest, response: MutationResponse, frame: bytes, refused: Sequence[int]
 ) -> bytes:
     """The broker's response to the admitted topics with the refused ones put back, every
-    topic in the order the client asked, throttle_time_ms the larger of the two."""
-    api_key, version = request.header.api_key, request.header.api_version
-    offset = response_body_offset(frame, api_key, version)
-    msg = decode_response(frame, offset, api_key, version)
+    topic in the order the client asked (the throttle is settled afterwards, for all)."""
+    api_key = request.header.api_key
+    msg = response.msg
     attribute = _RESULTS[api_key]
     results = list(getattr(msg, attribute) or ())
     # a v6 DeleteTopics result names the topic and its id; the client may have named either
@@ -212,8 +211,7 @@ def merge_refused(
                 break
     merged.extend(result for p, result in enumerate(results) if p not in used)
     setattr(msg, attribute, merged)
-    msg.throttle_time_ms = max(msg.throttle_time_ms, throttle_ms)
-    return reframe(frame, offset, bytes(msg.encode()))
+    return reframe(frame, response.body_offset, bytes(msg.encode()))
 
 
 def describe_default_partitions_body(broker_ids: Sequence[int]) -> tuple[int, bytes]:

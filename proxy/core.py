@@ -252,9 +252,11 @@ class ConnectionCore:
 
         def learn(frame: bytes) -> None:
             try:
-                topics.default_partitions = default_partitions(frame, version)
+                count = default_partitions(frame, version)
             except ProtocolError as exc:
                 log.warning("num.partitions unreadable in the cluster's answer: %s", exc)
+                count = None
+            topics.learn_default_partitions(count, self._clock.now_ns() // 1_000_000)
             self._clock.call_later(0, then)
 
         return self.send_own_request(DESCRIBE_CONFIGS, version, body, learn)

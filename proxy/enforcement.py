@@ -38,9 +38,11 @@ class Decision(NamedTuple):
 
 
 class Mutations(NamedTuple):
-    """A mutating request's verdict: the topics refused, and the throttle to settle."""
+    """A mutating request's verdict: the topics refused, what each topic was charged (to
+    refund exactly that if the cluster does not make it), and the throttle to settle."""
 
     refused: list[int]
+    charged: list[int]
     decision: Decision | None
 
 
@@ -148,14 +150,17 @@ class Enforcer:
         """Charge each topic's partition mutations in request order, as KIP-599 does.
 
         A topic that mutates nothing is neither charged nor refused. Strict (clients that
-        understand error 89): a topic is refused, and charged nothing,
-        while the bucket is below zero; the request's throttle is the last refusal's.
-        Permissive (older clients): every topic is charged and the throttle is the last one
-        that left the bucket below zero, applied by muting. In shadow mode nothing is
-        refused; the throttle is reported as shadow modes report theirs.
+        understand error 89): a topic is refused, and charged nothing, while the bucket is
+        below zero; the request's throttle is the last refusal's. Permissive (older clients):
+        every topic is charged and the throttle is the last one that left the bucket below
+        zero, applied by muting. In shadow mode nothing is refused: a topic strict mode
+        would refuse goes to the cluster, so it is charged as the cluster will mutate it,
+        and the throttle is reported as shadow modes report theirs.
         """
         manager = self.engine.controller_mutation
+        shadow = QuotaType.CONTROLLER_MUTATION in self.shadow
         refused: list[int] = []
+        charged = [0] * len(counts)
         throttle = 0
         for index, count in enumerate(counts):
             if not count:
@@ -163,16 +168,27 @@ class Enforcer:
             if strict:
                 admission = manager.record_strict(sensors, count, now)
                 if not admission.admitted:
-                    refused.append(index)
                     throttle = admission.throttle_ms
+                    if not shadow:
+                        refused.append(index)
+                        continue
+                    manager.record_permissive(sensors, count, now)
             else:
                 throttle = manager.record_permissive(sensors, count, now) or throttle
-        if QuotaType.CONTROLLER_MUTATION in self.shadow:
-            refused = []
-        return Mutations(refused, Decision(manager, sensors, throttle) if throttle else None)
+            charged[index] = count
+        decision = Decision(manager, sensors, throttle) if throttle else None
+        return Mutations(refused, charged, decision)
 
     def refund_mutations(self, sensors: ClientSensors, count: int, now: int) -> None:
+        """Give back a topic's mutations that the cluster did not make."""
         self.engine.controller_mutation.refund(sensors, count, now)
+
+    def mutation_throttle(self, sensors: ClientSensors, now: int) -> Decision | None:
+        """A permissive throttle as the bucket stands now: what was charged less what was
+        refunded, less the time since, which the client has already waited for its answer."""
+        manager = self.engine.controller_mutation
+        throttle = manager.throttle_time_ms(sensors, now)
+        return Decision(manager, sensors, throttle) if throttle else None
 
     def before_fetch(self, principal: Principal, now: int) -> tuple[int, int | None]:
         """(throttle owed already, most bytes the fetch may return) before a Fetch goes out.

@@ -4,10 +4,18 @@ every request."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable
+from typing import Final
 
 from protocol.metadata import TopicPartitions
+
+log = logging.getLogger(__name__)
+
+#: how long a cluster that did not describe num.partitions is left alone before it is asked
+#: again (it may lack the permission: asking on every request would only add round trips)
+DEFAULT_PARTITIONS_RETRY_MS: Final = 60_000
 
 
 class TopicCache:
@@ -19,8 +27,30 @@ class TopicCache:
         self._by_id: dict[uuid.UUID, TopicPartitions] = {}
         #: the brokers' node ids, to ask them for num.partitions
         self.broker_ids: list[int] = []
-        #: num.partitions: what CreateTopics with num_partitions -1 creates; None = not asked
+        #: num.partitions: what CreateTopics with num_partitions -1 creates; None = not known
         self.default_partitions: int | None = None
+        self._default_unanswered_ms: int | None = None
+
+    def needs_default_partitions(self, now_ms: int) -> bool:
+        """Whether num.partitions is worth asking for now."""
+        if self.default_partitions is not None:
+            return False
+        last = self._default_unanswered_ms
+        return last is None or now_ms - last >= DEFAULT_PARTITIONS_RETRY_MS
+
+    def learn_default_partitions(self, count: int | None, now_ms: int) -> None:
+        """The cluster's answer about num.partitions; None when it did not give one."""
+        if count is not None:
+            self.default_partitions = count
+            return
+        if self._default_unanswered_ms is None:
+            log.warning(
+                "the cluster did not describe num.partitions (DescribeConfigs on the brokers "
+                "needs DESCRIBE_CONFIGS on the cluster): a topic created with -1 partitions "
+                "counts as 1 partition mutation; asked again every %d s",
+                DEFAULT_PARTITIONS_RETRY_MS // 1000,
+            )
+        self._default_unanswered_ms = now_ms
 
     def learn(self, topics: Iterable[TopicPartitions]) -> None:
         for topic in topics:
@@ -42,6 +72,7 @@ class TopicCache:
                 self._by_id.pop(topic.topic_id, None)
 
     def forget_ids(self, topic_ids: Iterable[uuid.UUID]) -> None:
+        """Topic ids the cluster says do not exist."""
         for topic_id in topic_ids:
             topic = self._by_id.pop(topic_id, None)
             if topic is not None and self._by_name.get(topic.name) is topic:

@@ -233,6 +233,11 @@ class TokenBucketQuotaManager(QuotaManager):
     def _throttle_ms(self, sensors: ClientSensors, tokens: float) -> int:
         return saturate_int(java_round(-tokens / sensors.limit * self.unit_ms))
 
+    def throttle_time_ms(self, sensors: ClientSensors, now_ms: int) -> int:
+        """How long until the bucket is back at zero, as a permissive record reports it."""
+        tokens = self.tokens(sensors, now_ms)
+        return self._throttle_ms(sensors, tokens) if tokens < 0 else 0
+
     def _record(self, sensors: ClientSensors, value: float, now_ms: int) -> float:
         assert sensors.bucket is not None
         sensors.last_record_ms = now_ms

@@ -6,19 +6,26 @@ The count is Kafka's: the partitions of each created topic (the cluster's num.pa
 topic. Current counts come from the topic cache, refreshed for the named topics before each
 CreatePartitions and DeleteTopics, since another client may have changed them; a topic the
 cluster does not know counts nothing and gets the broker's own error.
+
+Kafka's controller charges a topic only once it has passed validation. The proxy charges
+before the broker has looked, so it counts nothing for what the controller fails before
+charging (a topic that already exists, a topic named twice in one request, a deletion naming
+both a topic and an id), and refunds what the broker refuses.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import NamedTuple
+from collections import Counter
+from typing import Final, NamedTuple
 
-from protocol.apis import CREATE_PARTITIONS, CREATE_TOPICS
+from protocol.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
+from protocol.metadata import TopicPartitions
 from protocol.mutations import (
     MutationRequest,
     TopicMutation,
     keep_topics,
     merge_refused,
+    read_mutation_response,
     read_mutations,
     refuse_all,
     topic_errors,
@@ -38,54 +45,104 @@ from proxy.handlers.base import (
 from proxy.topics import TopicCache
 from quotas.managers import ClientSensors
 
-log = logging.getLogger(__name__)
-
 #: Kafka's own num.partitions default, when the cluster could not be asked
-_KAFKA_DEFAULT_PARTITIONS = 1
+_KAFKA_DEFAULT_PARTITIONS: Final = 1
+#: REQUEST_TIMED_OUT and NOT_CONTROLLER: the controller may have made the change all the same
+#: (a timed-out creation still completes), so what was charged stays charged
+_OUTCOME_UNKNOWN: Final = frozenset({7, 41})
 
 
 class _Charged(NamedTuple):
-    """What the response needs: which topics to put back refused, which to refund."""
+    """What the response needs: which topics to put back refused, what to refund."""
 
     request: MutationRequest
     sensors: ClientSensors
-    counts: list[int]
+    charged: list[int]
     refused: list[int]
     decision: Decision | None
+    now_ms: int
 
 
-def _current(topics: TopicCache, topic: TopicMutation) -> int | None:
+def _known(topics: TopicCache, topic: TopicMutation) -> TopicPartitions | None:
     known = None
     if topic.topic_id is not None:
         known = topics.by_id(topic.topic_id)
     if known is None and topic.name is not None:
         known = topics.by_name(topic.name)
-    return None if known is None else known.partitions
+    return known
 
 
-def _count(api_key: int, topics: TopicCache, topic: TopicMutation) -> int:
-    if api_key == CREATE_TOPICS:
-        if topic.partitions is not None:
-            return max(topic.partitions, 0)
-        return topics.default_partitions or _KAFKA_DEFAULT_PARTITIONS
-    current = _current(topics, topic)
-    if current is None:
-        return 0  # the broker answers UNKNOWN_TOPIC_OR_PARTITION (or _ID); nothing mutates
-    if api_key == CREATE_PARTITIONS:
-        return max((topic.partitions or 0) - current, 0)
-    return current
+def _invalid(request: MutationRequest) -> set[int]:
+    """Topics the controller fails with INVALID_REQUEST before charging anything: a name or
+    id given twice, a deletion naming both. They count nothing and are never refused, so they
+    go upstream together and a split never turns an invalid request into a valid one."""
+    given = Counter(key for t in request.topics for key in (t.name, t.topic_id) if key is not None)
+    return {
+        index
+        for index, topic in enumerate(request.topics)
+        if (topic.name is not None and topic.topic_id is not None)
+        or any(given[key] > 1 for key in (topic.name, topic.topic_id) if key is not None)
+    }
 
 
-def _inquiry(request: MutationRequest, topics: TopicCache) -> Defer | None:
-    """What to ask the cluster before counting, or None."""
-    if request.header.api_key == CREATE_TOPICS:
-        needs_default = topics.default_partitions is None and any(
-            topic.partitions is None for topic in request.topics
-        )
-        return Defer(default_partitions=True) if needs_default else None
+def _counts(request: MutationRequest, topics: TopicCache) -> list[int]:
+    api_key = request.header.api_key
+    invalid = _invalid(request)
+    deleted: set[str] = set()
+    counts = []
+    for index, topic in enumerate(request.topics):
+        known = _known(topics, topic)
+        if index in invalid:
+            count = 0
+        elif api_key == CREATE_TOPICS:
+            # a topic that exists fails with TOPIC_ALREADY_EXISTS before the quota
+            count = 0 if known is not None else _created(topics, topic)
+        elif known is None:
+            count = 0  # UNKNOWN_TOPIC_OR_PARTITION (or _ID): nothing mutates
+        elif api_key == CREATE_PARTITIONS:
+            count = max((topic.partitions or 0) - known.partitions, 0)
+        else:  # one topic named by name and by id in two entries is deleted once
+            count = 0 if known.name in deleted else known.partitions
+            deleted.add(known.name)
+        counts.append(count)
+    return counts
+
+
+def _created(topics: TopicCache, topic: TopicMutation) -> int:
+    if topic.partitions is not None:
+        return max(topic.partitions, 0)
+    return topics.default_partitions or _KAFKA_DEFAULT_PARTITIONS
+
+
+def _needs_default(request: MutationRequest, topics: TopicCache, now_ms: int) -> bool:
+    return (
+        request.header.api_key == CREATE_TOPICS
+        and any(topic.partitions is None for topic in request.topics)
+        and topics.needs_default_partitions(now_ms)
+    )
+
+
+def _inquiry(request: MutationRequest, topics: TopicCache, now_ms: int) -> Defer | None:
+    """What to ask the cluster before counting: the topics' current state (whether they
+    exist, their partitions), and num.partitions for topics created with -1."""
     names = tuple(t.name for t in request.topics if t.topic_id is None and t.name is not None)
     ids = tuple(t.topic_id for t in request.topics if t.topic_id is not None)
-    return Defer(names, ids) if names or ids else None
+    default = _needs_default(request, topics, now_ms)
+    return Defer(names, ids, default) if names or ids or default else None
+
+
+def _resolved(request: MutationRequest, topics: TopicCache) -> MutationRequest:
+    """A deletion by name or by id with the other filled in from the cache, as the
+    controller answers a refused one with both."""
+    if request.header.api_key != DELETE_TOPICS:
+        return request
+    filled = []
+    for topic in request.topics:
+        known = _known(topics, topic)
+        if known is not None and (topic.name is None) != (topic.topic_id is None):
+            topic = topic._replace(name=known.name, topic_id=known.topic_id)
+        filled.append(topic)
+    return request._replace(topics=filled)
 
 
 class MutationsHandler(Handler):
@@ -97,40 +154,48 @@ class MutationsHandler(Handler):
         mutations = read_mutations(request.frame, request.header)
         if mutations.validate_only or not mutations.topics:
             return Forward(request.frame)  # KIP-599: validation mutates nothing
-        topics, api_key = session.topics, request.header.api_key
+        topics = session.topics
         if not request.refreshed:
-            inquiry = _inquiry(mutations, topics)
+            inquiry = _inquiry(mutations, topics, now)
             if inquiry is not None:
                 return inquiry
-        if api_key == CREATE_TOPICS and _inquiry(mutations, topics) is not None:
-            log.warning("num.partitions unknown: a topic created with -1 partitions counts as 1")
-        counts = [_count(api_key, topics, topic) for topic in mutations.topics]
-        refused, decision = enforcer.admit_mutations(sensors, counts, mutations.strict, now)
-        charged = _Charged(mutations, sensors, counts, refused, decision)
+        counts = _counts(mutations, topics)
+        refused, charged, decision = enforcer.admit_mutations(
+            sensors, counts, mutations.strict, now
+        )
+        if refused:
+            mutations = _resolved(mutations, topics)
+        state = _Charged(mutations, sensors, charged, refused, decision, now)
         if not refused:
-            return Forward(request.frame, charged)
-        throttle = decision.throttle_ms if decision is not None else 0
+            return Forward(request.frame, state)
         if len(refused) == len(counts):
-            applied = enforcer.settle_without_response(decision, now) if decision else 0
+            throttle = decision.throttle_ms if decision is not None else 0
+            applied = enforcer.settle_without_response(decision, now) if decision is not None else 0
             return Answer(refuse_all(mutations, throttle), mute_ms=applied)
         admitted = sorted(set(range(len(counts))) - set(refused))
-        return Forward(keep_topics(mutations, request.frame, admitted), charged)
+        return Forward(keep_topics(mutations, request.frame, admitted), state)
 
     def on_response(self, session: Session, frame: bytes, exchange: Exchange, now_ms: int) -> Reply:
         charged = exchange.state
         if not isinstance(charged, _Charged):
             return Reply(frame)
-        request = charged.request
+        request, enforcer = charged.request, session.enforcer
         api_key, version = request.header.api_key, request.header.api_version
-        errors = topic_errors(frame, api_key, version)
-        refused = set(charged.refused)
-        for index, topic in enumerate(request.topics):
-            if index in refused or not charged.counts[index]:
+        response = read_mutation_response(frame, api_key, version)
+        errors = topic_errors(response, api_key)
+        for topic, count in zip(request.topics, charged.charged, strict=True):
+            if not count:
                 continue
             error = errors.get(topic.name) or errors.get(topic.topic_id)
-            if error:  # Kafka charges a topic only once the controller has accepted it
-                session.enforcer.refund_mutations(charged.sensors, charged.counts[index], now_ms)
+            if error and error not in _OUTCOME_UNKNOWN:
+                enforcer.refund_mutations(charged.sensors, count, now_ms)
+        decision = charged.decision
+        if decision is not None:
+            if request.strict:  # the refusal's throttle, less the time the answer took
+                elapsed = now_ms - charged.now_ms
+                decision = decision._replace(throttle_ms=max(decision.throttle_ms - elapsed, 0))
+            else:
+                decision = enforcer.mutation_throttle(charged.sensors, now_ms)
         if charged.refused:
-            throttle = charged.decision.throttle_ms if charged.decision is not None else 0
-            frame = merge_refused(request, frame, charged.refused, throttle)
-        return Reply(frame, charged.decision)
+            frame = merge_refused(request, response, frame, charged.refused)
+        return Reply(frame, decision)

@@ -59,6 +59,7 @@ CLIENTS = (
     "old",
     "old-mute",
     "aiokafka",
+    "exists",
 )
 CONFIG = (
     "[broker]\ncontroller.quota.window.num = 10\ncontroller.quota.window.size.seconds = 1\n"
@@ -219,7 +220,7 @@ def test_kafka_python_sees_error_89_for_creates_partitions_and_deletes(
 def test_delete_topics_by_name_and_by_id(proxy: RunningProxy, kafka1: KafkaCluster) -> None:
     for name in ("del-a", "del-b", "del-c"):
         kafka1.create_topic(name, partitions=12)
-    ids = topic_ids(kafka1, "del-c")
+    ids = topic_ids(kafka1, "del-c", "del-b")
     state = DeleteTopicsRequest.DeleteTopicState
     body = DeleteTopicsRequest(
         version=6,
@@ -235,6 +236,7 @@ def test_delete_topics_by_name_and_by_id(proxy: RunningProxy, kafka1: KafkaClust
     # 20 tokens: del-a (12) leaves 8, del-c by id (12) leaves -4, del-b is refused
     assert [r.error_code for r in answer.responses] == [0, 0, THROTTLING_QUOTA_EXCEEDED]
     assert answer.responses[1].topic_id == ids["del-c"]
+    assert (answer.responses[2].name, answer.responses[2].topic_id) == ("del-b", ids["del-b"])
     assert 0 < answer.throttle_time_ms <= 2000
     assert_cluster(
         kafka1,
@@ -244,6 +246,19 @@ def test_delete_topics_by_name_and_by_id(proxy: RunningProxy, kafka1: KafkaClust
             "del-c": None,
         },
     )
+
+
+def test_a_topic_that_exists_is_not_charged_so_it_refuses_nothing_after_it(
+    proxy: RunningProxy, kafka1: KafkaCluster
+) -> None:
+    """Kafka's controller fails an existing topic before charging it: 30 partitions of a
+    topic that exists must not use up the bucket of 20 for the new topic beside it."""
+    kafka1.create_topic("exists-a", partitions=30)
+    body = create_topics_body(7, "exists-a", "exists-b", partitions=15)
+    frame = round_trip(proxy.bootstrap, CREATE_TOPICS, 7, body, "exists")
+    answer = decode_response(CreateTopicsResponse, frame, CREATE_TOPICS, 7)
+    assert [(t.name, t.error_code) for t in answer.topics] == [("exists-a", 36), ("exists-b", 0)]
+    assert_cluster(kafka1, {"exists-a": 30, "exists-b": 15})
 
 
 def topic_ids(cluster: KafkaCluster, *topics: str) -> dict[str, uuid.UUID]:
@@ -340,17 +355,20 @@ def test_old_versions_are_admitted_whole_and_the_connection_muted(
 
 
 def test_an_old_versions_throttle_mutes_its_connection(proxy: RunningProxy) -> None:
-    """22 partitions from a bucket of 20 leave -2 tokens: a 1 s throttle, for which the
-    proxy reads nothing more from the connection, as Kafka mutes an old client's channel."""
+    """22 partitions from a bucket of 20 leave -2 tokens: a 1 s throttle, less the time the
+    broker took to answer, for which the proxy reads nothing more from the connection, as
+    Kafka mutes an old client's channel."""
     host, port = proxy.bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         body = create_topics_body(5, "mute-a", partitions=22)
+        sent = time.monotonic()
         sock.sendall(encode_request(CREATE_TOPICS, 5, 1, "old-mute", body))
         frame = _read_frame(sock)
+        round_trip_ms = (time.monotonic() - sent) * 1000
         throttle_ms = decode_response(
             CreateTopicsResponse, frame, CREATE_TOPICS, 5
         ).throttle_time_ms
-        assert throttle_ms == 1000
+        assert 1000 - round_trip_ms - 1 <= throttle_ms <= 1000
         started = time.monotonic()
         sock.sendall(encode_request(METADATA, 12, 2, "old-mute", metadata_request_body([])))
         _read_frame(sock)

@@ -100,7 +100,7 @@ def created(version: int, *names: str, error: int = 0) -> bytes:
 def test_a_strict_create_admits_the_first_topic_and_refuses_the_second_in_order() -> None:
     s, handler = session(), HANDLERS[CREATE_TOPICS]
     frame = create_topics(30, 30)
-    outcome = handler.on_request(s, request(frame))
+    outcome = handler.on_request(s, request(frame, refreshed=True))
     assert isinstance(outcome, Forward)
     sent = decode_request(CreateTopicsRequest, outcome.frame)
     assert [t.name for t in sent.topics] == ["t0"]  # the refused topic never goes upstream
@@ -112,14 +112,16 @@ def test_a_strict_create_admits_the_first_topic_and_refuses_the_second_in_order(
         ("t1", THROTTLING_QUOTA_EXCEEDED),
     ]
     assert answer.topics[1].error_message == "The throttling quota has been exceeded."
-    assert answer.throttle_time_ms == 5000  # 10 tokens short at 2 per second
+    # 10 tokens short at 2 per second; the core writes the settled throttle into the answer
     assert reply.bandwidth is not None and reply.bandwidth.throttle_ms == 5000
 
 
 def test_a_request_whose_every_topic_is_refused_is_answered_here() -> None:
     s, handler = session(), HANDLERS[CREATE_TOPICS]
-    assert isinstance(handler.on_request(s, request(create_topics(25))), Forward)
-    outcome = handler.on_request(s, request(create_topics(1, 1, correlation_id=2), 500))
+    assert isinstance(handler.on_request(s, request(create_topics(25), refreshed=True)), Forward)
+    outcome = handler.on_request(
+        s, request(create_topics(1, 1, correlation_id=2), 500, refreshed=True)
+    )
     assert isinstance(outcome, Answer) and outcome.mute_ms == 2000  # -4 at t=0.5s: 2 s
     answer = decode_response(CreateTopicsResponse, outcome.response, CREATE_TOPICS, 7)
     assert [t.error_code for t in answer.topics] == [THROTTLING_QUOTA_EXCEEDED] * 2
@@ -136,7 +138,7 @@ def test_a_refusal_with_a_throttle_that_rounds_to_zero_is_still_a_refusal() -> N
     sensors = s.enforcer.mutation_sensors(s.principal("app"), 0)
     assert sensors is not None
     assert manager.record_strict(sensors, 100.001, 0).admitted
-    outcome = HANDLERS[CREATE_TOPICS].on_request(s, request(create_topics(5)))
+    outcome = HANDLERS[CREATE_TOPICS].on_request(s, request(create_topics(5), refreshed=True))
     assert isinstance(outcome, Answer) and outcome.mute_ms == 0
     answer = decode_response(CreateTopicsResponse, outcome.response, CREATE_TOPICS, 7)
     assert answer.topics[0].error_code == THROTTLING_QUOTA_EXCEEDED
@@ -146,7 +148,7 @@ def test_a_refusal_with_a_throttle_that_rounds_to_zero_is_still_a_refusal() -> N
 def test_an_old_version_is_admitted_whole_and_throttled_by_muting() -> None:
     s, handler = session(), HANDLERS[CREATE_TOPICS]
     frame = create_topics(30, 30, version=5)
-    outcome = handler.on_request(s, request(frame))
+    outcome = handler.on_request(s, request(frame, refreshed=True))
     assert isinstance(outcome, Forward) and outcome.frame == frame
     assert tokens(s) == -40
     reply = handler.on_response(s, created(5, "t0", "t1"), exchange(frame, outcome.state), 0)
@@ -169,7 +171,7 @@ def test_validate_only_and_principals_without_a_quota_are_not_charged() -> None:
 def test_topics_the_broker_refuses_are_refunded() -> None:
     s, handler = session(), HANDLERS[CREATE_TOPICS]
     frame = create_topics(8, 8)
-    outcome = handler.on_request(s, request(frame))
+    outcome = handler.on_request(s, request(frame, refreshed=True))
     assert isinstance(outcome, Forward) and tokens(s) == 4
     response = created(7, "t0")
     already = created(7, "t1", error=36)  # TOPIC_ALREADY_EXISTS: Kafka charges nothing
@@ -185,7 +187,7 @@ def test_topics_the_broker_refuses_are_refunded() -> None:
 def test_the_cluster_default_is_asked_for_before_counting_minus_one() -> None:
     s, handler = session(), HANDLERS[CREATE_TOPICS]
     frame = create_topics(-1)
-    assert handler.on_request(s, request(frame)) == Defer(default_partitions=True)
+    assert handler.on_request(s, request(frame)) == Defer(("t0",), default_partitions=True)
     assert tokens(s) == 20  # nothing recorded before deferring
     s.topics.default_partitions = 12
     outcome = handler.on_request(s, request(frame, refreshed=True))
@@ -254,51 +256,25 @@ def test_delete_topics_by_id_counts_the_topics_partitions() -> None:
     assert tokens(s) == -10  # "gone" was charged nothing, so nothing is refunded
 
 
-def test_the_core_asks_the_brokers_for_num_partitions_on_the_clients_connection() -> None:
-    clock = VirtualClock()
-    enforcer = Enforcer(QuotaEngine(QuotaConfig(SETTINGS, RATE_2)))
-    conn, client, upstream = connect(enforcer, clock, RecordingTransport(), RecordingTransport())
-    conn.session.topics.broker_ids = [1, 2]
-    conn.requests_received(
-        request_frame(
-            METADATA,
-            12,
-            MetadataRequest(
-                version=12,
-                topics=[],
-                allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False,
-            ),
-            1,
-        )
-    )
-    conn.requests_received(create_topics(-1, -1, -1, correlation_id=2))
-    own = [parse_request_header(frame) for frame in upstream.written]
-    assert [h.api_key for h in own] == [METADATA, DESCRIBE_CONFIGS]
-    asked = decode_request(DescribeConfigsRequest, upstream.written[1])
-    assert [r.resource_name for r in asked.resources] == ["1", "2"]
+def described(*num_partitions: tuple[int, str | None]) -> DescribeConfigsResponse:
+    """Brokers' answers about num.partitions: (broker id, value), None for an error."""
     result = DescribeConfigsResponse.DescribeConfigsResult
     config = result.DescribeConfigsResourceResult
-    described = DescribeConfigsResponse(
+    return DescribeConfigsResponse(
         version=4,
         throttle_time_ms=0,
         results=[
             result(
-                error_code=42,
-                error_message="not me",
+                error_code=0 if value is not None else 42,
+                error_message=None if value is not None else "not me",
                 resource_type=4,
-                resource_name="1",
-                configs=[],
-            ),
-            result(
-                error_code=0,
-                error_message=None,
-                resource_type=4,
-                resource_name="2",
-                configs=[
+                resource_name=str(broker),
+                configs=[]
+                if value is None
+                else [
                     config(
                         name="num.partitions",
-                        value="12",
+                        value=value,
                         read_only=False,
                         config_source=4,
                         is_sensitive=False,
@@ -307,21 +283,54 @@ def test_the_core_asks_the_brokers_for_num_partitions_on_the_clients_connection(
                         documentation=None,
                     )
                 ],
-            ),
+            )
+            for broker, value in num_partitions
         ],
     )
-    brokers = MetadataResponse(
-        version=12, throttle_time_ms=0, brokers=[], cluster_id="c", controller_id=1, topics=[]
+
+
+def cluster(*unknown: str) -> MetadataResponse:
+    """Brokers 1 and 2, and these topics unknown to them."""
+    broker = MetadataResponse.MetadataResponseBroker
+    topic = MetadataResponse.MetadataResponseTopic
+    return MetadataResponse(
+        version=12,
+        throttle_time_ms=0,
+        brokers=[
+            broker(version=12, node_id=n, host="kafka", port=9092 + n, rack=None) for n in (1, 2)
+        ],
+        cluster_id="c",
+        controller_id=1,
+        topics=[
+            topic(version=12, error_code=3, name=name, topic_id=None, partitions=[])
+            for name in unknown
+        ],
     )
+
+
+def test_the_core_asks_the_brokers_for_num_partitions_on_the_clients_connection() -> None:
+    clock = VirtualClock()
+    enforcer = Enforcer(QuotaEngine(QuotaConfig(SETTINGS, RATE_2)))
+    conn, client, upstream = connect(enforcer, clock, RecordingTransport(), RecordingTransport())
+    conn.requests_received(create_topics(-1, -1, -1, correlation_id=2))
+    own = parse_request_header(upstream.written[0])
+    asked = decode_request(MetadataRequest, upstream.written[0])
+    assert own.api_key == METADATA and [t.name for t in asked.topics] == ["t0", "t1", "t2"]
     conn.responses_received(
-        response_frame(METADATA, 12, brokers, 1)
-        + response_frame(DESCRIBE_CONFIGS, 4, described, own[1].correlation_id)
+        response_frame(METADATA, 12, cluster("t0", "t1", "t2"), own.correlation_id)
     )
+    clock.advance(0)  # the brokers are known now: each is asked about itself
+    own = parse_request_header(upstream.written[1])
+    assert own.api_key == DESCRIBE_CONFIGS
+    asked = decode_request(DescribeConfigsRequest, upstream.written[1])
+    assert [r.resource_name for r in asked.resources] == ["1", "2"]
+    answer = described((1, None), (2, "12"))
+    conn.responses_received(response_frame(DESCRIBE_CONFIGS, 4, answer, own.correlation_id))
     clock.advance(0)
     assert conn.session.topics.default_partitions == 12
     sent = decode_request(CreateTopicsRequest, upstream.written[-1])
     assert [t.name for t in sent.topics] == ["t0", "t1"]  # 20 -> 8 -> -4, then refused
-    assert len(client.written) == 1
+    assert client.written == []  # nothing answered before the broker has
 
 
 def test_topics_named_and_topics_by_id_are_asked_in_two_metadata_requests() -> None:
@@ -353,6 +362,165 @@ def test_explicit_assignments_count_their_entries_and_need_no_default() -> None:
         timeout_ms=30000,
         validate_only=False,
     )
-    outcome = handler.on_request(s, request(request_frame(CREATE_TOPICS, 7, msg)))
-    assert isinstance(outcome, Forward)  # not deferred: no topic relies on num.partitions
+    frame = request_frame(CREATE_TOPICS, 7, msg)
+    assert handler.on_request(s, request(frame)) == Defer(("placed",))  # no num.partitions
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward)
     assert tokens(s) == 17
+
+
+def deletes(*topics: tuple[str | None, uuid.UUID | None], version: int = 6) -> bytes:
+    state = DeleteTopicsRequest.DeleteTopicState
+    msg = DeleteTopicsRequest(
+        version=version,
+        topics=[state(name=name, topic_id=topic_id) for name, topic_id in topics],
+        timeout_ms=30000,
+    )
+    return request_frame(DELETE_TOPICS, version, msg)
+
+
+def deleted(*results: tuple[str, uuid.UUID, int]) -> bytes:
+    result = DeleteTopicsResponse.DeletableTopicResult
+    msg = DeleteTopicsResponse(
+        version=6,
+        throttle_time_ms=0,
+        responses=[
+            result(name=name, topic_id=topic_id, error_code=error, error_message=None)
+            for name, topic_id, error in results
+        ],
+    )
+    return response_frame(DELETE_TOPICS, 6, msg, 1)
+
+
+def test_a_create_counts_nothing_for_a_topic_that_exists_so_later_topics_are_not_refused() -> None:
+    """Kafka fails an existing topic with TOPIC_ALREADY_EXISTS before charging it."""
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    frame = create_topics(30, 15)
+    assert handler.on_request(s, request(frame)) == Defer(("t0", "t1"))
+    s.topics.learn([TopicPartitions("t0", None, 30)])
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward) and outcome.frame == frame  # both go upstream
+    assert tokens(s) == 5  # only t1's 15
+
+
+def test_shadow_mode_charges_what_it_lets_through_and_refunds_only_what_it_charged() -> None:
+    engine = QuotaEngine(QuotaConfig(SETTINGS, RATE_2))
+    s = Session(
+        Enforcer(engine, frozenset({QuotaType.CONTROLLER_MUTATION})),
+        lambda node, host, port: (host, port),
+        TopicCache(),
+    )
+    handler = HANDLERS[CREATE_TOPICS]
+    frame = create_topics(30, 8)
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward) and outcome.frame == frame  # nothing refused
+    assert tokens(s) == -18  # t1 goes to the cluster, so it is charged
+    both_fail = CreateTopicsResponse(
+        version=7,
+        throttle_time_ms=0,
+        topics=[
+            *decode_response(
+                CreateTopicsResponse, created(7, "t0", error=37), CREATE_TOPICS, 7
+            ).topics,
+            *decode_response(
+                CreateTopicsResponse, created(7, "t1", error=37), CREATE_TOPICS, 7
+            ).topics,
+        ],
+    )
+    handler.on_response(
+        s, response_frame(CREATE_TOPICS, 7, both_fail, 1), exchange(frame, outcome.state), 0
+    )
+    assert tokens(s) == 20  # INVALID_PARTITIONS for both: exactly what was charged comes back
+
+
+def test_topics_named_twice_count_nothing_and_go_upstream_together() -> None:
+    """The controller fails repeated names with INVALID_REQUEST and charges nothing for them:
+    a refusal of another topic must not leave one copy, which the broker would accept."""
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    msg = CreateTopicsRequest(
+        version=7,
+        topics=[
+            CT(name=name, num_partitions=n, replication_factor=1, assignments=[], configs=[])
+            for name, n in (("big", 30), ("twice", 4), ("late", 1), ("twice", 4))
+        ],
+        timeout_ms=30000,
+        validate_only=False,
+    )
+    frame = request_frame(CREATE_TOPICS, 7, msg)
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward)
+    sent = decode_request(CreateTopicsRequest, outcome.frame)
+    assert [t.name for t in sent.topics] == ["big", "twice", "twice"]  # "late" refused
+    assert tokens(s) == -10
+
+
+def test_a_deletion_naming_both_a_topic_and_an_id_counts_nothing() -> None:
+    s, handler = session(), HANDLERS[DELETE_TOPICS]
+    s.topics.learn([TopicPartitions("big", TOPIC_ID, 30)])
+    outcome = handler.on_request(s, request(deletes(("big", TOPIC_ID)), refreshed=True))
+    assert isinstance(outcome, Forward) and tokens(s) == 20
+
+
+def test_a_permissive_throttle_is_taken_back_with_a_full_refund() -> None:
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    frame = create_topics(30, version=5)
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward) and tokens(s) == -10
+    reply = handler.on_response(
+        s, created(5, "t0", error=38), exchange(frame, outcome.state), 100
+    )  # INVALID_REPLICATION_FACTOR: nothing was created, nothing is owed
+    assert tokens(s, 100) == 20 and reply.bandwidth is None
+
+
+def test_a_permissive_throttle_counts_the_time_the_answer_took() -> None:
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    frame = create_topics(30, version=5)
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    reply = handler.on_response(s, created(5, "t0"), exchange(frame, outcome.state), 1000)
+    assert reply.bandwidth is not None and reply.bandwidth.throttle_ms == 4000  # -8 at 1 s
+
+
+def test_a_strict_throttle_counts_the_time_the_answer_took() -> None:
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    frame = create_topics(30, 30)
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward)
+    reply = handler.on_response(s, created(7, "t0"), exchange(frame, outcome.state), 1200)
+    assert reply.bandwidth is not None and reply.bandwidth.throttle_ms == 3800
+    late = handler.on_response(s, created(7, "t0"), exchange(frame, outcome.state), 9000)
+    assert late.bandwidth is not None and late.bandwidth.throttle_ms == 0
+
+
+def test_a_timed_out_mutation_stays_charged() -> None:
+    """REQUEST_TIMED_OUT: the controller may still create the topic, as Kafka then has
+    charged it."""
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    frame = create_topics(8)
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    handler.on_response(s, created(7, "t0", error=7), exchange(frame, outcome.state), 0)
+    assert tokens(s) == 12
+
+
+def test_a_refused_deletion_by_id_is_answered_with_its_name_from_the_cache() -> None:
+    s, handler = session(), HANDLERS[DELETE_TOPICS]
+    small = uuid.UUID(int=8)
+    frame = deletes(("big", None), (None, small))
+    s.topics.learn([TopicPartitions("big", TOPIC_ID, 30), TopicPartitions("small", small, 2)])
+    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward)
+    sent = decode_request(DeleteTopicsRequest, outcome.frame).topics
+    assert [(t.name, t.topic_id) for t in sent] == [("big", None)]
+    reply = handler.on_response(s, deleted(("big", TOPIC_ID, 0)), exchange(frame, outcome.state), 0)
+    answer = decode_response(DeleteTopicsResponse, reply.frame, DELETE_TOPICS, 6)
+    assert [(r.name, r.topic_id, r.error_code) for r in answer.responses] == [
+        ("big", TOPIC_ID, 0),
+        ("small", small, THROTTLING_QUOTA_EXCEEDED),
+    ]
+
+
+def test_num_partitions_the_cluster_would_not_describe_is_asked_again_after_a_minute() -> None:
+    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    frame = create_topics(-1)
+    s.topics.learn_default_partitions(None, 0)  # e.g. no DESCRIBE_CONFIGS permission
+    assert handler.on_request(s, request(frame, 59_999)) == Defer(("t0",))
+    assert handler.on_request(s, request(frame, 60_000)) == Defer(("t0",), default_partitions=True)
