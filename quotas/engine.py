@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from quotas.entities import QuotaType
 from quotas.managers import ClientQuotaManager, QuotaManager, TokenBucketQuotaManager
+from quotas.producer_ids import ProducerIdQuotaManager
 from quotas.settings import QuotaConfig
 
 #: Kafka's request quota throttles by at most one window; mutation quotas are per second
@@ -35,11 +36,10 @@ class QuotaEngine:
             unit_ms=_SECOND_MS,
         )
         #: KIP-936: producer_ids_rate counts new producer ids per quota window
-        self.producer_ids = TokenBucketQuotaManager(
-            QuotaType.PRODUCER_IDS,
+        self.producer_ids = ProducerIdQuotaManager(
             settings.producer_ids,
+            settings.producer_id_cache,
             limits.get(QuotaType.PRODUCER_IDS, {}),
-            unit_ms=float(settings.producer_ids.window_ms),
         )
 
     def managers(self) -> Iterator[QuotaManager]:

@@ -1,0 +1,100 @@
+"""producer_ids_rate (KIP-936): new producer ids per user, through a token bucket, with the
+ids a user has used lately kept in a time-layered Bloom filter.
+
+KIP-936 was never merged into Apache Kafka; this follows the KIP and its prototype
+(ProducerIDQuotaManagerCache): an id found in the user's filter is free, an unseen one takes
+a token, and an unseen one while the bucket is below zero is refused (check, then record, as
+KIP-599's strict quota). The bucket holds one window's worth of ids, the KIP's "100 producer
+ids per hour" for producer_ids_rate = 100 and one-hour windows; a refused id is not added, so
+the client's retry after the throttle is judged again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+
+from quotas.bloom import BloomShape, LayeredBloomFilter, layer_false_positive_rate, positions
+from quotas.entities import MetricTags, QuotaEntity, QuotaType
+from quotas.managers import ADMITTED, Admission, ClientSensors, TokenBucketQuotaManager
+from quotas.settings import ProducerIdCacheSettings
+from quotas.stats import MetricConfig
+
+
+class ProducerIdQuotaManager(TokenBucketQuotaManager):
+    def __init__(
+        self,
+        config: MetricConfig,
+        cache: ProducerIdCacheSettings,
+        limits: Mapping[QuotaEntity, float],
+    ) -> None:
+        super().__init__(QuotaType.PRODUCER_IDS, config, limits, unit_ms=float(config.window_ms))
+        self.cache = cache
+        self._layer_rate = layer_false_positive_rate(cache.false_positive_rate, cache.layer_count)
+        #: by sensor tags (one per user), least recently given a new layer first, so the
+        #: cleanup finds the filters that have emptied without visiting the others
+        self._filters: OrderedDict[MetricTags, LayeredBloomFilter] = OrderedDict()
+        self._shapes: dict[float, BloomShape] = {}
+
+    def burst(self, sensors: ClientSensors) -> float:
+        """One window's worth: producer_ids_rate is ids per window, not per second."""
+        return sensors.limit
+
+    def shape(self, sensors: ClientSensors) -> BloomShape:
+        """A layer holds every id the user may have alive: each live producer's id is carried
+        into each new layer, and a window admits at most a full bucket plus a window's
+        refill, twice the rate (a fuller layer is followed by a new one, as the KIP says)."""
+        shape = self._shapes.get(sensors.limit)
+        if shape is None:
+            capacity = 2 * math.ceil(sensors.limit) + 1
+            shape = self._shapes[sensors.limit] = BloomShape.for_items(capacity, self._layer_rate)
+        return shape
+
+    def admit(self, sensors: ClientSensors, producer_ids: Sequence[int], now_ms: int) -> Admission:
+        """Charge the ids this user has not used within the window, in order; refused at the
+        first unseen id while the bucket is below zero (ids admitted before it stay)."""
+        ids = self._filters.get(sensors.tags)
+        if ids is None:
+            ids = self._filters[sensors.tags] = LayeredBloomFilter(
+                self.config.window_ms, self.cache.layer_count
+            )
+        shape = self.shape(sensors)
+        layer = ids.newest_ms
+        try:
+            for producer_id in producer_ids:
+                at = positions(producer_id, shape)
+                if ids.seen(producer_id, at, shape, now_ms):
+                    continue
+                admission = self.record_strict(sensors, 1, now_ms)
+                if not admission.admitted:
+                    return admission
+                ids.add(at, shape, now_ms)
+            return ADMITTED
+        finally:
+            if ids.newest_ms != layer:
+                self._filters.move_to_end(sensors.tags)
+
+    def cleanup(self, now_ms: int) -> int:
+        """Forget users whose every layer has expired (the KIP's cleanup of inactive users);
+        returns how many. Older layers of active users go when the user is next seen."""
+        window, dropped = self.config.window_ms, 0
+        while self._filters:
+            tags, ids = next(iter(self._filters.items()))
+            newest = ids.newest_ms
+            if newest is not None and now_ms - newest < window:
+                break
+            del self._filters[tags]
+            dropped += 1
+        return dropped
+
+    @property
+    def tracked_users(self) -> int:
+        return len(self._filters)
+
+    def filter_bytes(self) -> int:
+        """The filters' bit arrays: what the KIP bounds by sizing layers from the quota."""
+        return sum(ids.size_bytes for ids in self._filters.values())
+
+    def filter_of(self, tags: MetricTags) -> LayeredBloomFilter | None:
+        return self._filters.get(tags)
