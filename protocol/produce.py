@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from struct import Struct
+from struct import error as struct_error
+from typing import Final, NamedTuple
 
-from protocol.apis import PRODUCE
+from protocol.apis import DECODED, PRODUCE
 from protocol.errors import ProtocolError
-from protocol.headers import RequestHeader, request_body_offset
-from protocol.primitives import read_uvarint
+from protocol.headers import RequestHeader, encode_response, request_body_offset
+from protocol.primitives import read_uvarint, skip_tagged_fields
 
 _INT16 = Struct(">h")
 
@@ -31,3 +34,143 @@ def produce_acks(frame: bytes, header: RequestHeader) -> int:
         raise ProtocolError("Produce request truncated before acks")
     acks: int = _INT16.unpack_from(frame, pos)[0]
     return acks
+
+
+class ProducedPartitions(NamedTuple):
+    """What a Produce request writes where, read without decoding a record."""
+
+    #: (topic name, or topic id from v13; partition indexes), in request order
+    topics: list[tuple[str | uuid.UUID, list[int]]]
+    #: the distinct producer ids of its record batches, in order; -1 (not idempotent) left out
+    producer_ids: list[int]
+
+
+#: record batch v2 (magic 2): batchLength after the base offset, magic and producerId at
+#: fixed offsets from the batch's start; older message formats carry no producer id
+_BATCH_LENGTH_AT: Final = 8
+_MAGIC_AT: Final = 16
+_PRODUCER_ID_AT: Final = 43
+_BATCH_HEADER: Final = 61
+_NO_PRODUCER_ID: Final = -1
+_INT32 = Struct(">i")
+_INT64 = Struct(">q")
+_UUID: Final = 16
+
+
+def produced_partitions(frame: bytes, header: RequestHeader) -> ProducedPartitions:
+    """The topics, partitions and producer ids of a Produce request (v3+, what Kafka 4
+    accepts), stepping over every length and never over a record."""
+    assert header.api_key == PRODUCE
+    version, flexible = header.api_version, header.api_version >= 9
+    try:
+        pos = request_body_offset(frame, header)
+        pos = _skip_string(frame, pos, flexible) + 6  # transactional_id, acks, timeout_ms
+        topics: list[tuple[str | uuid.UUID, list[int]]] = []
+        producer_ids: list[int] = []
+        topic_count, pos = _count(frame, pos, flexible)
+        for _ in range(topic_count):
+            topic: str | uuid.UUID
+            if version >= 13:
+                topic = uuid.UUID(bytes=bytes(frame[pos : pos + _UUID]))
+                pos += _UUID
+            else:
+                topic, pos = _string(frame, pos, flexible)
+            partitions: list[int] = []
+            partition_count, pos = _count(frame, pos, flexible)
+            for _ in range(partition_count):
+                partitions.append(_INT32.unpack_from(frame, pos)[0])
+                pos += 4
+                if flexible:
+                    length, pos = read_uvarint(frame, pos)
+                    length -= 1
+                else:
+                    length = _INT32.unpack_from(frame, pos)[0]
+                    pos += 4
+                if length > 0:
+                    _batch_producer_ids(frame, pos, pos + length, producer_ids)
+                    pos += length
+                if flexible:
+                    pos = skip_tagged_fields(frame, pos)
+            if flexible:
+                pos = skip_tagged_fields(frame, pos)
+            topics.append((topic, partitions))
+    except (IndexError, struct_error, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"Produce request v{version} truncated or malformed") from exc
+    if pos > len(frame):
+        raise ProtocolError(f"Produce request v{version} runs past its frame")
+    return ProducedPartitions(topics, producer_ids)
+
+
+def _batch_producer_ids(frame: bytes, pos: int, end: int, found: list[int]) -> None:
+    if end > len(frame):
+        raise ProtocolError("Produce records run past the frame")
+    while pos + _BATCH_HEADER <= end:
+        batch_end = pos + 12 + _INT32.unpack_from(frame, pos + _BATCH_LENGTH_AT)[0]
+        if frame[pos + _MAGIC_AT] == 2:
+            producer_id = _INT64.unpack_from(frame, pos + _PRODUCER_ID_AT)[0]
+            if producer_id != _NO_PRODUCER_ID and producer_id not in found:
+                found.append(producer_id)
+        if batch_end <= pos:
+            raise ProtocolError("record batch with a negative length")
+        pos = batch_end
+
+
+def _count(frame: bytes, pos: int, flexible: bool) -> tuple[int, int]:
+    if flexible:
+        count, pos = read_uvarint(frame, pos)
+        return count - 1, pos
+    classic: int = _INT32.unpack_from(frame, pos)[0]
+    return classic, pos + 4
+
+
+def _skip_string(frame: bytes, pos: int, flexible: bool) -> int:
+    if flexible:
+        length, pos = read_uvarint(frame, pos)
+        return pos + max(length - 1, 0)
+    classic: int = _INT16.unpack_from(frame, pos)[0]
+    return pos + 2 + max(classic, 0)
+
+
+def _string(frame: bytes, pos: int, flexible: bool) -> tuple[str, int]:
+    if flexible:
+        length, pos = read_uvarint(frame, pos)
+        length -= 1
+    else:
+        length = _INT16.unpack_from(frame, pos)[0]
+        pos += 2
+    return bytes(frame[pos : pos + length]).decode(), pos + length
+
+
+def refuse_produce(
+    header: RequestHeader, topics: list[tuple[str | uuid.UUID, list[int]]], error_code: int
+) -> bytes:
+    """The response Kafka gives a Produce request it rejects whole: every partition with
+    the error and no offset. The throttle is written when the response is settled."""
+    version = header.api_version
+    cls = DECODED[PRODUCE][1]
+    topic_cls = cls.TopicProduceResponse
+    partition_cls = topic_cls.PartitionProduceResponse
+    responses = []
+    for topic, partitions in topics:
+        named = {"topic_id": topic} if isinstance(topic, uuid.UUID) else {"name": topic}
+        responses.append(
+            topic_cls(
+                version=version,
+                **named,
+                partition_responses=[
+                    partition_cls(
+                        version=version,
+                        index=index,
+                        error_code=error_code,
+                        base_offset=-1,
+                        log_append_time_ms=-1,
+                        log_start_offset=-1,
+                        record_errors=[],
+                        error_message=None,
+                    )
+                    for index in partitions
+                ],
+            )
+        )
+    msg = cls(version=version, responses=responses, throttle_time_ms=0)
+    return encode_response(header.correlation_id, PRODUCE, version, bytes(msg.encode()))
