@@ -142,10 +142,13 @@ def _string(frame: bytes, pos: int, flexible: bool) -> tuple[str, int]:
 
 
 def refuse_produce(
-    header: RequestHeader, topics: list[tuple[str | uuid.UUID, list[int]]], error_code: int
+    header: RequestHeader,
+    topics: list[tuple[str | uuid.UUID, list[int]]],
+    error_code: int,
+    throttle_ms: int,
 ) -> bytes:
     """The response Kafka gives a Produce request it rejects whole: every partition with
-    the error and no offset. The throttle is written when the response is settled."""
+    the error and no offset."""
     version = header.api_version
     cls = DECODED[PRODUCE][1]
     topic_cls = cls.TopicProduceResponse
@@ -172,5 +175,5 @@ def refuse_produce(
                 ],
             )
         )
-    msg = cls(version=version, responses=responses, throttle_time_ms=0)
+    msg = cls(version=version, responses=responses, throttle_time_ms=throttle_ms)
     return encode_response(header.correlation_id, PRODUCE, version, bytes(msg.encode()))

@@ -43,6 +43,14 @@ async def _expire_sensors(enforcer: Enforcer, stats: ProxyStats, clock: Clock) -
         stats.expired_sensors += enforcer.expire(clock.now_ms())
 
 
+async def _forget_producer_ids(enforcer: Enforcer, clock: Clock) -> None:
+    """KIP-936's cleanup scheduler: users whose every producer-id layer expired go."""
+    while True:
+        producer_ids = enforcer.engine.producer_ids
+        await asyncio.sleep(producer_ids.cache.cleanup_interval_ms / 1000)
+        producer_ids.cleanup(clock.now_ms())
+
+
 async def serve(config: ProxyConfig) -> None:
     enforcer = Enforcer(QuotaEngine(config.quotas), config.shadow)
     stats = ProxyStats()
@@ -72,6 +80,7 @@ async def serve(config: ProxyConfig) -> None:
     loop.add_signal_handler(signal.SIGHUP, reloader.reload, "SIGHUP")
     background.append(loop.create_task(reloader.watch(config.proxy.config_poll_interval_s)))
     background.append(loop.create_task(_expire_sensors(enforcer, stats, clock)))
+    background.append(loop.create_task(_forget_producer_ids(enforcer, clock)))
     print(f"kafka-quota-proxy bootstrap: {server.bootstrap_address}", flush=True)
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

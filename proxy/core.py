@@ -32,7 +32,7 @@ from protocol.rewrite import Advertise
 from protocol.throttle import with_throttle_time
 from proxy.clock import Clock, Timer
 from proxy.enforcement import Enforcer
-from proxy.handlers.base import Answer, Defer, Exchange, Forward, Request, Session
+from proxy.handlers.base import Answer, Defer, Drop, Exchange, Forward, Request, Session
 from proxy.handlers.metadata import read_metadata
 from proxy.handlers.registry import HANDLERS
 from proxy.topics import TopicCache
@@ -309,6 +309,8 @@ class ConnectionCore:
                     outcome = Forward(frame)
             if outcome.mute_ms:
                 self._mute(outcome.mute_ms)
+            if isinstance(outcome, Drop):
+                return None
             if isinstance(outcome, Answer):
                 entry.local_response = outcome.response
                 self._answer_locally(entry)

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 #: ClientRequestQuotaManager.NANOS_TO_PERCENTAGE_PER_SECOND
 _NANOS_TO_PERCENTAGE = 100.0 / 1_000_000_000
-#: a shadow decision is logged at most this often per entity and quota type
+#: a shadow decision, or a dropped request, is logged at most this often per entity
 _SHADOW_LOG_INTERVAL_MS = 10_000
 
 
@@ -43,6 +43,14 @@ class Mutations(NamedTuple):
 
     refused: list[int]
     charged: list[int]
+    decision: Decision | None
+
+
+class ProducerIds(NamedTuple):
+    """A Produce request's verdict on its producer ids: refused whole or not, and the
+    throttle to settle (a refusal's may round to 0 ms)."""
+
+    refused: bool
     decision: Decision | None
 
 
@@ -73,6 +81,15 @@ def _charge(
         return None
     sensors = _sensors(manager, principal, now)
     return Decision(manager, sensors, manager.record_and_get_throttle_time_ms(sensors, value, now))
+
+
+def _limited(manager: QuotaManager, principal: Principal, now: int) -> ClientSensors | None:
+    """The principal's sensors of a quota type checked before the request goes (strict
+    admission); None when nothing limits it, so nothing is read or charged."""
+    if not manager.enabled:
+        return None
+    sensors = _sensors(manager, principal, now)
+    return None if sensors.limit == UNLIMITED else sensors
 
 
 def _sensors(manager: QuotaManager, principal: Principal, now: int) -> ClientSensors:
@@ -138,11 +155,37 @@ class Enforcer:
     def mutation_sensors(self, principal: Principal, now: int) -> ClientSensors | None:
         """The sensors partition mutations are charged to; None for a principal whose
         mutations are not limited, whose requests then go through untouched."""
-        manager = self.engine.controller_mutation
-        if not manager.enabled:
-            return None
-        sensors = _sensors(manager, principal, now)
-        return None if sensors.limit == UNLIMITED else sensors
+        return _limited(self.engine.controller_mutation, principal, now)
+
+    def producer_id_sensors(self, principal: Principal, now: int) -> ClientSensors | None:
+        """The sensors a user's new producer ids are charged to; None when not limited."""
+        return _limited(self.engine.producer_ids, principal, now)
+
+    def admit_producer_ids(
+        self, sensors: ClientSensors, producer_ids: Sequence[int], now: int
+    ) -> ProducerIds:
+        """KIP-936: refuse a Produce whose unseen producer id finds the bucket below zero; in
+        shadow mode admit it, charged, and report the throttle."""
+        manager = self.engine.producer_ids
+        shadow = QuotaType.PRODUCER_IDS in self.shadow
+        admission = manager.admit(sensors, producer_ids, now, enforce=not shadow)
+        throttle = admission.throttle_ms
+        decision = Decision(manager, sensors, throttle) if throttle else None
+        return ProducerIds(not admission.admitted, decision)
+
+    def dropped(self, sensors: ClientSensors, now: int) -> None:
+        """Count a refused request that had no response to carry the refusal (acks=0), and
+        log it at most every ten seconds per user."""
+        sensors.dropped_requests += 1
+        last = sensors.dropped_logged_ms
+        if last is None or now - last >= _SHADOW_LOG_INTERVAL_MS:
+            sensors.dropped_logged_ms = now
+            log.warning(
+                "dropped an acks=0 Produce of user=%s: an unseen producer id over its "
+                "producer_ids_rate (%d dropped so far)",
+                sensors.tags[0],
+                sensors.dropped_requests,
+            )
 
     def admit_mutations(
         self, sensors: ClientSensors, counts: Sequence[int], strict: bool, now: int

@@ -63,6 +63,11 @@ class QuotaCollector(Collector):
             "Throttles decided but not applied, for quotas in shadow mode ([enforcement])",
             labels=["quota", "user", "client_id"],
         )
+        dropped = CounterMetricFamily(
+            "kafka_quota_proxy_dropped_produce_requests",
+            "acks=0 Produce requests refused for an unseen producer id over producer_ids_rate",
+            labels=["user"],
+        )
         for manager in self._engine().managers():
             group = manager.quota_type.group
             per_user = manager.quota_type is QuotaType.PRODUCER_IDS
@@ -84,8 +89,22 @@ class QuotaCollector(Collector):
                         [manager.quota_type.key, sanitize(user), client_id],
                         sensors.shadow_throttles,
                     )
+                if sensors.dropped_requests:
+                    dropped.add_metric([sanitize(user)], sensors.dropped_requests)
         yield from families.values()
         yield shadow
+        yield dropped
+        producer_ids = self._engine().producer_ids
+        yield GaugeMetricFamily(
+            "kafka_quota_proxy_producer_id_users",
+            "Users whose recent producer ids are tracked (KIP-936)",
+            value=producer_ids.tracked_users,
+        )
+        yield GaugeMetricFamily(
+            "kafka_quota_proxy_producer_id_filter_bytes",
+            "Memory of the producer-id Bloom filters' bit arrays",
+            value=producer_ids.filter_bytes(),
+        )
         reloads = CounterMetricFamily(
             "kafka_quota_proxy_config_reloads",
             "Config reloads, by result",

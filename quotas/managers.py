@@ -26,6 +26,8 @@ class ClientSensors:
 
     __slots__ = (
         "bucket",
+        "dropped_logged_ms",
+        "dropped_requests",
         "last_record_ms",
         "limit",
         "rate",
@@ -46,6 +48,9 @@ class ClientSensors:
         #: throttles decided but not applied because the quota type runs in shadow mode
         self.shadow_throttles = 0
         self.shadow_logged_ms: int | None = None
+        #: requests refused with no response to carry the refusal (acks=0), so dropped
+        self.dropped_requests = 0
+        self.dropped_logged_ms: int | None = None
 
 
 #: Kafka's metric name for each quota type's rate stat (group = QuotaType.group)

@@ -51,9 +51,20 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
             shape = self._shapes[sensors.limit] = BloomShape.for_items(capacity, self._layer_rate)
         return shape
 
-    def admit(self, sensors: ClientSensors, producer_ids: Sequence[int], now_ms: int) -> Admission:
+    def admit(
+        self,
+        sensors: ClientSensors,
+        producer_ids: Sequence[int],
+        now_ms: int,
+        enforce: bool = True,
+    ) -> Admission:
         """Charge the ids this user has not used within the window, in order; refused at the
-        first unseen id while the bucket is below zero (ids admitted before it stay)."""
+        first unseen id while the bucket is below zero (ids admitted before it stay).
+
+        Not enforcing (shadow mode), an id that would be refused goes to the cluster all the
+        same, so it is charged and remembered, and the verdict admits it with the throttle
+        a refusal would have had.
+        """
         ids = self._filters.get(sensors.tags)
         if ids is None:
             ids = self._filters[sensors.tags] = LayeredBloomFilter(
@@ -61,6 +72,7 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
             )
         shape = self.shape(sensors)
         layer = ids.newest_ms
+        verdict = ADMITTED
         try:
             for producer_id in producer_ids:
                 at = positions(producer_id, shape)
@@ -68,9 +80,12 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
                     continue
                 admission = self.record_strict(sensors, 1, now_ms)
                 if not admission.admitted:
-                    return admission
+                    if enforce:
+                        return admission
+                    self.record_permissive(sensors, 1, now_ms)
+                    verdict = Admission(True, admission.throttle_ms)
                 ids.add(at, shape, now_ms)
-            return ADMITTED
+            return verdict
         finally:
             if ids.newest_ms != layer:
                 self._filters.move_to_end(sensors.tags)

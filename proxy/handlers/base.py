@@ -84,6 +84,13 @@ class Answer:
 
 
 @dataclass(frozen=True, slots=True)
+class Drop:
+    """Neither forward nor answer: a request refused that expects no response (acks=0)."""
+
+    mute_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Defer:
     """Ask the cluster about these topics, holding this request and every later one of the
     connection until the answer is in the topic cache; then the request is handled again.
@@ -98,7 +105,7 @@ class Defer:
     default_partitions: bool = False
 
 
-Outcome = Forward | Answer | Defer
+Outcome = Forward | Answer | Drop | Defer
 
 
 @dataclass(slots=True)

@@ -1,12 +1,52 @@
-"""Produce: bytes charged to producer_byte_rate as each request is read (KafkaApis' order)."""
+"""Produce: new producer ids admitted per user (KIP-936), then bytes charged to
+producer_byte_rate as each request is read (KafkaApis' order)."""
 
 from __future__ import annotations
 
 from protocol.apis import PRODUCE
-from protocol.produce import produce_acks
-from proxy.enforcement import Decision
+from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
+from protocol.produce import produce_acks, produced_partitions, refuse_produce
+from proxy.enforcement import Decision, Principal
 from proxy.handlers.addresses import advertised
-from proxy.handlers.base import Exchange, Forward, Handler, Outcome, Reply, Request, Session
+from proxy.handlers.base import (
+    Answer,
+    Drop,
+    Exchange,
+    Forward,
+    Handler,
+    Outcome,
+    Reply,
+    Request,
+    Session,
+)
+
+
+def _refused_producer_id(
+    session: Session, request: Request, principal: Principal, acks: int
+) -> Answer | Drop | None:
+    """The answer to a request carrying an unseen producer id over its user's quota: it
+    never reaches the broker, so the broker never holds that producer's state. None when
+    the request may go on."""
+    enforcer, now = session.enforcer, request.now_ms
+    sensors = enforcer.producer_id_sensors(principal, now)
+    if sensors is None:
+        return None
+    produced = produced_partitions(request.frame, request.header)
+    if not produced.producer_ids:
+        return None
+    verdict = enforcer.admit_producer_ids(sensors, produced.producer_ids, now)
+    decision = verdict.decision
+    if not verdict.refused:
+        if decision is not None:
+            enforcer.settle_without_response(decision, now)  # shadow mode: reported only
+        return None
+    applied = enforcer.settle_without_response(decision, now) if decision is not None else 0
+    if acks == 0:
+        enforcer.dropped(sensors, now)
+        return Drop(mute_ms=applied)
+    throttle = decision.throttle_ms if decision is not None else 0
+    response = refuse_produce(request.header, produced.topics, THROTTLING_QUOTA_EXCEEDED, throttle)
+    return Answer(response, mute_ms=applied)
 
 
 class ProduceHandler(Handler):
@@ -14,8 +54,13 @@ class ProduceHandler(Handler):
         """A client pipelining requests is judged on each in turn, and a broker reads nothing
         more from a connection whose request is over quota until its throttle has passed."""
         frame, enforcer, now = request.frame, session.enforcer, request.now_ms
-        decision = enforcer.on_produce(session.principal(request.client_id), len(frame) - 4, now)
-        if produce_acks(frame, request.header) == 0:
+        principal = session.principal(request.client_id)
+        acks = produce_acks(frame, request.header)
+        refused = _refused_producer_id(session, request, principal, acks)
+        if refused is not None:
+            return refused
+        decision = enforcer.on_produce(principal, len(frame) - 4, now)
+        if acks == 0:
             # no response will carry the throttle: the byte rate alone, applied as a mute
             throttle = enforcer.settle_without_response(decision, now) if decision else 0
             return Forward(frame, expects_response=False, mute_ms=throttle)

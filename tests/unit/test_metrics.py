@@ -14,14 +14,16 @@ from quotas.settings import QuotaConfig
 T0 = 1_700_000_000_000
 
 
-def samples(engine: QuotaEngine, now: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def samples(
+    engine: QuotaEngine, now: int, prefix: str = "kafka_server_"
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     registry = build_registry(QuotaCollector(lambda: engine, lambda: now, ProxyStats(), lambda: 0))
     text = generate_latest(registry).decode()
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if s.name.startswith("kafka_server_")
+        if s.name.startswith(prefix)
     }
 
 
@@ -57,3 +59,16 @@ def test_series_mirror_kafka_and_vanish_with_their_sensor() -> None:
     later = T0 + SENSOR_EXPIRATION_MS + 1
     assert engine.expire(later) == 3
     assert samples(engine, later) == {}
+
+
+def test_producer_id_filters_and_dropped_requests_are_reported() -> None:
+    engine = QuotaEngine(QuotaConfig(limits={QuotaType.PRODUCER_IDS: {QuotaEntity(DEFAULT): 10.0}}))
+    ids = engine.producer_ids
+    for user in ("alice", "bob"):
+        ids.admit(ids.sensors_for(user, "app", T0), [1, 2], T0)
+    ids.sensors_for("bob", "app", T0).dropped_requests = 3
+    got = samples(engine, T0, prefix="kafka_quota_proxy_")
+    assert got[("kafka_quota_proxy_producer_id_users", ())] == 2
+    one_layer = ids.shape(ids.sensors_for("bob", "app", T0)).size_bytes
+    assert got[("kafka_quota_proxy_producer_id_filter_bytes", ())] == 2 * one_layer
+    assert got[("kafka_quota_proxy_dropped_produce_requests_total", (("user", "bob"),))] == 3

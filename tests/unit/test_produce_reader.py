@@ -81,8 +81,9 @@ def test_a_truncated_produce_is_a_protocol_error(cut: int) -> None:
 def test_a_refusal_names_every_partition_with_the_error(version: int) -> None:
     wire = produce(version, {0: batch(7), 2: batch(7)})
     header = parse_request_header(wire)
-    response = refuse_produce(header, produced_partitions(wire, header).topics, 89)
+    response = refuse_produce(header, produced_partitions(wire, header).topics, 89, 1500)
     msg = decode_response(RESPONSE, response, PRODUCE, version)
+    assert msg.throttle_time_ms == 1500
     topic = msg.responses[0]
     assert (topic.topic_id if version >= 13 else topic.name) == (
         TOPIC_ID if version >= 13 else "orders"

@@ -1,0 +1,143 @@
+"""KIP-936 on the Produce handler and the connection core, on a virtual clock.
+
+producer_ids_rate = 2 per ten-second window for every user: a bucket of 2, so three unseen
+producer ids are admitted (check, then record) and the fourth finds -1 token, 5 s short.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from protocol.apis import DECODED, PRODUCE
+from protocol.headers import parse_request_header, response_correlation_id
+from proxy.enforcement import Enforcer
+from proxy.handlers.base import Answer, Drop, Forward, Session
+from proxy.handlers.registry import HANDLERS
+from proxy.topics import TopicCache
+from quotas.engine import QuotaEngine
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.managers import ClientSensors
+from quotas.settings import ProducerIdCacheSettings, QuotaConfig, QuotaLimits, QuotaSettings
+from quotas.stats import MetricConfig
+from tests.harness import RecordingTransport, VirtualClock, connect
+from tests.harness import handler_request as request
+from tests.wire import decode_response, request_frame
+
+REQUEST, RESPONSE = DECODED[PRODUCE]
+SETTINGS = QuotaSettings(
+    producer_ids=MetricConfig(samples=11, window_ms=10_000),
+    producer_id_cache=ProducerIdCacheSettings(layer_count=4, false_positive_rate=0.001),
+)
+EVERY_USER = {QuotaType.PRODUCER_IDS: {QuotaEntity(DEFAULT): 2.0}}
+ONLY_BOB = {QuotaType.PRODUCER_IDS: {QuotaEntity("bob"): 2.0}}
+SHADOW = frozenset({QuotaType.PRODUCER_IDS})
+
+
+def produce(producer_id: int, correlation_id: int = 1, acks: int = -1) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=0,
+        batch_size=1 << 16,
+    )
+    builder.append(0, timestamp=1, key=None, value=b"v", headers=[])
+    data = REQUEST.TopicProduceData
+    msg = REQUEST(
+        version=9,
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=30000,
+        topic_data=[
+            data(
+                version=9,
+                name="orders",
+                partition_data=[
+                    data.PartitionProduceData(version=9, index=p, records=bytes(builder.build()))
+                    for p in (0, 1)
+                ],
+            )
+        ],
+    )
+    return request_frame(PRODUCE, 9, msg, correlation_id)
+
+
+def session(
+    limits: QuotaLimits = EVERY_USER, shadow: frozenset[QuotaType] = frozenset()
+) -> Session:
+    enforcer = Enforcer(QuotaEngine(QuotaConfig(SETTINGS, limits)), shadow)
+    return Session(enforcer, lambda node, host, port: (host, port), TopicCache())
+
+
+def user_sensors(s: Session) -> ClientSensors:
+    return next(s.enforcer.engine.producer_ids.sensors())
+
+
+def test_three_new_ids_pass_the_fourth_is_refused_and_known_ids_stay_free() -> None:
+    s, handler = session(), HANDLERS[PRODUCE]
+    for producer_id in (1, 2, 3, 1, 2):
+        outcome = handler.on_request(s, request(produce(producer_id)))
+        assert isinstance(outcome, Forward)
+    refused = handler.on_request(s, request(produce(4)))
+    assert isinstance(refused, Answer) and refused.mute_ms == 5000
+    answer = decode_response(RESPONSE, refused.response, PRODUCE, 9)
+    assert answer.throttle_time_ms == 5000
+    assert [(p.index, p.error_code) for p in answer.responses[0].partition_responses] == [
+        (0, 89),
+        (1, 89),
+    ]
+    assert isinstance(handler.on_request(s, request(produce(3))), Forward)  # still free
+
+
+def test_a_producer_that_is_not_idempotent_is_never_counted() -> None:
+    s, handler = session(), HANDLERS[PRODUCE]
+    for _ in range(10):
+        assert isinstance(handler.on_request(s, request(produce(-1))), Forward)
+    ids = s.enforcer.engine.producer_ids
+    assert ids.tokens(user_sensors(s), 0) == 2 and ids.tracked_users == 0
+
+
+def test_a_refused_request_with_acks_0_is_dropped_and_counted() -> None:
+    s, handler = session(), HANDLERS[PRODUCE]
+    for producer_id in (1, 2, 3):
+        handler.on_request(s, request(produce(producer_id, acks=0)))
+    outcome = handler.on_request(s, request(produce(4, acks=0)))
+    assert outcome == Drop(mute_ms=5000)
+    assert user_sensors(s).dropped_requests == 1
+
+
+def test_shadow_mode_lets_the_id_through_and_counts_the_throttle() -> None:
+    s, handler = session(shadow=SHADOW), HANDLERS[PRODUCE]
+    for producer_id in (1, 2, 3, 4):
+        assert isinstance(handler.on_request(s, request(produce(producer_id))), Forward)
+    sensors = user_sensors(s)
+    assert sensors.shadow_throttles == 1
+    assert s.enforcer.engine.producer_ids.tokens(sensors, 0) == -2  # charged: it went through
+
+
+def test_a_user_without_the_quota_is_untouched() -> None:
+    s, handler = session(ONLY_BOB), HANDLERS[PRODUCE]
+    frames = [produce(producer_id) for producer_id in range(1, 10)]
+    outcomes = [handler.on_request(s, request(frame)) for frame in frames]
+    assert [o.frame for o in outcomes if isinstance(o, Forward)] == frames
+
+
+def test_the_refusal_goes_out_in_order_and_mutes_the_connection() -> None:
+    clock = VirtualClock()
+    enforcer = Enforcer(QuotaEngine(QuotaConfig(SETTINGS, EVERY_USER)))
+    conn, client, upstream = connect(enforcer, clock, RecordingTransport(), RecordingTransport())
+    conn.requests_received(b"".join(produce(p, correlation_id=p) for p in (1, 2, 3)))
+    conn.requests_received(produce(4, correlation_id=4) + produce(1, correlation_id=5))
+    forwarded = [parse_request_header(frame).correlation_id for frame in upstream.written]
+    assert forwarded == [1, 2, 3]  # 4 answered here; 5 waits out the throttle
+    assert client.written == []  # the refusal waits for the responses before it
+    conn.responses_received(b"".join(struct.pack(">iib", 5, cid, 0) for cid in (1, 2, 3)))
+    assert [response_correlation_id(frame) for frame in client.written] == [1, 2, 3, 4]
+    clock.advance(5000 * 1_000_000 - 1)
+    assert len(upstream.written) == 3
+    clock.advance(1)
+    assert [parse_request_header(f).correlation_id for f in upstream.written] == [1, 2, 3, 5]
