@@ -22,14 +22,11 @@ def produce_acks(frame: bytes, header: RequestHeader) -> int:
     """
     assert header.api_key == PRODUCE
     pos = request_body_offset(frame, header)
-    if header.api_version >= 9:
-        length, pos = read_uvarint(frame, pos)
-        pos += max(length - 1, 0)
-    elif header.api_version >= 3:
-        if pos + 2 > len(frame):
-            raise ProtocolError("Produce request truncated before transactional_id")
-        (length,) = _INT16.unpack_from(frame, pos)
-        pos += 2 + max(length, 0)
+    if header.api_version >= 3:
+        try:
+            pos = _skip_string(frame, pos, header.api_version >= 9)
+        except struct_error as exc:
+            raise ProtocolError("Produce request truncated before transactional_id") from exc
     if pos + 2 > len(frame):
         raise ProtocolError("Produce request truncated before acks")
     acks: int = _INT16.unpack_from(frame, pos)[0]
@@ -67,7 +64,7 @@ def produced_partitions(frame: bytes, header: RequestHeader) -> ProducedPartitio
         pos = _skip_string(frame, pos, flexible) + 6  # transactional_id, acks, timeout_ms
         topics: list[tuple[str | uuid.UUID, list[int]]] = []
         producer_ids: list[int] = []
-        topic_count, pos = _count(frame, pos, flexible)
+        topic_count, pos = _length(frame, pos, flexible, _INT32)
         for _ in range(topic_count):
             topic: str | uuid.UUID
             if version >= 13:
@@ -76,16 +73,11 @@ def produced_partitions(frame: bytes, header: RequestHeader) -> ProducedPartitio
             else:
                 topic, pos = _string(frame, pos, flexible)
             partitions: list[int] = []
-            partition_count, pos = _count(frame, pos, flexible)
+            partition_count, pos = _length(frame, pos, flexible, _INT32)
             for _ in range(partition_count):
                 partitions.append(_INT32.unpack_from(frame, pos)[0])
                 pos += 4
-                if flexible:
-                    length, pos = read_uvarint(frame, pos)
-                    length -= 1
-                else:
-                    length = _INT32.unpack_from(frame, pos)[0]
-                    pos += 4
+                length, pos = _length(frame, pos, flexible, _INT32)
                 if length > 0:
                     _batch_producer_ids(frame, pos, pos + length, producer_ids)
                     pos += length
@@ -115,29 +107,23 @@ def _batch_producer_ids(frame: bytes, pos: int, end: int, found: list[int]) -> N
         pos = batch_end
 
 
-def _count(frame: bytes, pos: int, flexible: bool) -> tuple[int, int]:
+def _length(frame: bytes, pos: int, flexible: bool, classic: Struct) -> tuple[int, int]:
+    """An array count or a string or bytes length: a uvarint of length + 1 when flexible,
+    else `classic` (-1 for null either way)."""
     if flexible:
-        count, pos = read_uvarint(frame, pos)
-        return count - 1, pos
-    classic: int = _INT32.unpack_from(frame, pos)[0]
-    return classic, pos + 4
+        length, pos = read_uvarint(frame, pos)
+        return length - 1, pos
+    value: int = classic.unpack_from(frame, pos)[0]
+    return value, pos + classic.size
 
 
 def _skip_string(frame: bytes, pos: int, flexible: bool) -> int:
-    if flexible:
-        length, pos = read_uvarint(frame, pos)
-        return pos + max(length - 1, 0)
-    classic: int = _INT16.unpack_from(frame, pos)[0]
-    return pos + 2 + max(classic, 0)
+    length, pos = _length(frame, pos, flexible, _INT16)
+    return pos + max(length, 0)
 
 
 def _string(frame: bytes, pos: int, flexible: bool) -> tuple[str, int]:
-    if flexible:
-        length, pos = read_uvarint(frame, pos)
-        length -= 1
-    else:
-        length = _INT16.unpack_from(frame, pos)[0]
-        pos += 2
+    length, pos = _length(frame, pos, flexible, _INT16)
     return bytes(frame[pos : pos + length]).decode(), pos + length
 
 
