@@ -32,6 +32,7 @@ bench: setup
 	$(PY) -m bench.quota_decision
 	$(PY) -m bench.latency
 	$(PY) -m bench.mutation_burst
+	$(PY) -m bench.producer_ids
 	$(PY) -m bench.throughput
 
 clean:

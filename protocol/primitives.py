@@ -6,7 +6,16 @@ from protocol.errors import ProtocolError
 
 
 def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    """Unsigned varint (Kafka's compact lengths and tag numbers) -> (value, next position)."""
+    """Unsigned varint (Kafka's compact lengths and tag numbers) -> (value, next position).
+
+    Almost every one on the wire is a single byte (a length under 127, a tag count of 0),
+    so that case returns before the loop: the Produce path reads ten per request."""
+    try:
+        byte = data[pos]
+    except IndexError:
+        raise ProtocolError("truncated varint") from None
+    if byte < 0x80:
+        return byte, pos + 1
     value = 0
     shift = 0
     while True:
@@ -23,6 +32,8 @@ def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def skip_tagged_fields(data: bytes, pos: int) -> int:
+    if pos < len(data) and data[pos] == 0:  # no tagged fields, nearly always
+        return pos + 1
     count, pos = read_uvarint(data, pos)
     for _ in range(count):
         _, pos = read_uvarint(data, pos)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from struct import Struct
 from struct import error as struct_error
-from typing import Final, NamedTuple
+from typing import Final
 
 from protocol.apis import DECODED, PRODUCE
 from protocol.errors import ProtocolError
@@ -33,13 +33,8 @@ def produce_acks(frame: bytes, header: RequestHeader) -> int:
     return acks
 
 
-class ProducedPartitions(NamedTuple):
-    """What a Produce request writes where, read without decoding a record."""
-
-    #: (topic name, or topic id from v13; partition indexes), in request order
-    topics: list[tuple[str | uuid.UUID, list[int]]]
-    #: the distinct producer ids of its record batches, in order; -1 (not idempotent) left out
-    producer_ids: list[int]
+#: (topic name, or topic id from v13; partition indexes) of a Produce request, in its order
+ProducedTopics = list[tuple[str | uuid.UUID, list[int]]]
 
 
 #: record batch v2 (magic 2): batchLength after the base offset, magic and producerId at
@@ -54,43 +49,60 @@ _INT64 = Struct(">q")
 _UUID: Final = 16
 
 
-def produced_partitions(frame: bytes, header: RequestHeader) -> ProducedPartitions:
-    """The topics, partitions and producer ids of a Produce request (v3+, what Kafka 4
-    accepts), stepping over every length and never over a record."""
+def producer_ids(frame: bytes, header: RequestHeader) -> list[int]:
+    """The distinct producer ids of a Produce request's record batches, in order, -1 (not
+    idempotent) left out: read at their fixed offsets, never decoding a record."""
+    return _walk(frame, header, None)
+
+
+def produced_topics(frame: bytes, header: RequestHeader) -> ProducedTopics:
+    """Where a Produce request writes: what a refusal must name (rare, so read apart)."""
+    topics: ProducedTopics = []
+    _walk(frame, header, topics)
+    return topics
+
+
+def _walk(frame: bytes, header: RequestHeader, topics: ProducedTopics | None) -> list[int]:
+    """Step over a Produce request (v3+, what Kafka 4 accepts) by its lengths, collecting
+    producer ids, and the topics and partitions when asked."""
     assert header.api_key == PRODUCE
     version, flexible = header.api_version, header.api_version >= 9
+    found: list[int] = []
     try:
         pos = request_body_offset(frame, header)
         pos = _skip_string(frame, pos, flexible) + 6  # transactional_id, acks, timeout_ms
-        topics: list[tuple[str | uuid.UUID, list[int]]] = []
-        producer_ids: list[int] = []
         topic_count, pos = _length(frame, pos, flexible, _INT32)
         for _ in range(topic_count):
-            topic: str | uuid.UUID
+            named = pos
             if version >= 13:
-                topic = uuid.UUID(bytes=bytes(frame[pos : pos + _UUID]))
                 pos += _UUID
             else:
-                topic, pos = _string(frame, pos, flexible)
+                pos = _skip_string(frame, pos, flexible)
             partitions: list[int] = []
             partition_count, pos = _length(frame, pos, flexible, _INT32)
             for _ in range(partition_count):
-                partitions.append(_INT32.unpack_from(frame, pos)[0])
-                pos += 4
-                length, pos = _length(frame, pos, flexible, _INT32)
+                if topics is not None:
+                    partitions.append(_INT32.unpack_from(frame, pos)[0])
+                length, pos = _length(frame, pos + 4, flexible, _INT32)
                 if length > 0:
-                    _batch_producer_ids(frame, pos, pos + length, producer_ids)
+                    _batch_producer_ids(frame, pos, pos + length, found)
                     pos += length
                 if flexible:
                     pos = skip_tagged_fields(frame, pos)
             if flexible:
                 pos = skip_tagged_fields(frame, pos)
-            topics.append((topic, partitions))
+            if topics is not None:
+                topic: str | uuid.UUID
+                if version >= 13:
+                    topic = uuid.UUID(bytes=bytes(frame[named : named + _UUID]))
+                else:
+                    topic, _ = _string(frame, named, flexible)
+                topics.append((topic, partitions))
     except (IndexError, struct_error, UnicodeDecodeError) as exc:
         raise ProtocolError(f"Produce request v{version} truncated or malformed") from exc
     if pos > len(frame):
         raise ProtocolError(f"Produce request v{version} runs past its frame")
-    return ProducedPartitions(topics, producer_ids)
+    return found
 
 
 def _batch_producer_ids(frame: bytes, pos: int, end: int, found: list[int]) -> None:
@@ -129,7 +141,7 @@ def _string(frame: bytes, pos: int, flexible: bool) -> tuple[str, int]:
 
 def refuse_produce(
     header: RequestHeader,
-    topics: list[tuple[str | uuid.UUID, list[int]]],
+    topics: ProducedTopics,
     error_code: int,
     throttle_ms: int,
 ) -> bytes:

@@ -54,6 +54,9 @@ class ProducerIds(NamedTuple):
     decision: Decision | None
 
 
+_ADMITTED_IDS = ProducerIds(False, None)
+
+
 class Principal:
     """One client's sensors, per quota type, as its connection keeps them between requests.
 
@@ -62,7 +65,7 @@ class Principal:
     and keeps the result until the enforcer's generation moves (a reload or an expiry).
     """
 
-    __slots__ = ("client_id", "generation", "sensors", "user")
+    __slots__ = ("client_id", "generation", "producer_ids_seen", "sensors", "user")
 
     def __init__(self, user: str, client_id: str, generation: int) -> None:
         self.user = user
@@ -70,6 +73,10 @@ class Principal:
         self.generation = generation
         #: by QuotaManager.slot; None until the quota type first charges this client
         self.sensors: list[ClientSensors | None] = [None] * len(QuotaType)
+        #: the producer ids of this connection's last admitted Produce and the user's layer
+        #: they are in: a producer sends its one id again and again, and while that layer is
+        #: current the filter need not be asked (see admit_producer_ids)
+        self.producer_ids_seen: tuple[list[int], object] | None = None
 
 
 def _charge(
@@ -162,14 +169,21 @@ class Enforcer:
         return _limited(self.engine.producer_ids, principal, now)
 
     def admit_producer_ids(
-        self, sensors: ClientSensors, producer_ids: Sequence[int], now: int
+        self, principal: Principal, sensors: ClientSensors, producer_ids: list[int], now: int
     ) -> ProducerIds:
         """KIP-936: refuse a Produce whose unseen producer id finds the bucket below zero; in
         shadow mode admit it, charged, and report the throttle."""
         manager = self.engine.producer_ids
+        seen = principal.producer_ids_seen
+        if seen is not None and seen[0] == producer_ids:
+            layer = manager.current_layer(sensors, now)
+            if layer is not None and layer is seen[1]:
+                return _ADMITTED_IDS  # all in the newest layer, which is still current
         shadow = QuotaType.PRODUCER_IDS in self.shadow
         admission = manager.admit(sensors, producer_ids, now, enforce=not shadow)
         throttle = admission.throttle_ms
+        if admission.admitted:
+            principal.producer_ids_seen = (producer_ids, manager.current_layer(sensors, now))
         decision = Decision(manager, sensors, throttle) if throttle else None
         return ProducerIds(not admission.admitted, decision)
 

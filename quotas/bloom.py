@@ -139,6 +139,14 @@ class LayeredBloomFilter:
         """When the newest layer was started: the filter is empty a window after it."""
         return self._layers[-1].created_ms if self._layers else None
 
+    def current_layer(self, now_ms: int) -> object | None:
+        """The newest layer while new ids and carried ones still go to it, as a token: ids
+        found or added while it is current need no second look until it changes."""
+        layers = self._layers
+        if layers and now_ms - layers[-1].created_ms < self._layer_ms:
+            return layers[-1]
+        return None
+
     def layers(self) -> Iterator[tuple[int, int]]:
         """(created_ms, ids added) of each live layer, oldest first: for tests and reports."""
         return ((layer.created_ms, layer.count) for layer in self._layers)

@@ -103,6 +103,11 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
             dropped += 1
         return dropped
 
+    def current_layer(self, sensors: ClientSensors, now_ms: int) -> object | None:
+        """The user's newest layer while current (see LayeredBloomFilter.current_layer)."""
+        ids = self._filters.get(sensors.tags)
+        return None if ids is None else ids.current_layer(now_ms)
+
     @property
     def tracked_users(self) -> int:
         return len(self._filters)

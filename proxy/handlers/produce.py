@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from protocol.apis import PRODUCE
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
-from protocol.produce import produce_acks, produced_partitions, refuse_produce
+from protocol.produce import produce_acks, produced_topics, producer_ids, refuse_produce
 from proxy.enforcement import Decision, Principal
 from proxy.handlers.addresses import advertised
 from proxy.handlers.base import (
@@ -31,10 +31,11 @@ def _refused_producer_id(
     sensors = enforcer.producer_id_sensors(principal, now)
     if sensors is None:
         return None
-    produced = produced_partitions(request.frame, request.header)
-    if not produced.producer_ids:
+    frame, header = request.frame, request.header
+    ids = producer_ids(frame, header)
+    if not ids:
         return None
-    verdict = enforcer.admit_producer_ids(sensors, produced.producer_ids, now)
+    verdict = enforcer.admit_producer_ids(principal, sensors, ids, now)
     decision = verdict.decision
     if not verdict.refused:
         if decision is not None:
@@ -45,7 +46,8 @@ def _refused_producer_id(
         enforcer.dropped(sensors, now)
         return Drop(mute_ms=applied)
     throttle = decision.throttle_ms if decision is not None else 0
-    response = refuse_produce(request.header, produced.topics, THROTTLING_QUOTA_EXCEEDED, throttle)
+    topics = produced_topics(frame, header)
+    response = refuse_produce(header, topics, THROTTLING_QUOTA_EXCEEDED, throttle)
     return Answer(response, mute_ms=applied)
 
 

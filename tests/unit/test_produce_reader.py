@@ -11,7 +11,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from protocol.apis import DECODED, PRODUCE
 from protocol.errors import ProtocolError
 from protocol.headers import parse_request_header
-from protocol.produce import produced_partitions, refuse_produce
+from protocol.produce import produced_topics, producer_ids, refuse_produce
 from tests.wire import decode_response, request_frame
 
 REQUEST, RESPONSE = DECODED[PRODUCE]
@@ -58,15 +58,15 @@ def produce(version: int, partitions: dict[int, bytes | None], topic: str = "ord
 @pytest.mark.parametrize("version", [3, 8, 9, 12, 13])
 def test_producer_ids_come_from_every_batch_of_every_partition(version: int) -> None:
     wire = produce(version, {0: batch(7) + batch(8), 3: batch(7, epoch=1), 5: None})
-    read = produced_partitions(wire, parse_request_header(wire))
-    assert read.producer_ids == [7, 8]  # distinct, in order; an epoch bump is the same id
+    header = parse_request_header(wire)
+    assert producer_ids(wire, header) == [7, 8]  # distinct, in order; an epoch bump: same id
     topic = TOPIC_ID if version >= 13 else "orders"
-    assert read.topics == [(topic, [0, 3, 5])]
+    assert produced_topics(wire, header) == [(topic, [0, 3, 5])]
 
 
 def test_a_producer_that_is_not_idempotent_is_never_charged() -> None:
     wire = produce(11, {0: batch(-1)})
-    assert produced_partitions(wire, parse_request_header(wire)).producer_ids == []
+    assert producer_ids(wire, parse_request_header(wire)) == []
 
 
 @pytest.mark.parametrize("cut", [20, 60, 100])
@@ -74,14 +74,14 @@ def test_a_truncated_produce_is_a_protocol_error(cut: int) -> None:
     wire = produce(9, {0: batch(7)})
     short = (len(wire) - cut - 4).to_bytes(4, "big") + wire[4:-cut]
     with pytest.raises(ProtocolError):
-        produced_partitions(short, parse_request_header(short))
+        producer_ids(short, parse_request_header(short))
 
 
 @pytest.mark.parametrize("version", [3, 9, 13])
 def test_a_refusal_names_every_partition_with_the_error(version: int) -> None:
     wire = produce(version, {0: batch(7), 2: batch(7)})
     header = parse_request_header(wire)
-    response = refuse_produce(header, produced_partitions(wire, header).topics, 89, 1500)
+    response = refuse_produce(header, produced_topics(wire, header), 89, 1500)
     msg = decode_response(RESPONSE, response, PRODUCE, version)
     assert msg.throttle_time_ms == 1500
     topic = msg.responses[0]

@@ -141,3 +141,17 @@ def test_the_refusal_goes_out_in_order_and_mutes_the_connection() -> None:
     assert len(upstream.written) == 3
     clock.advance(1)
     assert [parse_request_header(f).correlation_id for f in upstream.written] == [1, 2, 3, 5]
+
+
+def test_a_producer_on_one_connection_stays_known_across_layer_rotations() -> None:
+    """A connection remembers that its producer's id is in the user's current layer and skips
+    the filter while that layer is current; across six windows of sending every 2 s the id
+    must still be carried into each new layer, so another connection finds it known."""
+    s, handler = session(), HANDLERS[PRODUCE]
+    for now in range(0, 60_000, 2_000):
+        assert isinstance(handler.on_request(s, request(produce(1), now)), Forward)
+    ids = s.enforcer.engine.producer_ids
+    assert ids.tokens(user_sensors(s), 60_000) == 2  # full again
+    other = Session(s.enforcer, s.advertise, s.topics)
+    assert isinstance(handler.on_request(other, request(produce(1), 60_000)), Forward)
+    assert ids.tokens(user_sensors(s), 60_000) == 2  # known: nothing charged
