@@ -24,7 +24,13 @@ from proxy.enforcement import Enforcer
 from proxy.handlers.base import Request, Session
 from proxy.handlers.registry import HANDLERS
 from proxy.topics import TopicCache
-from quotas.bloom import LayeredBloomFilter, positions
+from quotas.bloom import (
+    MAX_LAYER_IDS,
+    BloomShape,
+    LayeredBloomFilter,
+    hashed,
+    layer_false_positive_rate,
+)
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import ProducerIdCacheSettings, QuotaConfig, QuotaSettings
@@ -32,13 +38,14 @@ from quotas.stats import MetricConfig
 
 HOUR_WINDOWS = MetricConfig(samples=11, window_ms=3_600_000)
 FALSE_POSITIVE_RATE = 0.01
+LAYERS = 4
 
 
 def engine(rate: float | None) -> QuotaEngine:
     settings = QuotaSettings(
         producer_ids=HOUR_WINDOWS,
         producer_id_cache=ProducerIdCacheSettings(
-            layer_count=4, false_positive_rate=FALSE_POSITIVE_RATE
+            layer_count=LAYERS, false_positive_rate=FALSE_POSITIVE_RATE
         ),
     )
     limits = {} if rate is None else {QuotaType.PRODUCER_IDS: {QuotaEntity(DEFAULT): rate}}
@@ -49,7 +56,11 @@ def filter_run(ids: int, unseen: int) -> None:
     quotas = engine(float(ids))
     manager = quotas.producer_ids
     sensors = manager.sensors_for("churner", "app", 0)
-    shape = manager.shape(sensors)
+    # what the design predicts, computed apart from the filter: the first slot's layer is
+    # made for a rate's worth of new ids (plus the one a strict check lets through)
+    predicted = BloomShape.for_items(
+        min(ids + 1, MAX_LAYER_IDS), layer_false_positive_rate(FALSE_POSITIVE_RATE, LAYERS)
+    )
     started = time.perf_counter()
     for producer_id in range(ids):
         manager.admit(sensors, (producer_id,), 0)
@@ -59,24 +70,23 @@ def filter_run(ids: int, unseen: int) -> None:
     layers = list(filt.layers())
     print(f"{ids:,} distinct producer ids of one user in one window, {FALSE_POSITIVE_RATE:.0%}:")
     print(
-        f"  layer shape: {shape.bits:,} bits, {shape.hashes} hashes, capacity {shape.capacity:,}"
-        f" -> {shape.size_bytes / 1e6:.2f} MB a layer; {len(layers)} layer(s) used"
-    )
-    print(
-        f"  filters' bit arrays {manager.filter_bytes() / 1e6:.2f} MB"
-        f" (the shape predicts {len(layers) * shape.size_bytes / 1e6:.2f} MB)"
+        f"  {len(layers)} layer(s) of {', '.join(f'{c:,}' for _, c, _ in layers)} ids;"
+        f" bit arrays {manager.filter_bytes() / 1e6:.2f} MB, the shape predicts"
+        f" {predicted.size_bytes / 1e6:.2f} MB ({predicted.bits:,} bits, {predicted.hashes}"
+        f" hashes); one Bloom filter of {ids:,} at {FALSE_POSITIVE_RATE:.0%} would be"
+        f" {BloomShape.for_items(ids, FALSE_POSITIVE_RATE).size_bytes / 1e6:.2f} MB"
     )
     print(f"  admitted (check, charge the bucket, add): {ids / elapsed:,.0f} per second")
-    bare = LayeredBloomFilter(HOUR_WINDOWS.window_ms, 4)
+    bare = LayeredBloomFilter(HOUR_WINDOWS.window_ms, LAYERS, FALSE_POSITIVE_RATE)
     started = time.perf_counter()
     for producer_id in range(ids):
-        at = positions(producer_id, shape)
-        if not bare.seen(producer_id, at, shape, 0):
-            bare.add(at, shape, 0)
+        item = hashed(producer_id)
+        if not bare.seen(item, ids + 1, 0):
+            bare.add(item, ids + 1, 0)
     rate = ids / (time.perf_counter() - started)
     print(f"  the filter alone (check, add): {rate:,.0f} per second")
     started = time.perf_counter()
-    hits = sum(filt.seen(p, positions(p, shape), shape, 0) for p in range(10**12, 10**12 + unseen))
+    hits = sum(filt.seen(hashed(p), ids + 1, 0) for p in range(10**12, 10**12 + unseen))
     lookups = unseen / (time.perf_counter() - started)
     print(
         f"  false positives: {hits / unseen:.4%} of {unseen:,} unseen ids"
@@ -84,23 +94,22 @@ def filter_run(ids: int, unseen: int) -> None:
     )
 
 
-def worst_case_false_positives(rate: float, unseen: int) -> None:
-    """layer_count + 1 layers each filled to capacity, the most a window holds without a
-    layer filling early: the false-positive rate the shape promises for the whole."""
-    quotas = engine(rate)
-    manager = quotas.producer_ids
-    shape = manager.shape(manager.sensors_for("full", "app", 0))
-    filt = LayeredBloomFilter(HOUR_WINDOWS.window_ms, 4)
-    layer_ms = HOUR_WINDOWS.window_ms // 4
-    for layer in range(5):
-        for n in range(shape.capacity):
-            filt.add(positions(layer * shape.capacity + n, shape), shape, layer * layer_ms)
-    now = 4 * layer_ms
-    hits = sum(
-        filt.seen(p, positions(p, shape), shape, now) for p in range(10**12, 10**12 + unseen)
-    )
+def worst_case_false_positives(new_ids: int, unseen: int) -> None:
+    """layer_count slots of one layer each, every layer filled to its capacity (the most a
+    window holds without a slot overflowing): the rate the shapes promise for the whole."""
+    filt = LayeredBloomFilter(HOUR_WINDOWS.window_ms, LAYERS, FALSE_POSITIVE_RATE)
+    slot_ms, next_id = HOUR_WINDOWS.window_ms // LAYERS, 0
+    for slot in range(LAYERS):
+        filt.add(hashed(next_id), new_ids, slot * slot_ms)
+        *_, (_, _, capacity) = filt.layers()
+        for producer_id in range(next_id + 1, next_id + capacity):
+            filt.add(hashed(producer_id), new_ids, slot * slot_ms)
+        next_id += capacity
+    now = LAYERS * slot_ms - 1
+    hits = sum(filt.seen(hashed(p), new_ids, now) for p in range(10**12, 10**12 + unseen))
+    sizes = ", ".join(f"{count:,}" for _, count, _ in filt.layers())
     print(
-        f"  every layer full (5 x {shape.capacity:,} ids): false positives {hits / unseen:.3%}"
+        f"  every layer full ({sizes} ids): false positives {hits / unseen:.3%}"
         f" (configured {FALSE_POSITIVE_RATE:.2%})"
     )
 
@@ -164,7 +173,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200_000)
     args = parser.parse_args()
     filter_run(args.ids, args.unseen)
-    worst_case_false_positives(10_000.0, args.unseen)
+    worst_case_false_positives(10_001, args.unseen)
     off = produce_cpu(None, args.requests, 1000)
     on = produce_cpu(10_000.0, args.requests, 1000)
     print("Produce handler, 16 KiB requests, 1,000 producers on their own connections:")

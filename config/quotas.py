@@ -77,6 +77,11 @@ def parse_broker_settings(section: Mapping[str, Any], problems: list[str]) -> Qu
             elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 problems.append(f"{where}: expected an integer >= 1, got {value!r}")
                 continue
+            elif field == "layer_count" and value < 2:
+                # with one layer an id expires at the moment it would be carried over, so a
+                # producer that never stops would be charged again every window
+                problems.append(f"{where}: expected at least 2 layers, got {value}")
+                continue
             cache[field] = value
         else:
             problems.append(f"{where}: unknown key (known: {', '.join(BROKER_KEYS)})")

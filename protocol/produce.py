@@ -67,7 +67,10 @@ def _walk(frame: bytes, header: RequestHeader, topics: ProducedTopics | None) ->
     producer ids, and the topics and partitions when asked."""
     assert header.api_key == PRODUCE
     version, flexible = header.api_version, header.api_version >= 9
-    found: list[int] = []
+    #: a dict keeps the ids distinct and in order in linear time, however many batches
+    found: dict[int, None] = {}
+    if version < 3:
+        return []  # v0-v2 carry message formats 0 and 1, which have no producer id
     try:
         pos = request_body_offset(frame, header)
         pos = _skip_string(frame, pos, flexible) + 6  # transactional_id, acks, timeout_ms
@@ -102,18 +105,18 @@ def _walk(frame: bytes, header: RequestHeader, topics: ProducedTopics | None) ->
         raise ProtocolError(f"Produce request v{version} truncated or malformed") from exc
     if pos > len(frame):
         raise ProtocolError(f"Produce request v{version} runs past its frame")
-    return found
+    return list(found)
 
 
-def _batch_producer_ids(frame: bytes, pos: int, end: int, found: list[int]) -> None:
+def _batch_producer_ids(frame: bytes, pos: int, end: int, found: dict[int, None]) -> None:
     if end > len(frame):
         raise ProtocolError("Produce records run past the frame")
     while pos + _BATCH_HEADER <= end:
         batch_end = pos + 12 + _INT32.unpack_from(frame, pos + _BATCH_LENGTH_AT)[0]
         if frame[pos + _MAGIC_AT] == 2:
             producer_id = _INT64.unpack_from(frame, pos + _PRODUCER_ID_AT)[0]
-            if producer_id != _NO_PRODUCER_ID and producer_id not in found:
-                found.append(producer_id)
+            if producer_id != _NO_PRODUCER_ID:
+                found[producer_id] = None
         if batch_end <= pos:
             raise ProtocolError("record batch with a negative length")
         pos = batch_end

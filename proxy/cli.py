@@ -46,9 +46,8 @@ async def _expire_sensors(enforcer: Enforcer, stats: ProxyStats, clock: Clock) -
 async def _forget_producer_ids(enforcer: Enforcer, clock: Clock) -> None:
     """KIP-936's cleanup scheduler: users whose every producer-id layer expired go."""
     while True:
-        producer_ids = enforcer.engine.producer_ids
-        await asyncio.sleep(producer_ids.cache.cleanup_interval_ms / 1000)
-        producer_ids.cleanup(clock.now_ms())
+        await asyncio.sleep(enforcer.engine.producer_ids.cache.cleanup_interval_ms / 1000)
+        enforcer.engine.producer_ids.cleanup(clock.now_ms())  # the engine a reload left
 
 
 async def serve(config: ProxyConfig) -> None:

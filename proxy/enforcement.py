@@ -73,9 +73,9 @@ class Principal:
         self.generation = generation
         #: by QuotaManager.slot; None until the quota type first charges this client
         self.sensors: list[ClientSensors | None] = [None] * len(QuotaType)
-        #: the producer ids of this connection's last admitted Produce and the user's layer
-        #: they are in: a producer sends its one id again and again, and while that layer is
-        #: current the filter need not be asked (see admit_producer_ids)
+        #: the producer ids of this connection's last admitted Produce and the user's time
+        #: slot they are in: a producer sends its one id again and again, and while that slot
+        #: is current the filter need not be asked (see admit_producer_ids)
         self.producer_ids_seen: tuple[list[int], object] | None = None
 
 
@@ -176,14 +176,14 @@ class Enforcer:
         manager = self.engine.producer_ids
         seen = principal.producer_ids_seen
         if seen is not None and seen[0] == producer_ids:
-            layer = manager.current_layer(sensors, now)
-            if layer is not None and layer is seen[1]:
-                return _ADMITTED_IDS  # all in the newest layer, which is still current
+            slot = manager.current_slot(sensors, now)
+            if slot is not None and slot is seen[1]:
+                return _ADMITTED_IDS  # all in the user's current time slot
         shadow = QuotaType.PRODUCER_IDS in self.shadow
         admission = manager.admit(sensors, producer_ids, now, enforce=not shadow)
         throttle = admission.throttle_ms
         if admission.admitted:
-            principal.producer_ids_seen = (producer_ids, manager.current_layer(sensors, now))
+            principal.producer_ids_seen = (producer_ids, manager.current_slot(sensors, now))
         decision = Decision(manager, sensors, throttle) if throttle else None
         return ProducerIds(not admission.admitted, decision)
 

@@ -1,21 +1,28 @@
 """A time-layered Bloom filter: which producer ids a user has used lately (KIP-936).
 
 KIP-936 tracks each user's producer ids in Apache Commons' LayeredBloomFilter: a new layer
-every window / layer_count, a layer that fills before its time followed by a new one, layers
-dropped once a window old. A lookup checks every live layer, so the whole filter's false
-positive rate is 1 - (1 - p_layer)^layers; each layer is sized so that with layer_count + 1
-live layers (the oldest is dropped only when its successor's successor has arrived) the
-whole stays within the configured rate.
+every window / layer_count (a time slot), a layer that fills before its time followed by a new
+one, layers dropped once a window old. A lookup checks every live layer; at most layer_count
+slots are live, so each layer gets 1 - (1 - p)^(1 / layer_count) and, while no slot overflows,
+the filter as a whole stays within the configured rate p.
+
+An id found only in an earlier slot is added to the current one, so a producer that keeps
+producing never ages out: once per slot, whatever layer of the slot holds it. A slot's first
+layer is sized for the ids the previous slot held plus the user's rate (every live producer
+is carried over, and the quota admits at most a rate's worth of new ones), so the filter
+follows the live set rather than growing a layer per carried id. Memory is allocated for ids
+actually seen, never up front from a rate: a rate of 2^31 costs nothing until it is used.
 
 Positions come from enhanced double hashing (Dillinger and Manolios, as Commons'
-EnhancedDoubleHasher) over the two halves of a 128-bit murmur3 hash, so the k positions of an
-id cost one hash. Sans-IO: the caller passes the time.
+EnhancedDoubleHasher) over the two halves of murmur3's x64 128-bit hash, so the k positions of
+an id cost one hash. Sans-IO: the caller passes the time.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from functools import lru_cache
 from struct import Struct
 from typing import Final, NamedTuple
 
@@ -25,6 +32,11 @@ _ID: Final = Struct(">q")
 _LN2_SQUARED: Final = math.log(2) ** 2
 #: enough for a false-positive rate of 1e-19
 _MAX_HASHES: Final = 64
+#: the most ids a layer is made for (2.3 MB at 0.1 % over 4 layers); more go to further layers
+MAX_LAYER_IDS: Final = 1 << 20
+
+#: an id's two 64-bit hashes, from which every layer's positions derive
+Hashed = tuple[int, int]
 
 
 class BloomShape(NamedTuple):
@@ -47,33 +59,40 @@ class BloomShape(NamedTuple):
         return (self.bits + 7) // 8
 
 
+_shape: Final = lru_cache(maxsize=256)(BloomShape.for_items)
+
+
 def layer_false_positive_rate(false_positive_rate: float, layer_count: int) -> float:
-    """The rate each layer may have so that layer_count + 1 live layers together meet
-    `false_positive_rate`: the window's layers and the one that replaces the oldest."""
-    return 1.0 - float((1 - false_positive_rate) ** (1 / (layer_count + 1)))
+    """The rate each layer may have so that layer_count of them meet the whole's rate."""
+    return 1.0 - float((1 - false_positive_rate) ** (1 / layer_count))
+
+
+def hashed(item: int) -> Hashed:
+    h1, h2 = mmh3.hash64(_ID.pack(item), 0, True, False)
+    return h1, h2
 
 
 #: (i, (i^3 - i) / 6) for each hash i: enhanced double hashing's increments, in closed form
 _STEPS: Final = tuple((i, (i**3 - i) // 6) for i in range(_MAX_HASHES))
 
 
-def positions(item: int, shape: BloomShape) -> list[int]:
+def positions(item: Hashed, shape: BloomShape) -> list[int]:
     """The bits an id sets: index_i = h1 + i*h2 + (i^3 - i)/6, modulo the bits."""
-    h1, h2 = mmh3.hash64(_ID.pack(item), 0, False)
     bits = shape.bits
-    h1 %= bits
-    h2 %= bits
+    h1, h2 = item[0] % bits, item[1] % bits
     return [(h1 + i * h2 + cube) % bits for i, cube in _STEPS[: shape.hashes]]
 
 
 class _Layer:
-    __slots__ = ("bits", "count", "created_ms", "shape")
+    __slots__ = ("bits", "count", "created_ms", "shape", "slot")
 
-    def __init__(self, shape: BloomShape, created_ms: int) -> None:
+    def __init__(self, shape: BloomShape, created_ms: int, slot: _Layer | None) -> None:
         self.shape = shape
         self.bits = bytearray(shape.size_bytes)
         self.count = 0
         self.created_ms = created_ms
+        #: the first layer of this layer's time slot (itself, unless started because full)
+        self.slot: _Layer = self if slot is None else slot
 
     def contains(self, at: list[int]) -> bool:
         bits = self.bits
@@ -92,32 +111,37 @@ class _Layer:
 class LayeredBloomFilter:
     """One user's producer ids of the last window, newest layer last."""
 
-    __slots__ = ("_layer_ms", "_layers", "_window_ms")
+    __slots__ = ("_false_positive_rate", "_layer_ms", "_layers", "_window_ms")
 
-    def __init__(self, window_ms: int, layer_count: int) -> None:
+    def __init__(self, window_ms: int, layer_count: int, false_positive_rate: float) -> None:
         self._window_ms = window_ms
         self._layer_ms = max(window_ms // layer_count, 1)
+        self._false_positive_rate = layer_false_positive_rate(false_positive_rate, layer_count)
         self._layers: list[_Layer] = []
 
-    def seen(self, item: int, at: list[int], shape: BloomShape, now_ms: int) -> bool:
-        """Whether the id (`at` its positions in `shape`) is in a live layer. One found only
-        in older layers is added to the newest, so a producer that keeps producing never
-        ages out and never looks new."""
+    def seen(self, item: Hashed, new_ids: int, now_ms: int) -> bool:
+        """Whether the id is in a live layer; one found only in an earlier slot is added to
+        the current one. `new_ids`: how many new ids a slot may add (the user's rate)."""
         layers = self._layers
         if layers and now_ms - layers[0].created_ms >= self._window_ms:
             self.expire(now_ms)
+        found: dict[int, list[int]] = {}
         for layer in reversed(layers):
-            # a reload may change a user's rate, and layers keep the shape they were made with
-            if not layer.contains(at if layer.shape == shape else positions(item, layer.shape)):
+            shape = layer.shape
+            at = found.get(shape.bits)
+            if at is None:
+                at = found[shape.bits] = positions(item, shape)
+            if not layer.contains(at):
                 continue
-            if layer is not layers[-1] or now_ms - layer.created_ms >= self._layer_ms:
-                self._newest(shape, now_ms).add(at)
+            if layer.slot is not self.current_slot(now_ms):
+                self.add(item, new_ids, now_ms)
             return True
         return False
 
-    def add(self, at: list[int], shape: BloomShape, now_ms: int) -> None:
-        """Record a new id in the newest layer (started afresh when due or full)."""
-        self._newest(shape, now_ms).add(at)
+    def add(self, item: Hashed, new_ids: int, now_ms: int) -> None:
+        """Record an id in the current slot's newest layer, started afresh when due or full."""
+        layer = self._newest(new_ids, now_ms)
+        layer.add(positions(item, layer.shape))
 
     def expire(self, now_ms: int) -> int:
         """Drop layers a window old; returns the bytes freed."""
@@ -125,10 +149,6 @@ class LayeredBloomFilter:
         while layers and now_ms - layers[0].created_ms >= self._window_ms:
             freed += len(layers.pop(0).bits)
         return freed
-
-    @property
-    def empty(self) -> bool:
-        return not self._layers
 
     @property
     def size_bytes(self) -> int:
@@ -139,27 +159,30 @@ class LayeredBloomFilter:
         """When the newest layer was started: the filter is empty a window after it."""
         return self._layers[-1].created_ms if self._layers else None
 
-    def current_layer(self, now_ms: int) -> object | None:
-        """The newest layer while new ids and carried ones still go to it, as a token: ids
-        found or added while it is current need no second look until it changes."""
-        layers = self._layers
-        if layers and now_ms - layers[-1].created_ms < self._layer_ms:
-            return layers[-1]
+    def layers(self) -> Iterator[tuple[int, int, int]]:
+        """(created_ms, ids added, capacity) of each live layer, oldest first."""
+        return ((layer.created_ms, layer.count, layer.shape.capacity) for layer in self._layers)
+
+    def current_slot(self, now_ms: int) -> _Layer | None:
+        """The current time slot (its first layer), or None when the next id starts one: ids
+        found or added in it need no second look until the slot changes."""
+        if self._layers:
+            slot = self._layers[-1].slot
+            if now_ms - slot.created_ms < self._layer_ms:
+                return slot
         return None
 
-    def layers(self) -> Iterator[tuple[int, int]]:
-        """(created_ms, ids added) of each live layer, oldest first: for tests and reports."""
-        return ((layer.created_ms, layer.count) for layer in self._layers)
-
-    def _needs_layer(self, now_ms: int) -> bool:
-        newest = self._layers[-1] if self._layers else None
-        return (
-            newest is None
-            or now_ms - newest.created_ms >= self._layer_ms
-            or newest.count >= newest.shape.capacity
-        )
-
-    def _newest(self, shape: BloomShape, now_ms: int) -> _Layer:
-        if self._needs_layer(now_ms) or self._layers[-1].shape != shape:
-            self._layers.append(_Layer(shape, now_ms))
-        return self._layers[-1]
+    def _newest(self, new_ids: int, now_ms: int) -> _Layer:
+        layers = self._layers
+        slot = self.current_slot(now_ms)
+        if slot is None:  # a new time slot: room for what the last one held, and new ids
+            previous = layers[-1].slot if layers else None
+            held = sum(layer.count for layer in layers if layer.slot is previous)
+            capacity = min(held + new_ids, MAX_LAYER_IDS)
+        elif layers[-1].count >= layers[-1].shape.capacity:  # full before its time
+            capacity = min(2 * layers[-1].shape.capacity, MAX_LAYER_IDS)
+        else:
+            return layers[-1]
+        layer = _Layer(_shape(capacity, self._false_positive_rate), now_ms, slot)
+        layers.append(layer)
+        return layer

@@ -15,7 +15,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
-from quotas.bloom import BloomShape, LayeredBloomFilter, layer_false_positive_rate, positions
+from quotas.bloom import LayeredBloomFilter, hashed
 from quotas.entities import MetricTags, QuotaEntity, QuotaType
 from quotas.managers import ADMITTED, Admission, ClientSensors, TokenBucketQuotaManager
 from quotas.settings import ProducerIdCacheSettings
@@ -31,25 +31,13 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
     ) -> None:
         super().__init__(QuotaType.PRODUCER_IDS, config, limits, unit_ms=float(config.window_ms))
         self.cache = cache
-        self._layer_rate = layer_false_positive_rate(cache.false_positive_rate, cache.layer_count)
         #: by sensor tags (one per user), least recently given a new layer first, so the
         #: cleanup finds the filters that have emptied without visiting the others
         self._filters: OrderedDict[MetricTags, LayeredBloomFilter] = OrderedDict()
-        self._shapes: dict[float, BloomShape] = {}
 
     def burst(self, sensors: ClientSensors) -> float:
         """One window's worth: producer_ids_rate is ids per window, not per second."""
         return sensors.limit
-
-    def shape(self, sensors: ClientSensors) -> BloomShape:
-        """A layer holds every id the user may have alive: each live producer's id is carried
-        into each new layer, and a window admits at most a full bucket plus a window's
-        refill, twice the rate (a fuller layer is followed by a new one, as the KIP says)."""
-        shape = self._shapes.get(sensors.limit)
-        if shape is None:
-            capacity = 2 * math.ceil(sensors.limit) + 1
-            shape = self._shapes[sensors.limit] = BloomShape.for_items(capacity, self._layer_rate)
-        return shape
 
     def admit(
         self,
@@ -66,29 +54,34 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
         a refusal would have had.
         """
         ids = self._filters.get(sensors.tags)
-        if ids is None:
-            ids = self._filters[sensors.tags] = LayeredBloomFilter(
-                self.config.window_ms, self.cache.layer_count
-            )
-        shape = self.shape(sensors)
-        layer = ids.newest_ms
+        layer = None if ids is None else ids.newest_ms
+        #: a full bucket and its refill, plus the one a strict check lets below zero
+        new_ids = math.ceil(sensors.limit) + 1
         verdict = ADMITTED
-        try:
-            for producer_id in producer_ids:
-                at = positions(producer_id, shape)
-                if ids.seen(producer_id, at, shape, now_ms):
-                    continue
-                admission = self.record_strict(sensors, 1, now_ms)
-                if not admission.admitted:
-                    if enforce:
-                        return admission
-                    self.record_permissive(sensors, 1, now_ms)
-                    verdict = Admission(True, admission.throttle_ms)
-                ids.add(at, shape, now_ms)
-            return verdict
-        finally:
-            if ids.newest_ms != layer:
-                self._filters.move_to_end(sensors.tags)
+        for producer_id in producer_ids:
+            item = hashed(producer_id)
+            if ids is not None and ids.seen(item, new_ids, now_ms):
+                continue
+            admission = self.record_strict(sensors, 1, now_ms)
+            if not admission.admitted:
+                if enforce:
+                    verdict = admission
+                    break
+                self.record_permissive(sensors, 1, now_ms)
+                verdict = Admission(True, admission.throttle_ms)
+            if ids is None:
+                ids = self._filters[sensors.tags] = LayeredBloomFilter(
+                    self.config.window_ms, self.cache.layer_count, self.cache.false_positive_rate
+                )
+            ids.add(item, new_ids, now_ms)
+        if ids is not None and ids.newest_ms != layer:
+            self._filters.move_to_end(sensors.tags)
+        return verdict
+
+    def current_slot(self, sensors: ClientSensors, now_ms: int) -> object | None:
+        """The user's current time slot (see LayeredBloomFilter.current_slot)."""
+        ids = self._filters.get(sensors.tags)
+        return None if ids is None else ids.current_slot(now_ms)
 
     def cleanup(self, now_ms: int) -> int:
         """Forget users whose every layer has expired (the KIP's cleanup of inactive users);
@@ -103,17 +96,12 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
             dropped += 1
         return dropped
 
-    def current_layer(self, sensors: ClientSensors, now_ms: int) -> object | None:
-        """The user's newest layer while current (see LayeredBloomFilter.current_layer)."""
-        ids = self._filters.get(sensors.tags)
-        return None if ids is None else ids.current_layer(now_ms)
-
     @property
     def tracked_users(self) -> int:
         return len(self._filters)
 
     def filter_bytes(self) -> int:
-        """The filters' bit arrays: what the KIP bounds by sizing layers from the quota."""
+        """The filters' bit arrays: what the layers, sized from the ids seen, hold."""
         return sum(ids.size_bytes for ids in self._filters.values())
 
     def filter_of(self, tags: MetricTags) -> LayeredBloomFilter | None:

@@ -123,6 +123,7 @@ def test_every_quota_problem_names_file_entity_and_key(tmp_path: Path) -> None:
 quota.window.num = 0
 quota.window.sizes = 1
 "producer.id.quota.cache.false.positive.rate" = 2
+"producer.id.quota.cache.layer.count" = 1
 
 [users.alice]
 producer_byte_rate = 1.5
@@ -146,6 +147,7 @@ consumer_byte_rate = true
         "[broker] key 'quota.window.num': must be >= 1, got 0",
         "[broker] key 'quota.window.sizes': unknown key",
         "[broker] key 'producer.id.quota.cache.false.positive.rate': expected a number between",
+        "[broker] key 'producer.id.quota.cache.layer.count': expected at least 2 layers, got 1",
         "users/alice: key 'producer_byte_rate': expected an integer (bytes/second), got 1.5",
         "users/alice: key 'request_percentage': must be > 0, got -3",
         "users/alice: key 'consumer_bytes_rate': unknown quota",

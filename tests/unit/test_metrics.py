@@ -6,6 +6,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.metrics import ProxyStats, QuotaCollector, build_registry
+from quotas.bloom import BloomShape, layer_false_positive_rate
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import SENSOR_EXPIRATION_MS
@@ -69,6 +70,6 @@ def test_producer_id_filters_and_dropped_requests_are_reported() -> None:
     ids.sensors_for("bob", "app", T0).dropped_requests = 3
     got = samples(engine, T0, prefix="kafka_quota_proxy_")
     assert got[("kafka_quota_proxy_producer_id_users", ())] == 2
-    one_layer = ids.shape(ids.sensors_for("bob", "app", T0)).size_bytes
+    one_layer = BloomShape.for_items(11, layer_false_positive_rate(0.001, 4)).size_bytes
     assert got[("kafka_quota_proxy_producer_id_filter_bytes", ())] == 2 * one_layer
     assert got[("kafka_quota_proxy_dropped_produce_requests_total", (("user", "bob"),))] == 3
