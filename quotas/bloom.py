@@ -29,7 +29,6 @@ from typing import Final, NamedTuple
 import mmh3
 
 _ID: Final = Struct(">q")
-_LN2_SQUARED: Final = math.log(2) ** 2
 #: enough for a false-positive rate of 1e-19
 _MAX_HASHES: Final = 64
 #: the most ids a layer is made for (2.3 MB at 0.1 % over 4 layers); more go to further layers
@@ -40,7 +39,12 @@ Hashed = tuple[int, int]
 
 
 class BloomShape(NamedTuple):
-    """Commons' Shape.fromNP: the bits and hash count for `capacity` items at a rate."""
+    """The bits and hash count for `capacity` items at no more than a false-positive rate.
+
+    Commons' Shape.fromNP sizes the bits for the ideal, fractional hash count and then rounds
+    the count, which leaves a full filter a little over its rate (1.003 % for 1 %); here the
+    bits are sized for the rounded count, so a full filter meets the rate exactly.
+    """
 
     bits: int
     hashes: int
@@ -50,8 +54,10 @@ class BloomShape(NamedTuple):
     @classmethod
     def for_items(cls, capacity: int, false_positive_rate: float) -> BloomShape:
         capacity = max(capacity, 1)
-        bits = math.ceil(-capacity * math.log(false_positive_rate) / _LN2_SQUARED)
-        hashes = min(max(1, round(bits / capacity * math.log(2))), _MAX_HASHES)
+        hashes = min(max(1, round(-math.log2(false_positive_rate))), _MAX_HASHES)
+        # (1 - e^(-k n / m))^k = p, solved for m
+        per_hash = false_positive_rate ** (1 / hashes)
+        bits = math.ceil(-hashes * capacity / math.log1p(-per_hash))
         return cls(bits, hashes, capacity)
 
     @property
@@ -125,18 +131,17 @@ class LayeredBloomFilter:
         layers = self._layers
         if layers and now_ms - layers[0].created_ms >= self._window_ms:
             self.expire(now_ms)
-        found: dict[int, list[int]] = {}
-        for layer in reversed(layers):
-            shape = layer.shape
-            at = found.get(shape.bits)
-            if at is None:
-                at = found[shape.bits] = positions(item, shape)
-            if not layer.contains(at):
-                continue
-            if layer.slot is not self.current_slot(now_ms):
-                self.add(item, new_ids, now_ms)
-            return True
-        return False
+        layer = self._find(item)
+        if layer is None:
+            return False
+        if layer.slot is not self.current_slot(now_ms):
+            self.add(item, new_ids, now_ms)
+        return True
+
+    def contains(self, item: Hashed) -> bool:
+        """Whether a live layer holds the id, changing nothing: what a false-positive rate
+        is measured on."""
+        return self._find(item) is not None
 
     def add(self, item: Hashed, new_ids: int, now_ms: int) -> None:
         """Record an id in the current slot's newest layer, started afresh when due or full."""
@@ -162,6 +167,18 @@ class LayeredBloomFilter:
     def layers(self) -> Iterator[tuple[int, int, int]]:
         """(created_ms, ids added, capacity) of each live layer, oldest first."""
         return ((layer.created_ms, layer.count, layer.shape.capacity) for layer in self._layers)
+
+    def _find(self, item: Hashed) -> _Layer | None:
+        """The newest layer holding the id."""
+        found: dict[int, list[int]] = {}
+        for layer in reversed(self._layers):
+            shape = layer.shape
+            at = found.get(shape.bits)
+            if at is None:
+                at = found[shape.bits] = positions(item, shape)
+            if layer.contains(at):
+                return layer
+        return None
 
     def current_slot(self, now_ms: int) -> _Layer | None:
         """The current time slot (its first layer), or None when the next id starts one: ids
