@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
-
-from protocol.apis import DECODED, PRODUCE
-from protocol.headers import encode_request, parse_request_header
+from protocol.apis import PRODUCE
+from protocol.headers import parse_request_header
 from proxy.enforcement import Enforcer
 from proxy.handlers.base import Request, Session
 from proxy.handlers.registry import HANDLERS
@@ -35,6 +33,7 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import ProducerIdCacheSettings, QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
+from tests.wire import produce_request, record_batch
 
 HOUR_WINDOWS = MetricConfig(samples=11, window_ms=3_600_000)
 FALSE_POSITIVE_RATE = 0.01
@@ -114,36 +113,8 @@ def worst_case_false_positives(new_ids: int, unseen: int) -> None:
 
 
 def produce_frame(producer_id: int, correlation_id: int, record_bytes: int) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=producer_id,
-        producer_epoch=0,
-        base_sequence=0,
-        batch_size=1 << 20,
-    )
-    value = b"x" * 1000
-    for offset in range(record_bytes // 1000):
-        builder.append(offset, timestamp=1, key=None, value=value, headers=[])
-    request = DECODED[PRODUCE][0]
-    data = request.TopicProduceData
-    msg = request(
-        version=9,
-        transactional_id=None,
-        acks=1,
-        timeout_ms=30000,
-        topic_data=[
-            data(
-                version=9,
-                name="bench",
-                partition_data=[
-                    data.PartitionProduceData(version=9, index=0, records=bytes(builder.build()))
-                ],
-            )
-        ],
-    )
-    return encode_request(PRODUCE, 9, correlation_id, "bench", bytes(msg.encode(version=9)))
+    batch = record_batch(producer_id, records=record_bytes // 1000, value=b"x" * 1000)
+    return produce_request(9, {0: batch}, "bench", correlation_id, acks=1)
 
 
 def produce_cpu(rate: float | None, requests: int, producers: int) -> float:

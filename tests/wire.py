@@ -7,9 +7,12 @@ so a test states the message it sends and never hand-packs a header.
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import Any
 
-from protocol.apis import DECODED, request_is_flexible
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from protocol.apis import DECODED, PRODUCE, request_is_flexible
 from protocol.headers import encode_response, parse_request_header, response_body_offset
 
 
@@ -49,3 +52,49 @@ def decode_request(cls: Any, frame: bytes) -> Any:
 
 def decode_response(cls: Any, frame: bytes, api_key: int, version: int) -> Any:
     return cls.decode(frame[response_body_offset(frame, api_key, version) :], version=version)
+
+
+def record_batch(producer_id: int, epoch: int = 0, records: int = 1, value: bytes = b"v") -> bytes:
+    """A v2 record batch of an idempotent producer (-1: one that is not idempotent)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=0 if producer_id >= 0 else -1,
+        batch_size=1 << 24,
+    )
+    for offset in range(records):
+        builder.append(offset, timestamp=1, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def produce_request(
+    version: int,
+    partitions: dict[int, bytes | None],
+    topic: str | uuid.UUID = "orders",
+    correlation_id: int = 1,
+    acks: int = -1,
+) -> bytes:
+    """A Produce request of these records per partition of one topic (a topic id from v13)."""
+    cls = DECODED[PRODUCE][0]
+    data = cls.TopicProduceData
+    named = {"topic_id": topic} if isinstance(topic, uuid.UUID) else {"name": topic}
+    msg = cls(
+        version=version,
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=30000,
+        topic_data=[
+            data(
+                version=version,
+                **named,
+                partition_data=[
+                    data.PartitionProduceData(version=version, index=index, records=records)
+                    for index, records in partitions.items()
+                ],
+            )
+        ],
+    )
+    return request_frame(PRODUCE, version, msg, correlation_id)

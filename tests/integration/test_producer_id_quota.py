@@ -54,29 +54,26 @@ def kafka_sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluste
     cluster.stop()
 
 
+def sasl_proxy(
+    cluster: KafkaCluster, factory: pytest.TempPathFactory, config: str
+) -> Iterator[RunningProxy]:
+    running = start_proxy(factory.mktemp("proxy"), cluster.brokers[0].sasl_address, 1, config)
+    yield running
+    running.stop()
+
+
 @pytest.fixture(scope="module")
 def proxy(
     kafka_sasl: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningProxy]:
-    running = start_proxy(
-        tmp_path_factory.mktemp("proxy-producer-ids"), kafka_sasl.brokers[0].sasl_address, 1, HOURLY
-    )
-    yield running
-    running.stop()
+    yield from sasl_proxy(kafka_sasl, tmp_path_factory, HOURLY)
 
 
 @pytest.fixture(scope="module")
 def short_proxy(
     kafka_sasl: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningProxy]:
-    running = start_proxy(
-        tmp_path_factory.mktemp("proxy-producer-ids-short"),
-        kafka_sasl.brokers[0].sasl_address,
-        1,
-        SHORT,
-    )
-    yield running
-    running.stop()
+    yield from sasl_proxy(kafka_sasl, tmp_path_factory, SHORT)
 
 
 def churn(
@@ -94,13 +91,7 @@ def churn(
         *(bootstrap, user, password, topic),
         *(str(count), str(threads), str(delivery_timeout_ms)),
     ]
-    out = subprocess.run(
-        java_command(str(JAVA), args, heap="768m"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    ).stdout
+    out = short_lived_producers(args, heap="768m", timeout=600)
     counts: dict[str, int] = {}
     for line in out.splitlines():
         if line.startswith("delivered "):
@@ -114,14 +105,20 @@ def churn(
 def producers_held(cluster: KafkaCluster, topic: str) -> int:
     """Distinct producer ids the broker holds state for on the topic (its own view)."""
     args = ["describe", cluster.brokers[0].address, topic, "1"]
-    out = subprocess.run(
-        java_command(str(JAVA), args, heap="256m"),
+    out = short_lived_producers(args, heap="256m", timeout=120)
+    return int(out.split("producers ")[1].split()[0])
+
+
+def short_lived_producers(args: list[str], heap: str, timeout: float) -> str:
+    """What ShortLivedProducers.java prints, run on the pinned Kafka jars."""
+    run = subprocess.run(
+        java_command(str(JAVA), args, heap=heap),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=True,
-    ).stdout
-    return int(out.split("producers ")[1].split()[0])
+    )
+    return run.stdout
 
 
 def confluent_sasl(proxy: RunningProxy, user: str, **config: object) -> Producer:

@@ -6,53 +6,23 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.apis import DECODED, PRODUCE
 from protocol.errors import ProtocolError
 from protocol.headers import parse_request_header
 from protocol.produce import produced_topics, producer_ids, refuse_produce
-from tests.wire import decode_response, request_frame
+from tests.wire import decode_response, produce_request, record_batch
 
 REQUEST, RESPONSE = DECODED[PRODUCE]
 TOPIC_ID = uuid.UUID(int=99)
 
 
-def batch(producer_id: int, epoch: int = 0, records: int = 2) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=producer_id,
-        producer_epoch=epoch,
-        base_sequence=0 if producer_id >= 0 else -1,
-        batch_size=1 << 20,
-    )
-    for offset in range(records):
-        builder.append(offset, timestamp=1, key=None, value=b"v" * 40, headers=[])
-    return bytes(builder.build())
+def produce(version: int, partitions: dict[int, bytes | None]) -> bytes:
+    return produce_request(version, partitions, TOPIC_ID if version >= 13 else "orders")
 
 
-def produce(version: int, partitions: dict[int, bytes | None], topic: str = "orders") -> bytes:
-    data = REQUEST.TopicProduceData
-    named = {"topic_id": TOPIC_ID} if version >= 13 else {"name": topic}
-    msg = REQUEST(
-        version=version,
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=30000,
-        topic_data=[
-            data(
-                version=version,
-                **named,
-                partition_data=[
-                    data.PartitionProduceData(version=version, index=index, records=records)
-                    for index, records in partitions.items()
-                ],
-            )
-        ],
-    )
-    return request_frame(PRODUCE, version, msg)
+def batch(producer_id: int, epoch: int = 0) -> bytes:
+    return record_batch(producer_id, epoch, records=2, value=b"v" * 40)
 
 
 @pytest.mark.parametrize("version", [3, 8, 9, 12, 13])

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import struct
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
-
 from protocol.apis import DECODED, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
 from proxy.enforcement import Enforcer
@@ -23,7 +21,7 @@ from quotas.settings import ProducerIdCacheSettings, QuotaConfig, QuotaLimits, Q
 from quotas.stats import MetricConfig
 from tests.harness import RecordingTransport, VirtualClock, connect
 from tests.harness import handler_request as request
-from tests.wire import decode_response, request_frame
+from tests.wire import decode_response, produce_request, record_batch
 
 REQUEST, RESPONSE = DECODED[PRODUCE]
 SETTINGS = QuotaSettings(
@@ -36,34 +34,8 @@ SHADOW = frozenset({QuotaType.PRODUCER_IDS})
 
 
 def produce(producer_id: int, correlation_id: int = 1, acks: int = -1) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=producer_id,
-        producer_epoch=0,
-        base_sequence=0,
-        batch_size=1 << 16,
-    )
-    builder.append(0, timestamp=1, key=None, value=b"v", headers=[])
-    data = REQUEST.TopicProduceData
-    msg = REQUEST(
-        version=9,
-        transactional_id=None,
-        acks=acks,
-        timeout_ms=30000,
-        topic_data=[
-            data(
-                version=9,
-                name="orders",
-                partition_data=[
-                    data.PartitionProduceData(version=9, index=p, records=bytes(builder.build()))
-                    for p in (0, 1)
-                ],
-            )
-        ],
-    )
-    return request_frame(PRODUCE, 9, msg, correlation_id)
+    batch = record_batch(producer_id)
+    return produce_request(9, {0: batch, 1: batch}, correlation_id=correlation_id, acks=acks)
 
 
 def session(
