@@ -169,13 +169,15 @@ class LayeredBloomFilter:
         return ((layer.created_ms, layer.count, layer.shape.capacity) for layer in self._layers)
 
     def _find(self, item: Hashed) -> _Layer | None:
-        """The newest layer holding the id."""
-        found: dict[int, list[int]] = {}
+        """The newest layer holding the id. Layers of one slot share a size, so positions
+        are computed again only where the size changes."""
+        at: list[int] = []
+        bits = 0
         for layer in reversed(self._layers):
             shape = layer.shape
-            at = found.get(shape.bits)
-            if at is None:
-                at = found[shape.bits] = positions(item, shape)
+            if shape.bits != bits:
+                bits = shape.bits
+                at = positions(item, shape)
             if layer.contains(at):
                 return layer
         return None
