@@ -117,13 +117,16 @@ class _Layer:
 class LayeredBloomFilter:
     """One user's producer ids of the last window, newest layer last."""
 
-    __slots__ = ("_false_positive_rate", "_layer_ms", "_layers", "_window_ms")
+    __slots__ = ("_false_positive_rate", "_layer_ms", "_layers", "_looked_up", "_window_ms")
 
     def __init__(self, window_ms: int, layer_count: int, false_positive_rate: float) -> None:
         self._window_ms = window_ms
         self._layer_ms = max(window_ms // layer_count, 1)
         self._false_positive_rate = layer_false_positive_rate(false_positive_rate, layer_count)
         self._layers: list[_Layer] = []
+        #: the last id looked up and its positions in the newest layer's size: an unseen id
+        #: is usually added next, and computing them again was a third of check-and-add
+        self._looked_up: tuple[Hashed, int, list[int]] | None = None
 
     def seen(self, item: Hashed, new_ids: int, now_ms: int) -> bool:
         """Whether the id is in a live layer; one found only in an earlier slot is added to
@@ -146,7 +149,11 @@ class LayeredBloomFilter:
     def add(self, item: Hashed, new_ids: int, now_ms: int) -> None:
         """Record an id in the current slot's newest layer, started afresh when due or full."""
         layer = self._newest(new_ids, now_ms)
-        layer.add(positions(item, layer.shape))
+        looked_up = self._looked_up
+        if looked_up is not None and looked_up[0] is item and looked_up[1] == layer.shape.bits:
+            layer.add(looked_up[2])
+        else:
+            layer.add(positions(item, layer.shape))
 
     def expire(self, now_ms: int) -> int:
         """Drop layers a window old; returns the bytes freed."""
@@ -178,6 +185,8 @@ class LayeredBloomFilter:
             if shape.bits != bits:
                 bits = shape.bits
                 at = positions(item, shape)
+                if layer is self._layers[-1]:
+                    self._looked_up = (item, bits, at)
             if layer.contains(at):
                 return layer
         return None
