@@ -36,8 +36,15 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
         self._filters: OrderedDict[MetricTags, LayeredBloomFilter] = OrderedDict()
 
     def burst(self, sensors: ClientSensors) -> float:
-        """One window's worth: producer_ids_rate is ids per window, not per second."""
+        """One window's worth: producer_ids_rate is ids per window, not per second, and the
+        KIP's example admits 100 an hour, not window.num hours' worth at once."""
         return sensors.limit
+
+    @property
+    def _rate_config(self) -> MetricConfig:
+        """producer.id.quota.window.num x window.size: the samples the reported rate keeps
+        (the KIP's "samples to retain"), as the bucket does not use them."""
+        return self.config
 
     def admit(
         self,
