@@ -12,9 +12,9 @@ from config.quotas import parse_broker_settings, parse_entities
 from config.settings import (
     MetricsSettings,
     ProxySettings,
+    parse_enforcement,
     parse_metrics_settings,
     parse_proxy_settings,
-    parse_shadow,
 )
 from quotas.entities import QuotaType
 from quotas.settings import QuotaConfig
@@ -30,6 +30,8 @@ class ProxyConfig:
     quotas: QuotaConfig
     #: quota types decided and reported but not enforced ([enforcement] shadow)
     shadow: frozenset[QuotaType] = frozenset()
+    #: a throttle holds every connection of the principal ([enforcement] hold)
+    hold_principal: bool = True
 
 
 def load_config(path: Path | str) -> ProxyConfig:
@@ -47,7 +49,7 @@ def load_config(path: Path | str) -> ProxyConfig:
             problems.append(f"unknown section [{section}] (known: {', '.join(_SECTIONS)})")
     proxy = parse_proxy_settings(_table(document, "proxy", problems), problems)
     metrics = parse_metrics_settings(_table(document, "metrics", problems), problems)
-    shadow = parse_shadow(_table(document, "enforcement", problems), problems)
+    shadow, hold_principal = parse_enforcement(_table(document, "enforcement", problems), problems)
     settings = parse_broker_settings(_table(document, "broker", problems), problems)
     limits = parse_entities(document.get("users"), document.get("clients"), problems)
     if problems:
@@ -58,6 +60,7 @@ def load_config(path: Path | str) -> ProxyConfig:
         metrics=metrics,
         quotas=QuotaConfig(settings, limits),
         shadow=shadow,
+        hold_principal=hold_principal,
     )
 
 

@@ -132,21 +132,36 @@ def _is_host_port(server: object) -> bool:
     return bool(sep and host and port.isdigit() and 0 < int(port) <= 65535)
 
 
-def parse_shadow(section: dict[str, Any], problems: list[str]) -> frozenset[QuotaType]:
-    """[enforcement] shadow: true (every quota), false, or a list of quota keys.
+_HOLDS = ("principal", "connection")
 
-    Shadowed quota types are measured and decided as usual, and the decisions are logged and
-    counted, but no client is throttled for them: a way to trial quotas on live traffic.
+
+def parse_enforcement(
+    section: dict[str, Any], problems: list[str]
+) -> tuple[frozenset[QuotaType], bool]:
+    """[enforcement]: which quotas run in shadow mode, and whether a throttle holds the
+    principal (`hold = "principal"`, the default) or only its connection (`"connection"`).
+
+    shadow: true (every quota), false, or a list of quota keys. Shadowed quota types are
+    measured and decided as usual, and the decisions are logged and counted, but no client
+    is throttled for them: a way to trial quotas on live traffic.
     """
-    values = _typed_values("enforcement", section, {"shadow": (bool, list)}, problems)
+    values = _typed_values(
+        "enforcement", section, {"shadow": (bool, list), "hold": (str,)}, problems
+    )
+    hold = values.get("hold", "principal")
+    if hold not in _HOLDS:
+        problems.append(
+            f"[enforcement] key 'hold': expected one of {', '.join(_HOLDS)}, got {hold!r}"
+        )
+        hold = "principal"
     shadow = values.get("shadow", False)
     if isinstance(shadow, bool):
-        return frozenset(QuotaType) if shadow else frozenset()
+        return (frozenset(QuotaType) if shadow else frozenset()), hold == "principal"
     unknown = [key for key in shadow if not isinstance(key, str) or key not in QUOTA_KEYS]
     if unknown:
         problems.append(
             f"[enforcement] key 'shadow': unknown quota {', '.join(map(repr, unknown))} "
             f"(known: {', '.join(QUOTA_KEYS)})"
         )
-        return frozenset()
-    return frozenset(QUOTA_KEYS[key] for key in shadow)
+        return frozenset(), hold == "principal"
+    return frozenset(QUOTA_KEYS[key] for key in shadow), hold == "principal"

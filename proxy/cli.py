@@ -51,11 +51,11 @@ async def _forget_producer_ids(enforcer: Enforcer, clock: Clock) -> None:
 
 
 async def serve(config: ProxyConfig) -> None:
-    enforcer = Enforcer(QuotaEngine(config.quotas), config.shadow)
+    enforcer = Enforcer(QuotaEngine(config.quotas), config.shadow, config.hold_principal)
     stats = ProxyStats()
 
     def apply(new: ProxyConfig) -> None:
-        if not enforcer.apply(new.quotas, new.shadow):
+        if not enforcer.apply(new.quotas, new.shadow, new.hold_principal):
             log.warning("quota window settings changed: every quota sensor starts afresh")
 
     clock = LoopClock()
@@ -103,6 +103,8 @@ def check_config(path: Path) -> int:
     if config.shadow:
         keys = ", ".join(quota_type.key for quota_type in QuotaType if quota_type in config.shadow)
         print(f"shadow mode (decided and reported, not enforced): {keys}")
+    if not config.hold_principal:
+        print("hold: connection (a throttle mutes only the connection it answers, as a broker)")
     for line in effective_quotas(config.quotas):
         print(line)
     return 0

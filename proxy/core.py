@@ -25,7 +25,12 @@ from protocol.apis import (
 )
 from protocol.errors import ProtocolError
 from protocol.frames import FrameSplitter
-from protocol.headers import encode_request, parse_request_header, response_correlation_id
+from protocol.headers import (
+    RequestHeader,
+    encode_request,
+    parse_request_header,
+    response_correlation_id,
+)
 from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body
 from protocol.mutations import default_partitions, describe_default_partitions_body
 from protocol.rewrite import Advertise
@@ -165,8 +170,15 @@ class ConnectionCore:
             for frame in frames:
                 if self._read_pauses:
                     break
+                header = parse_request_header(frame)
+                principal = self.session.principal(header.client_id or "")
+                now_ms = self._clock.now_ns() // 1_000_000
+                held = self._enforcer.held_ms(principal, header.api_key, now_ms)
+                if held:  # another connection of the principal crossed its quota
+                    self._mute(held)
+                    break
                 handled += 1
-                upstream_frame = self._on_request(frame)
+                upstream_frame = self._on_request(frame, header)
                 if upstream_frame is not None:
                     forward.append(upstream_frame)
                 elif self._deferred is frame:
@@ -275,9 +287,8 @@ class ConnectionCore:
 
         return self.request_topics(defer.topics, after_metadata, defer.topic_ids)
 
-    def _on_request(self, frame: bytes) -> bytes | None:
+    def _on_request(self, frame: bytes, header: RequestHeader) -> bytes | None:
         """Track one request; the frame to send upstream, or None when answered here."""
-        header = parse_request_header(frame)
         if header.api_key in _AUTHENTICATION:
             self._authenticated = False
         elif header.api_key != API_VERSIONS:

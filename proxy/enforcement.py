@@ -15,7 +15,14 @@ import logging
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from protocol.apis import REQUEST_QUOTA_EXEMPT
+from protocol.apis import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    FETCH,
+    PRODUCE,
+    REQUEST_QUOTA_EXEMPT,
+)
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType
 from quotas.managers import UNLIMITED, ClientQuotaManager, ClientSensors, QuotaManager
@@ -25,6 +32,14 @@ log = logging.getLogger(__name__)
 
 #: ClientRequestQuotaManager.NANOS_TO_PERCENTAGE_PER_SECOND
 _NANOS_TO_PERCENTAGE = 100.0 / 1_000_000_000
+#: the QuotaEngine manager, besides request time, that each API's requests charge
+_BANDWIDTH = {
+    PRODUCE: "produce",
+    FETCH: "fetch",
+    CREATE_TOPICS: "controller_mutation",
+    CREATE_PARTITIONS: "controller_mutation",
+    DELETE_TOPICS: "controller_mutation",
+}
 #: a shadow decision, or a dropped request, is logged at most this often per entity
 _SHADOW_LOG_INTERVAL_MS = 10_000
 
@@ -110,10 +125,18 @@ def _sensors(manager: QuotaManager, principal: Principal, now: int) -> ClientSen
 class Enforcer:
     """Owns the live QuotaEngine (replaced on reload) and turns traffic into throttle times."""
 
-    def __init__(self, engine: QuotaEngine, shadow: frozenset[QuotaType] = frozenset()) -> None:
+    def __init__(
+        self,
+        engine: QuotaEngine,
+        shadow: frozenset[QuotaType] = frozenset(),
+        hold_principal: bool = True,
+    ) -> None:
         self.engine = engine
         #: quota types whose throttles are decided and reported but not applied
         self.shadow = shadow
+        #: a throttle stops every connection that charges the throttled sensors, not only the
+        #: one whose request crossed the quota (False: Kafka's per-connection behaviour)
+        self.hold_principal = hold_principal
         #: moves whenever a client's sensors may have changed: Principals of an older one
         #: are resolved again
         self.generation = 0
@@ -123,13 +146,16 @@ class Enforcer:
         keeps it while its generation is current (see Session.principal)."""
         return Principal(user, client_id, self.generation)
 
-    def apply(self, quotas: QuotaConfig, shadow: frozenset[QuotaType]) -> bool:
+    def apply(
+        self, quotas: QuotaConfig, shadow: frozenset[QuotaType], hold_principal: bool
+    ) -> bool:
         """Take a reloaded config; False when its windows changed and every sensor restarts.
 
         Kafka reads its quota window settings once at start-up; the proxy starts a fresh
         engine instead (sensor history cannot be re-sampled into other windows).
         """
         self.shadow = shadow
+        self.hold_principal = hold_principal
         self.generation += 1
         if self.engine.update(quotas):
             return True
@@ -148,7 +174,10 @@ class Enforcer:
         handles the request: a client pipelining requests is judged on each one in turn, and
         its connection stops being read at the first request over quota. The decision is
         settled with the request time once the response comes (see settle_response)."""
-        return _charge(self.engine.produce, principal, request_bytes, now)
+        decision = _charge(self.engine.produce, principal, request_bytes, now)
+        if decision is not None and self.holds(decision):
+            self._hold(decision, now)
+        return decision
 
     def holds(self, decision: Decision) -> bool:
         """Whether the connection must stop being read until this request's throttle."""
@@ -306,6 +335,8 @@ class Enforcer:
         manager, sensors, throttle = max(decisions, key=lambda decision: decision.throttle_ms)
         manager.record_throttle(sensors, throttle, now)
         if manager.quota_type not in self.shadow:
+            if throttle:
+                self._hold(Decision(manager, sensors, throttle), now)
             return throttle
         self._shadowed(manager.quota_type, sensors, throttle, now)
         enforced = [d for d in decisions if d.manager.quota_type not in self.shadow]
@@ -315,7 +346,34 @@ class Enforcer:
         if applied.throttle_ms:
             # what is applied is recorded under its own type, as a throttle of that type
             applied.manager.record_throttle(applied.sensors, applied.throttle_ms, now)
+            self._hold(applied, now)
         return applied.throttle_ms
+
+    def _hold(self, decision: Decision, now: int) -> None:
+        if self.hold_principal:
+            sensors = decision.sensors
+            sensors.held_until_ms = max(sensors.held_until_ms, now + decision.throttle_ms)
+
+    def held_ms(self, principal: Principal, api_key: int, now: int) -> int:
+        """How long this request must wait before it is handled: the longest hold on the
+        sensors it will charge (issue 13: a throttle holds the principal as a whole; a
+        connection that charges only other sensors goes on)."""
+        if not self.hold_principal:
+            return 0
+        engine = self.engine
+        managers: list[QuotaManager] = []
+        if api_key not in REQUEST_QUOTA_EXEMPT:
+            managers.append(engine.request)
+        bandwidth = _BANDWIDTH.get(api_key)
+        if bandwidth is not None:
+            managers.append(getattr(engine, bandwidth))
+        until = 0
+        for manager in managers:
+            if manager.enabled:
+                held = _sensors(manager, principal, now).held_until_ms
+                if held > until:
+                    until = held
+        return until - now if until > now else 0
 
     def _shadowed(
         self, quota_type: QuotaType, sensors: ClientSensors, throttle: int, now: int

@@ -28,6 +28,7 @@ class ClientSensors:
         "bucket",
         "dropped_logged_ms",
         "dropped_requests",
+        "held_until_ms",
         "last_record_ms",
         "limit",
         "rate",
@@ -48,6 +49,9 @@ class ClientSensors:
         #: throttles decided but not applied because the quota type runs in shadow mode
         self.shadow_throttles = 0
         self.shadow_logged_ms: int | None = None
+        #: until when every connection charging these sensors is not read (a throttle applied
+        #: to one of them holds the principal, not only that connection); 0 = not held
+        self.held_until_ms = 0
         #: requests refused with no response to carry the refusal (acks=0), so dropped
         self.dropped_requests = 0
         self.dropped_logged_ms: int | None = None

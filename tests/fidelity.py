@@ -409,7 +409,11 @@ class Result:
 
 
 def simulate(
-    workload: Workload, behaviour: Behaviour, windows: tuple[int, int], connections: int = 1
+    workload: Workload,
+    behaviour: Behaviour,
+    windows: tuple[int, int],
+    connections: int = 1,
+    hold_principal: bool = True,
 ) -> Result:
     """One principal's greedy clients, each on a connection of its own to a broker of its
     own, charging one set of sensors: what the principal achieved together."""
@@ -417,7 +421,7 @@ def simulate(
     settings = QuotaSettings(client=MetricConfig(samples=samples, window_ms=window_s * 1000))
     limits = {workload.quota_type: {QuotaEntity(client_id=DEFAULT): workload.quota}}
     clock = VirtualClock()
-    enforcer = Enforcer(QuotaEngine(QuotaConfig(settings, limits)))
+    enforcer = Enforcer(QuotaEngine(QuotaConfig(settings, limits)), hold_principal=hold_principal)
     clients = []
     for _ in range(connections):
         broker = SimBroker(clock, workload)

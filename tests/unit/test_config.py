@@ -176,8 +176,18 @@ def test_shadow_mode_globally_or_per_quota(tmp_path: Path) -> None:
         load_config(path)
     lines = str(caught.value).splitlines()
     assert sorted(lines) == [
-        f"{path}: [enforcement] key 'enforce': unknown key (known: shadow)",
+        f"{path}: [enforcement] key 'enforce': unknown key (known: hold, shadow)",
         f"{path}: [enforcement] key 'shadow': unknown quota 'consumer_bytes_rate' (known: "
         "producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate, "
         "producer_ids_rate)",
     ]
+
+
+def test_a_throttle_holds_the_principal_unless_told_to_hold_the_connection(
+    tmp_path: Path,
+) -> None:
+    assert load_config(write(tmp_path, "")).hold_principal
+    apart = load_config(write(tmp_path, '[enforcement]\nhold = "connection"\n'))
+    assert not apart.hold_principal
+    with pytest.raises(ConfigError, match="key 'hold': expected one of principal, connection"):
+        load_config(write(tmp_path, '[enforcement]\nhold = "user"\n'))

@@ -25,6 +25,7 @@ from tests.wire import request_frame
 
 WINDOWS = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
 OTHER_API = 7  # forwarded as bytes, never decoded
+SECOND_NS = 1_000_000_000
 
 
 def request(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
@@ -61,15 +62,19 @@ def produce(correlation_id: int, size: int) -> bytes:
 
 
 def connection(
-    limits: dict[QuotaType, dict[QuotaEntity, float]],
+    limits: dict[QuotaType, dict[QuotaEntity, float]], hold_principal: bool = True
 ) -> tuple[ConnectionCore, RecordingTransport, RecordingTransport, VirtualClock]:
     clock = VirtualClock()
-    conn, client, upstream = connect(Enforcer(QuotaEngine(QuotaConfig(WINDOWS, limits))), clock)
+    enforcer = Enforcer(QuotaEngine(QuotaConfig(WINDOWS, limits)), hold_principal=hold_principal)
+    conn, client, upstream = connect(enforcer, clock)
     return conn, client, upstream, clock
 
 
 def test_a_local_answer_goes_out_between_the_responses_around_it() -> None:
-    conn, client, _, clock = connection({QuotaType.FETCH: {QuotaEntity(client_id=DEFAULT): 1000.0}})
+    # the mute is ended by hand below; held per connection, nothing else holds the requests
+    conn, client, _, clock = connection(
+        {QuotaType.FETCH: {QuotaEntity(client_id=DEFAULT): 1000.0}}, hold_principal=False
+    )
     conn.requests_received(fetch(1))
     conn.responses_received(response(1, b"\0" * 8 + b"x" * 5000))  # over quota now
     assert not client.reading
@@ -136,3 +141,32 @@ def test_a_client_not_reading_its_answers_is_not_read_either() -> None:
     assert not client.reading
     conn.client_write_unblocked()
     assert client.reading and upstream.reading
+
+
+def test_a_throttle_holds_every_connection_of_the_principal_and_no_other() -> None:
+    """Issue 13: A's Produce crosses producer_byte_rate, so B (same principal) is not read
+    until the throttle has passed, while C (another client-id) goes on. Held per connection,
+    as a broker holds them, B would go on too."""
+    for hold_principal in (True, False):
+        clock = VirtualClock()
+        limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
+        enforcer = Enforcer(
+            QuotaEngine(QuotaConfig(WINDOWS, limits)), hold_principal=hold_principal
+        )
+        a, _, a_up = connect(enforcer, clock)
+        b, _, b_up = connect(enforcer, clock)
+        c, _, c_up = connect(enforcer, clock)
+        a.requests_received(produce(1, 3000))
+        b.requests_received(produce(1, 10))
+        other = ProduceRequest(
+            version=3,
+            transactional_id=None,
+            acks=1,
+            timeout_ms=1000,
+            topic_data=[("t", [(0, b"x" * 10)])],
+        ).encode(version=3)
+        c.requests_received(request_frame(PRODUCE, 3, bytes(other), 1, client_id=b"other"))
+        assert len(a_up.written) == 1 and len(c_up.written) == 1
+        assert len(b_up.written) == (0 if hold_principal else 1)
+        clock.advance(10 * SECOND_NS)  # the throttle (2 s over 2 x 1 s windows) has passed
+        assert len(b_up.written) == 1

@@ -111,13 +111,13 @@ def test_a_reload_reaches_a_connection_that_already_resolved_its_sensors() -> No
     under = handler.on_request(s, request(produce(900)))
     assert isinstance(under, Forward) and not under.held
     tighter = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 100.0}}
-    assert enforcer.apply(QuotaConfig(WINDOWS, tighter), frozenset())
+    assert enforcer.apply(QuotaConfig(WINDOWS, tighter), frozenset(), True)
     over = handler.on_request(s, request(produce(900), 1))
     assert isinstance(over, Forward) and over.held  # judged on the new limit, same history
     assert next(enforcer.engine.produce.sensors()).limit == 100.0
     # new windows: a fresh engine, which the connection charges from its next request
     fresh = QuotaSettings(client=MetricConfig(samples=3, window_ms=1000))
-    assert not enforcer.apply(QuotaConfig(fresh, tighter), frozenset())
+    assert not enforcer.apply(QuotaConfig(fresh, tighter), frozenset(), True)
     handler.on_request(s, request(produce(50), 2))
     assert next(enforcer.engine.produce.sensors()).rate.total() == len(produce(50)) - 4
 

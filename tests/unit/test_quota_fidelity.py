@@ -32,3 +32,23 @@ def test_a_greedy_client_gets_its_quota(
     result = simulate(workload, behaviour, windows)
     assert abs(result.long_run - 1) <= LONG_RUN_TOLERANCE, result
     assert result.highest_span <= result.burst_bound, result
+
+
+@pytest.mark.parametrize("connections", [3, 10])
+@pytest.mark.parametrize(
+    "behaviour", [BEHAVIOURS[0], BEHAVIOURS[2], BEHAVIOURS[3]], ids=lambda b: b.name
+)
+def test_several_connections_of_one_principal_are_held_as_one(
+    connections: int, behaviour: Behaviour
+) -> None:
+    """Issue 13: a throttle stops every connection charging the sensors. With 2 x 1 s
+    windows, 3 or 10 greedy connections get what one does, within 1.5 % over 300 s and
+    1.02 x over the first 30 s; held per connection, as a broker holds them, 10 got 1.067 x.
+    With Kafka's 11 x 1 s windows the principal stays under 1.03 x over 300 s."""
+    produce = WORKLOADS[0]
+    held = simulate(produce, behaviour, (2, 1), connections)
+    assert held.long_run <= 1.015 and held.first_span <= 1.02
+    assert simulate(produce, behaviour, (11, 1), connections).long_run <= 1.03
+    if connections == 10:
+        apart = simulate(produce, behaviour, (2, 1), connections, hold_principal=False)
+        assert apart.long_run > 1.05
