@@ -43,11 +43,19 @@ async def _expire_sensors(enforcer: Enforcer, stats: ProxyStats, clock: Clock) -
         stats.expired_sensors += enforcer.expire(clock.now_ms())
 
 
+#: how often the producer-id cleanup looks again while no user is tracked
+_IDLE_CLEANUP_S = 1.0
+
+
 async def _forget_producer_ids(enforcer: Enforcer, clock: Clock) -> None:
     """KIP-936's cleanup scheduler: users whose every producer-id layer expired go."""
     while True:
-        await asyncio.sleep(enforcer.engine.producer_ids.cache.cleanup_interval_ms / 1000)
-        enforcer.engine.producer_ids.cleanup(clock.now_ms())  # the engine a reload left
+        producer_ids = enforcer.engine.producer_ids  # the engine a reload left
+        if producer_ids.tracked_users:
+            await asyncio.sleep(producer_ids.cache.cleanup_interval_ms / 1000)
+            producer_ids.cleanup(clock.now_ms())
+        else:  # nothing to forget: no wake-up every few ms beside the clients' traffic
+            await asyncio.sleep(_IDLE_CLEANUP_S)
 
 
 async def serve(config: ProxyConfig) -> None:
