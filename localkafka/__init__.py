@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+import random
 import re
 import shutil
 import socket
@@ -88,11 +89,58 @@ def java_command(main_class: str, args: Sequence[str], heap: str = "512m") -> li
     ]
 
 
+#: ports this process has handed out: a port is given once, so two listeners that have not
+#: bound yet can never be given the same one
+_HANDED_OUT: set[int] = set()
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _listener_port_range() -> range:
+    """Ports below the kernel's ephemeral range.
+
+    A port taken with bind(0) and released lies in the ephemeral range, where any outgoing
+    connection (a Kafka node dialling its voters, a client) may take it before the listener
+    binds: a CI run lost node 2 of three to "Address already in use" that way. Ports below the
+    range are only ever taken by a deliberate bind, which the reservation below checks.
+    """
+    try:
+        low = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return range(10000, low) if low > 11000 else range(low - 1000, low)
+
+
+def free_ports(count: int, *, contiguous: bool = False, host: str = LOOPBACK) -> list[int]:
+    """`count` distinct ports free on `host` now, outside the ephemeral range, never handed out
+    before by this process; `contiguous` asks for consecutive ones (a proxy's broker listeners)."""
+    candidates = _listener_port_range()
+    rng = random.Random()
+    for _ in range(500):
+        if contiguous:
+            start = rng.randrange(candidates.start, candidates.stop - count)
+            ports = list(range(start, start + count))
+        else:
+            ports = rng.sample(candidates, count)
+        if _HANDED_OUT.intersection(ports):
+            continue
+        sockets: list[socket.socket] = []
+        try:
+            for port in ports:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(sock)
+                sock.bind((host, port))
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+        _HANDED_OUT.update(ports)
+        return ports
+    raise RuntimeError(f"no {count} free ports on {host} in {candidates}")
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1, host=host)[0]
 
 
 def _cluster_id() -> str:
@@ -208,13 +256,15 @@ class KafkaCluster:
             self._tmp = tempfile.TemporaryDirectory(prefix="localkafka-")
             self.workdir = Path(self._tmp.name)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        per_node = 3 if self.sasl_users else 2
+        ports = free_ports(per_node * self.brokers_count)
         self.brokers = [
             Broker(
                 i,
-                free_port(),
-                free_port(),
+                ports[per_node * (i - 1)],
+                ports[per_node * (i - 1) + 1],
                 self.workdir / f"node-{i}" / "data",
-                free_port() if self.sasl_users else None,
+                ports[per_node * (i - 1) + 2] if self.sasl_users else None,
             )
             for i in range(1, self.brokers_count + 1)
         ]
@@ -267,9 +317,15 @@ class KafkaCluster:
             for broker in list(pending):
                 if broker.process is not None and broker.process.poll() is not None:
                     self.stop()
+                    log = broker.log_dir.parent / "server.log"
+                    errors = [
+                        line
+                        for line in log.read_text(errors="replace").splitlines()
+                        if "ERROR" in line
+                    ]
                     raise RuntimeError(
                         f"Kafka node {broker.node_id} exited with {broker.process.returncode}; "
-                        f"see {broker.log_dir.parent / 'server.log'}"
+                        f"see {log}; its first errors:\n" + "\n".join(errors[:5])
                     )
                 if metadata_broker_count(LOOPBACK, broker.port) == self.brokers_count:
                     pending.remove(broker)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from localkafka import LOOPBACK, free_port
+from localkafka import LOOPBACK, free_port, free_ports
 
 #: Kafka's quota windows cut to 2 x 1 s, for tests that measure rates over 30 s: with Kafka's
 #: 11 x 1 s a greedy client's first burst echoes every 11 s (README, "Quota windows")
@@ -19,21 +18,7 @@ SHORT_QUOTA_WINDOWS = "[broker]\nquota.window.num = 2\nquota.window.size.seconds
 
 def free_port_block(count: int) -> int:
     """A base port such that base+1 .. base+count are all free (for broker listeners)."""
-    for _ in range(200):
-        base = free_port() - count - 1
-        try:
-            socks = []
-            for offset in range(1, count + 1):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind((LOOPBACK, base + offset))
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-        return base
-    raise RuntimeError("no free block of ports")
+    return free_ports(count, contiguous=True)[0] - 1
 
 
 @dataclass
