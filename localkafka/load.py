@@ -191,21 +191,30 @@ def kafka_python_drain(
 
 
 def read_all(bootstrap: str, topic: str, timeout_s: float = 60) -> list[bytes]:
-    """Every record of partition 0, read straight from Kafka (no proxy, no quota)."""
+    """Every record of every partition of the topic, read straight from Kafka (no proxy, no
+    quota); in offset order within each partition."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    partition = KafkaTopicPartition(topic, 0)
-    consumer.assign([partition])
-    consumer.seek_to_beginning(partition)
-    end = consumer.end_offsets([partition])[partition]
-    values: list[bytes] = []
     deadline = time.monotonic() + timeout_s
     try:
-        while consumer.position(partition) < end and time.monotonic() < deadline:
+        numbers = consumer.partitions_for_topic(topic)
+        while not numbers and time.monotonic() < deadline:
+            time.sleep(0.2)
+            numbers = consumer.partitions_for_topic(topic)
+        assert numbers, f"{topic}: no partitions"
+        partitions = [KafkaTopicPartition(topic, n) for n in sorted(numbers)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        values: list[bytes] = []
+        while time.monotonic() < deadline and any(
+            consumer.position(p) < ends[p] for p in partitions
+        ):
             for messages in consumer.poll(timeout_ms=500).values():
                 values.extend(message.value for message in messages)
     finally:
         consumer.close()
-    assert len(values) == end, f"read {len(values)} of {end} records of {topic}"
+    total = sum(ends.values())
+    assert len(values) == total, f"read {len(values)} of {total} records of {topic}"
     return values
 
 
@@ -355,24 +364,27 @@ def java_drain_rate(process: subprocess.Popen[str], timeout_s: float) -> float:
     return (last - first) / (end - start).total_seconds()
 
 
-def confluent_flood(config: dict[str, str], topic: str, seconds: float, timeline: Timeline) -> int:
-    """The same with librdkafka, at most 1000 records unacknowledged."""
+def confluent_flood(
+    config: dict[str, str], topic: str, seconds: float, timeline: Timeline, first_seq: int = 0
+) -> int:
+    """The same with librdkafka, at most 1000 records unacknowledged; sequence numbers from
+    `first_seq`, so that several producers of one topic can tell their records apart."""
     producer = ConfluentProducer({"linger.ms": 5, **config})
     sent = 0
     errors: list[object] = []
 
-    def delivered(error: object, message: object) -> None:
+    def delivered(error: object, message: Any) -> None:
         if error is not None:
             errors.append(error)
         else:
-            timeline.add(RECORD_BYTES)
+            timeline.add(RECORD_BYTES, seq_of(message.value()))
 
     timeline.started = time.monotonic()
     while time.monotonic() - timeline.started < seconds:
         if sent - len(timeline.events) - len(errors) >= 1000:
             producer.poll(0.05)
             continue
-        producer.produce(topic, record(sent), on_delivery=delivered)
+        producer.produce(topic, record(first_seq + sent), on_delivery=delivered)
         sent += 1
         producer.poll(0)
     assert producer.flush(60) == 0

@@ -1,0 +1,99 @@
+"""A fleet of librdkafka producer processes sharing one client-id, as a scaled-out service runs.
+
+Each process is its own client with its own connections, which is what lets a principal get past
+a broker's per-connection quota (issue 13); threads in one process would share librdkafka's
+connections and show nothing. Each process floods the topic until its deadline and prints, as
+one JSON line, when each record it produced was acknowledged (CLOCK_MONOTONIC, which every
+process on the machine shares) and the records' sequence numbers, so the parent can compute the
+fleet's rate over any span and compare what was acknowledged with what Kafka stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from localkafka.load import RECORD_BYTES, Timeline, confluent_flood
+
+#: sequence numbers of process i start at i * SEQ_STRIDE, so a fleet's records never collide
+SEQ_STRIDE = 10**9
+
+
+@contextmanager
+def confluent_fleet(
+    bootstrap: str, client_id: str, topic: str, seconds: float, processes: int
+) -> Iterator[list[subprocess.Popen[str]]]:
+    """The fleet's processes, started at once; killed if the block is left while they run."""
+    fleet = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "localkafka.fleet",
+                bootstrap,
+                client_id,
+                topic,
+                str(seconds),
+                str(i * SEQ_STRIDE),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(processes)
+    ]
+    try:
+        yield fleet
+    finally:
+        for process in fleet:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def fleet_timelines(fleet: Sequence[subprocess.Popen[str]], timeout_s: float) -> list[Timeline]:
+    """What each process acknowledged, once all have finished (raises if one failed)."""
+    timelines = []
+    for process in fleet:
+        out, err = process.communicate(timeout=timeout_s)
+        assert process.returncode == 0, err[-3000:]
+        report = json.loads(out.splitlines()[-1])
+        timeline = Timeline(started=report["started"])
+        for at, seq in report["acked"]:
+            timeline.events.append((at, RECORD_BYTES))
+            timeline.seqs.append(seq)
+        timelines.append(timeline)
+    return timelines
+
+
+def fleet_rate(timelines: Sequence[Timeline], start: float, end: float) -> float:
+    """The fleet's acknowledged bytes per second between `start` and `end` seconds after the
+    first process started."""
+    first = min(t.started for t in timelines)
+    lo, hi = first + start, first + end
+    total = sum(size for t in timelines for at, size in t.events if lo <= at < hi)
+    return total / (end - start)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localkafka.fleet", description=__doc__)
+    parser.add_argument("bootstrap")
+    parser.add_argument("client_id")
+    parser.add_argument("topic")
+    parser.add_argument("seconds", type=float)
+    parser.add_argument("first_seq", type=int)
+    args = parser.parse_args(argv)
+    timeline = Timeline()
+    config = {"bootstrap.servers": args.bootstrap, "client.id": args.client_id}
+    confluent_flood(config, args.topic, args.seconds, timeline, args.first_seq)
+    acked = [[at, seq] for (at, _), seq in zip(timeline.events, timeline.seqs, strict=True)]
+    print(json.dumps({"started": timeline.started, "acked": acked}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
