@@ -1,13 +1,20 @@
-"""The proxy's producer_byte_rate against a real broker's own quota, per client family, in one run.
+"""The proxy's producer_byte_rate against real brokers' own quota, per client and layout.
 
-Each greedy producer (aiokafka and kafka-python with at most 100 and 1000 records in flight,
-Kafka's ProducerPerformance) runs alone twice for the same time against one Kafka broker:
-once direct, held by the broker's own client quota (set with kafka-configs), once through the
-proxy, held by the proxy's quota of the same value, with the same quota windows on both sides
-(Kafka's default 11 x 1 s, or --windows 2 for the 2 x 1 s the integration tests use).
-Printed per family: bytes acknowledged per second over the run, the average over the spans
-below as a multiple of the quota for both, and proxy/direct. How close either gets depends on
-this machine; the ratio between them is the proxy's fidelity to Kafka here.
+Each greedy producer runs for the same time against a three-broker Kafka, once direct (held by
+the brokers' own client quota, set with kafka-configs), once through the proxy holding the
+principal (the default) and once through the proxy holding each connection alone ([enforcement]
+hold = "connection", a broker's behaviour), with the same quota and windows everywhere (Kafka's
+default 11 x 1 s, or --windows 2 for the 2 x 1 s the integration tests use). The clients:
+
+- aiokafka and kafka-python (at most 100 and 1000 records in flight) and Kafka's
+  ProducerPerformance, one process each, to a topic of one partition (one broker);
+- librdkafka (confluent-kafka) fleets of 1 or 3 processes sharing a client-id, to a topic of one
+  partition (one broker) or six (two on each broker): 1 to 9 connections of one principal.
+
+Printed per row: bytes acknowledged per second over the span after the first windows, as a
+multiple of the quota, for the three, and proxy/direct. How close any gets depends on this
+machine; the ratios between them are the proxy's fidelity to Kafka here, and what holding the
+principal changes.
 """
 
 from __future__ import annotations
@@ -16,9 +23,11 @@ import argparse
 import asyncio
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from localkafka import KafkaCluster
+from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
 from localkafka.load import (
     RECORD_BYTES,
     Timeline,
@@ -30,7 +39,8 @@ from localkafka.load import (
 )
 from localkafka.proxy_process import start_proxy
 
-#: (bootstrap, client_id, quota, first second measured, seconds measured) -> bytes/s acked
+#: (bootstrap, client_id (also the topic), quota, first second measured, seconds measured)
+#: -> bytes/s acknowledged
 Flood = Callable[[str, str, int, int, int], float]
 
 
@@ -61,14 +71,48 @@ def producer_performance(
     return sent * RECORD_BYTES / seconds
 
 
-FAMILIES: dict[str, Flood] = {
-    "aiokafka": aiokafka,
-    "kafka-python": kafka_python,
-    "ProducerPerformance": producer_performance,
+def librdkafka_fleet(processes: int) -> Flood:
+    def flood(bootstrap: str, client_id: str, quota: int, start: int, span: int) -> float:
+        with confluent_fleet(bootstrap, client_id, client_id, start + span, processes) as fleet:
+            timelines = fleet_timelines(fleet, start + span + 90)
+        return fleet_rate(timelines, start, start + span)
+
+    return flood
+
+
+@dataclass(frozen=True)
+class Row:
+    client: str
+    flood: Flood
+    partitions: int = 1
+
+    @property
+    def layout(self) -> str:
+        brokers = "1 broker" if self.partitions == 1 else "3 brokers"
+        return f"{self.partitions} partition(s) on {brokers}"
+
+
+ROWS = {
+    row.client + ("" if row.partitions == 1 else " x6"): row
+    for row in (
+        Row("aiokafka", aiokafka),
+        Row("kafka-python", kafka_python),
+        Row("ProducerPerformance", producer_performance),
+        Row("librdkafka, 1 process", librdkafka_fleet(1)),
+        Row("librdkafka, 3 processes", librdkafka_fleet(3)),
+        Row("librdkafka, 1 process", librdkafka_fleet(1), partitions=6),
+        Row("librdkafka, 3 processes", librdkafka_fleet(3), partitions=6),
+    )
 }
+#: where each measurement goes: straight to the brokers, or through one of the two proxies
+MODES = ("direct", "principal", "connection")
 
 
-def set_broker_quota(cluster: KafkaCluster, client_id: str, rate: int) -> None:
+def client_id(mode: str, key: str) -> str:
+    return f"{mode}-" + "".join(c if c.isalnum() else "-" for c in key)
+
+
+def set_broker_quota(cluster: KafkaCluster, client: str, rate: int) -> None:
     cluster.tool(
         "kafka.admin.ConfigCommand",
         "--bootstrap-server",
@@ -77,7 +121,7 @@ def set_broker_quota(cluster: KafkaCluster, client_id: str, rate: int) -> None:
         "--entity-type",
         "clients",
         "--entity-name",
-        client_id,
+        client,
         "--add-config",
         f"producer_byte_rate={rate}",
     )
@@ -88,42 +132,61 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=1_000_000, help="producer_byte_rate")
     parser.add_argument("--span", type=int, default=33, help="seconds measured (3 echo periods)")
     parser.add_argument("--windows", type=int, default=11, help="quota.window.num (1 s each)")
-    parser.add_argument("--family", choices=sorted(FAMILIES), action="append")
+    parser.add_argument("--row", choices=sorted(ROWS), action="append")
     args = parser.parse_args(argv)
-    families = args.family or list(FAMILIES)
+    rows = args.row or list(ROWS)
     windows = {"quota.window.num": str(args.windows), "quota.window.size.seconds": "1"}
-    cluster = KafkaCluster(brokers_count=1, overrides=windows).start()
-    results: dict[str, tuple[float, float]] = {}
+    cluster = KafkaCluster(brokers_count=3, overrides=windows).start()
+    results: dict[str, dict[str, float]] = {}
     try:
         quotas = "[broker]\n" + "".join(f"{k} = {v}\n" for k, v in windows.items())
-        for family in families:
-            for client_id in (f"direct-{family}", f"proxied-{family}"):
-                cluster.create_topic(client_id, partitions=1)
-            set_broker_quota(cluster, f"direct-{family}", args.rate)
-            quotas += f'[clients."proxied-{family}"]\nproducer_byte_rate = {args.rate}\n'
+        for key in rows:
+            for mode in MODES:
+                cluster.create_topic(client_id(mode, key), partitions=ROWS[key].partitions)
+            set_broker_quota(cluster, client_id("direct", key), args.rate)
+            for mode in MODES[1:]:
+                quotas += f'[clients."{client_id(mode, key)}"]\nproducer_byte_rate = {args.rate}\n'
         with tempfile.TemporaryDirectory() as tmp:
-            proxy = start_proxy(Path(tmp), cluster.bootstrap_servers, 1, extra=quotas)
+            proxies = {
+                mode: start_proxy(
+                    Path(tmp),
+                    cluster.bootstrap_servers,
+                    3,
+                    extra=f'{quotas}[enforcement]\nhold = "{mode}"\n',
+                    name=mode,
+                )
+                for mode in MODES[1:]
+            }
+            bootstraps = {"direct": cluster.bootstrap_servers} | {
+                mode: proxy.bootstrap for mode, proxy in proxies.items()
+            }
             try:
-                for family in families:
-                    flood, measured = FAMILIES[family], (args.rate, args.windows, args.span)
-                    results[family] = (
-                        flood(cluster.bootstrap_servers, f"direct-{family}", *measured),
-                        flood(proxy.bootstrap, f"proxied-{family}", *measured),
-                    )
+                for key in rows:
+                    measured = (args.rate, args.windows, args.span)
+                    results[key] = {
+                        mode: ROWS[key].flood(bootstraps[mode], client_id(mode, key), *measured)
+                        for mode in MODES
+                    }
             finally:
-                proxy.stop()
+                for proxy in proxies.values():
+                    proxy.stop()
     finally:
         cluster.stop()
     print(
         f"producer_byte_rate = {args.rate:,} B/s, {args.windows} x 1 s quota windows,"
-        f" {args.span} s measured after the first {args.windows} s, each client alone"
+        f" {args.span} s measured after the first {args.windows} s, each row alone"
     )
-    print("| client | direct (broker's quota) | through the proxy | proxy / direct |")
-    print("|---|---|---|---|")
-    for family, (direct, proxied) in results.items():
+    print(
+        "| client | topic | direct (brokers' quota) | proxy, principal held |"
+        " proxy, each connection held | principal / direct |"
+    )
+    print("|---|---|---|---|---|---|")
+    for key, rates in results.items():
+        row = ROWS[key]
+        direct, principal, connection = (rates[mode] / args.rate for mode in MODES)
         print(
-            f"| {family} | {direct / args.rate:.3f} x quota | {proxied / args.rate:.3f} x quota"
-            f" | {proxied / direct:.3f} |"
+            f"| {row.client} | {row.layout} | {direct:.3f} x quota | {principal:.3f} x |"
+            f" {connection:.3f} x | {principal / direct:.3f} |"
         )
     return 0
 
