@@ -179,6 +179,19 @@ class Enforcer:
             self._hold(decision, now)
         return decision
 
+    def produce_throttle(self, decision: Decision, now: int) -> Decision:
+        """A Produce's throttle as its sensor stands when the response goes out.
+
+        Kafka records a Produce's bytes and judges them in the response callback, after the
+        append, and mutes from when the response is sent; the proxy charges them when it reads
+        the request, to judge pipelined requests in turn. Serving the throttle decided then
+        from the response on would add the broker's round trip to every throttle (the rate's
+        window grows by that time, and its excess shrinks by as much): a greedy connection got
+        about 0.94 x its quota where a broker gives 0.98 x (issue 13).
+        """
+        manager = self.engine.produce
+        return decision._replace(throttle_ms=manager.throttle_time_ms(decision.sensors, now))
+
     def holds(self, decision: Decision) -> bool:
         """Whether the connection must stop being read until this request's throttle."""
         return decision.throttle_ms > 0 and decision.manager.quota_type not in self.shadow

@@ -71,4 +71,6 @@ class ProduceHandler(Handler):
     def on_response(self, session: Session, frame: bytes, exchange: Exchange, now_ms: int) -> Reply:
         decision = exchange.state
         assert decision is None or isinstance(decision, Decision)
+        if decision is not None and decision.throttle_ms:
+            decision = session.enforcer.produce_throttle(decision, now_ms)
         return Reply(advertised(session, frame, PRODUCE, exchange.api_version), decision)

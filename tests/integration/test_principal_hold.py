@@ -5,8 +5,10 @@ three brokers: nine connections, three per broker, each of which a broker would 
 own. Through the proxy the fleet together stays near its producer_byte_rate. What any machine
 can show is asserted: the fleet was throttled, made progress and stayed under 1.10 x the quota
 over 30 s; a second principal producing beside it at the same time was never throttled; every
-acknowledged record is stored once. bench/quota_fidelity.py sets this beside the brokers' own
-quota, which admits more.
+acknowledged record is stored once. The bound leaves room for what Kafka's arithmetic allows
+over 30 s: one window's burst (2 x 1 s windows) and one request over the quota, at most the
+1000 records a process keeps in flight, 1 MB: 1 + 2 / 30 = 1.067 x at 1 MB/s.
+bench/quota_fidelity.py sets this beside the brokers' own quota, which admits more.
 """
 
 from __future__ import annotations
@@ -31,12 +33,12 @@ from tests.integration.scrape import scrape, value
 
 pytestmark = pytest.mark.integration
 
-QUOTA = 500_000
+QUOTA = 1_000_000
 FLEET, NEIGHBOUR = "fleet", "neighbour"
 PROCESSES, PARTITIONS = 3, 6
 FIRST_WINDOW_S, MEASURED_S = 2.0, 30.0
 BOUND = 1.10
-NEIGHBOUR_RATE = 2 * QUOTA
+NEIGHBOUR_RATE = QUOTA
 CONFIG = SHORT_QUOTA_WINDOWS + f'[clients."{FLEET}"]\nproducer_byte_rate = {QUOTA}\n'
 
 

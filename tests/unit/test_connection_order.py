@@ -170,3 +170,28 @@ def test_a_throttle_holds_every_connection_of_the_principal_and_no_other() -> No
         assert len(b_up.written) == (0 if hold_principal else 1)
         clock.advance(10 * SECOND_NS)  # the throttle (2 s over 2 x 1 s windows) has passed
         assert len(b_up.written) == 1
+
+
+def test_a_produce_throttle_is_served_once_from_when_it_was_read() -> None:
+    """Issue 13: the proxy judges a Produce when it reads it, Kafka when it answers it. The
+    broker took 300 ms here; Kafka's throttle at the answer is 300 ms shorter than the one the
+    proxy decided at the read (the rate's window grew by that time), so the response carries
+    that, and reading resumes when the throttle decided at the read has passed, not 300 ms
+    later."""
+    conn, client, upstream, clock = connection(
+        {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
+    )
+    conn.requests_received(produce(1, 3000) + produce(2, 10))
+    produce_quota = conn.session.enforcer.engine.produce
+    sensors = conn.session.principal("app").sensors[produce_quota.slot]
+    assert sensors is not None
+    decided_ms = produce_quota.throttle_time_ms(sensors, 0)
+    clock.advance(300 * 1_000_000)
+    body = ProduceResponse(version=3, responses=[], throttle_time_ms=0).encode(version=3)
+    conn.responses_received(response(1, bytes(body)))
+    throttle = struct.unpack_from(">i", client.written[0], 12)[0]
+    assert decided_ms > 1000 and throttle == decided_ms - 300
+    clock.advance(throttle * 1_000_000 - 1)
+    assert not client.reading and len(upstream.written) == 1
+    clock.advance(1)
+    assert len(upstream.written) == 2 and client.reading
