@@ -18,12 +18,9 @@ import pytest
 
 from tests.fidelity import BEHAVIOURS, WINDOWS, WORKLOADS, Behaviour, Workload, simulate
 
-#: the long-run rate is within this of the quota (issue 13's target); the most any row misses
-#: by is 1.52 %: producer_byte_rate with Kafka's 11 x 1 s windows and requests pipelined,
-#: where the first burst's echo decides (each Produce is throttled as Kafka throttles it when
-#: it answers; throttling from the read, as before, held these rows to 1.3 % by serving the
-#: broker's round trip on top of every throttle)
-LONG_RUN_TOLERANCE = 0.02
+#: the long-run rate is within this of the quota; the most any row misses by is 1.4 %
+#: (consumer_byte_rate at 5 x 2 s: the fetch that crosses the quota is delivered)
+LONG_RUN_TOLERANCE = 0.015
 
 
 @pytest.mark.parametrize("windows", WINDOWS, ids=lambda w: f"{w[0]}x{w[1]}s")
@@ -37,22 +34,22 @@ def test_a_greedy_client_gets_its_quota(
     assert result.highest_span <= result.burst_bound, result
 
 
-@pytest.mark.parametrize("connections", [3, 10])
+@pytest.mark.parametrize("windows", [(11, 1), (2, 1)], ids=lambda w: f"{w[0]}x{w[1]}s")
+@pytest.mark.parametrize("connections", [1, 3, 10])
 @pytest.mark.parametrize(
     "behaviour", [BEHAVIOURS[0], BEHAVIOURS[2], BEHAVIOURS[3]], ids=lambda b: b.name
 )
 def test_several_connections_of_one_principal_are_held_as_one(
-    connections: int, behaviour: Behaviour
+    connections: int, behaviour: Behaviour, windows: tuple[int, int]
 ) -> None:
-    """Issue 13: a throttle stops every connection charging the sensors. With 2 x 1 s
-    windows, 3 or 10 greedy connections get what one does, within 1.5 % over 300 s and
-    1.02 x over the first 30 s; held per connection, as a broker holds them, 10 got 1.046 to
-    1.066 x.
-    With Kafka's 11 x 1 s windows the principal stays under 1.03 x over 300 s."""
+    """Issue 13: a throttle stops every connection charging the sensors. 1, 3 or 10 greedy
+    connections, each to a broker of its own, get within 2 % of producer_byte_rate over the
+    first 30 s (33 s with Kafka's windows: whole echo periods) and 1.5 % over 300 s; they got
+    1.0019 x and 1.0101 x over the first span. Held per connection, as a broker holds them,
+    10 got 1.046 to 1.066 x over 300 s with 2 x 1 s windows."""
     produce = WORKLOADS[0]
-    held = simulate(produce, behaviour, (2, 1), connections)
-    assert held.long_run <= 1.015 and held.first_span <= 1.02
-    assert simulate(produce, behaviour, (11, 1), connections).long_run <= 1.03
-    if connections == 10:
-        apart = simulate(produce, behaviour, (2, 1), connections, hold_principal=False)
+    held = simulate(produce, behaviour, windows, connections)
+    assert held.first_span <= 1.02 and abs(held.long_run - 1) <= LONG_RUN_TOLERANCE, held
+    if connections == 10 and windows == (2, 1):
+        apart = simulate(produce, behaviour, windows, connections, hold_principal=False)
         assert apart.long_run > 1.04
