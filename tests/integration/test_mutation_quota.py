@@ -25,7 +25,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin import NewTopic as AioNewTopic
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin import NewTopic as ConfluentNewTopic
+from confluent_kafka.cimpl import NewTopic as ConfluentNewTopic
 from kafka.admin import KafkaAdminClient, NewPartitions
 from kafka.errors import ThrottlingQuotaExceededError
 from kafka.protocol.admin import (
@@ -389,13 +389,12 @@ async def test_aiokafka_and_librdkafka_are_throttled_not_refused(
     assert [error for _, error, *_ in response.topic_errors] == [0, 0]
     assert 0 < response.throttle_time_ms <= 20000
     throttles: list[str] = []
-    confluent = AdminClient(
-        {
-            "bootstrap.servers": proxy.bootstrap,
-            "client.id": "confluent",
-            "throttle_cb": lambda event: throttles.append(str(event)),
-        }
-    )
+    config: dict[str, Any] = {
+        "bootstrap.servers": proxy.bootstrap,
+        "client.id": "confluent",
+        "throttle_cb": lambda event: throttles.append(str(event)),
+    }
+    confluent = AdminClient(config)
     futures = confluent.create_topics([ConfluentNewTopic(n, 30, 1) for n in ("ck-a", "ck-b")])
     for future in futures.values():
         await asyncio.to_thread(future.result, 60)

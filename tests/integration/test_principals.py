@@ -11,6 +11,7 @@ import asyncio
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -53,7 +54,7 @@ def sasl_proxy(kafka_sasl: KafkaCluster, tmp_path: Path) -> Iterator[RunningProx
     proxy.stop()
 
 
-def aiokafka_sasl(mechanism: str, user: str, password: str) -> dict[str, str]:
+def aiokafka_sasl(mechanism: str, user: str, password: str) -> dict[str, Any]:
     """aiokafka and kafka-python name their SASL settings alike."""
     return {
         "security_protocol": "SASL_PLAINTEXT",

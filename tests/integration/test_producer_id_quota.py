@@ -97,8 +97,8 @@ def churn(
         if line.startswith("delivered "):
             counts["delivered"] = int(line.split()[1])
         elif line.startswith("failed "):
-            _, kind, count, *_ = line.split()
-            counts[kind] = int(count)
+            _failed, kind, failures, *_rest = line.split()
+            counts[kind] = int(failures)
     return counts
 
 

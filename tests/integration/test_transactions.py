@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from localkafka.proxy_process import RunningProxy
 from tests.integration import clients
+from tests.integration.clients import confluent_values
 
 pytestmark = pytest.mark.integration
 
@@ -67,8 +68,8 @@ class Worker(threading.Thread):
                     continue
                 producer.begin_transaction()
                 try:
-                    for m in messages:
-                        producer.produce("eos-out", b"out-" + m.value(), key=m.key())
+                    for m, value in zip(messages, confluent_values(messages), strict=True):
+                        producer.produce("eos-out", b"out-" + value, key=m.key())
                     offsets = consumer.position(consumer.assignment())
                     producer.send_offsets_to_transaction(
                         offsets, consumer.consumer_group_metadata(), 30
@@ -107,8 +108,8 @@ def read_committed_output(bootstrap: str, expected: int) -> list[bytes]:
     deadline = time.monotonic() + 60
     try:
         while len(got) < expected and time.monotonic() < deadline:
-            got += [m.value() for m in consumer.consume(500, 1.0) if m.error() is None]
-        got += [m.value() for m in consumer.consume(500, 2.0) if m.error() is None]
+            got += confluent_values(consumer.consume(500, 1.0))
+        got += confluent_values(consumer.consume(500, 2.0))
     finally:
         consumer.close()
     return got

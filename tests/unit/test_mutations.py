@@ -476,6 +476,7 @@ def test_a_permissive_throttle_counts_the_time_the_answer_took() -> None:
     s, handler = session(), HANDLERS[CREATE_TOPICS]
     frame = create_topics(30, version=5)
     outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward)
     reply = handler.on_response(s, created(5, "t0"), exchange(frame, outcome.state), 1000)
     assert reply.bandwidth is not None and reply.bandwidth.throttle_ms == 4000  # -8 at 1 s
 
@@ -497,6 +498,7 @@ def test_a_timed_out_mutation_stays_charged() -> None:
     s, handler = session(), HANDLERS[CREATE_TOPICS]
     frame = create_topics(8)
     outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert isinstance(outcome, Forward)
     handler.on_response(s, created(7, "t0", error=7), exchange(frame, outcome.state), 0)
     assert tokens(s) == 12
 
