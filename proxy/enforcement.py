@@ -186,8 +186,7 @@ class Enforcer:
         append, and mutes from when the response is sent; the proxy charges them when it reads
         the request, to judge pipelined requests in turn. Serving the throttle decided then
         from the response on would add the broker's round trip to every throttle (the rate's
-        window grows by that time, and its excess shrinks by as much): a greedy connection got
-        about 0.94 x its quota where a broker gives 0.98 x (issue 13).
+        window grows by that time, and its excess shrinks by as much).
         """
         manager = self.engine.produce
         return decision._replace(throttle_ms=manager.throttle_time_ms(decision.sensors, now))
