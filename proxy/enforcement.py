@@ -32,13 +32,13 @@ log = logging.getLogger(__name__)
 
 #: ClientRequestQuotaManager.NANOS_TO_PERCENTAGE_PER_SECOND
 _NANOS_TO_PERCENTAGE = 100.0 / 1_000_000_000
-#: the QuotaEngine manager, besides request time, that each API's requests charge
+#: the quota type, besides request time, that each API's requests charge
 _BANDWIDTH = {
-    PRODUCE: "produce",
-    FETCH: "fetch",
-    CREATE_TOPICS: "controller_mutation",
-    CREATE_PARTITIONS: "controller_mutation",
-    DELETE_TOPICS: "controller_mutation",
+    PRODUCE: QuotaType.PRODUCE,
+    FETCH: QuotaType.FETCH,
+    CREATE_TOPICS: QuotaType.CONTROLLER_MUTATION,
+    CREATE_PARTITIONS: QuotaType.CONTROLLER_MUTATION,
+    DELETE_TOPICS: QuotaType.CONTROLLER_MUTATION,
 }
 #: a shadow decision, or a dropped request, is logged at most this often per entity
 _SHADOW_LOG_INTERVAL_MS = 10_000
@@ -137,6 +137,9 @@ class Enforcer:
         #: a throttle stops every connection that charges the throttled sensors, not only the
         #: one whose request crossed the quota (False: Kafka's per-connection behaviour)
         self.hold_principal = hold_principal
+        #: the latest end of any hold: while it has passed, which is nearly always, no request
+        #: need look at its sensors' holds (held_ms runs for every request)
+        self._holds_end_ms = 0
         #: moves whenever a client's sensors may have changed: Principals of an older one
         #: are resolved again
         self.generation = 0
@@ -363,28 +366,25 @@ class Enforcer:
 
     def _hold(self, decision: Decision, now: int) -> None:
         if self.hold_principal:
-            sensors = decision.sensors
-            sensors.held_until_ms = max(sensors.held_until_ms, now + decision.throttle_ms)
+            sensors, until = decision.sensors, now + decision.throttle_ms
+            sensors.held_until_ms = max(sensors.held_until_ms, until)
+            self._holds_end_ms = max(self._holds_end_ms, until)
 
     def held_ms(self, principal: Principal, api_key: int, now: int) -> int:
         """How long this request must wait before it is handled: the longest hold on the
         sensors it will charge (issue 13: a throttle holds the principal as a whole; a
         connection that charges only other sensors goes on)."""
-        if not self.hold_principal:
+        if not self.hold_principal or now >= self._holds_end_ms:
             return 0
         engine = self.engine
-        managers: list[QuotaManager] = []
-        if api_key not in REQUEST_QUOTA_EXEMPT:
-            managers.append(engine.request)
+        until = 0
+        if api_key not in REQUEST_QUOTA_EXEMPT and engine.request.enabled:
+            until = _sensors(engine.request, principal, now).held_until_ms
         bandwidth = _BANDWIDTH.get(api_key)
         if bandwidth is not None:
-            managers.append(getattr(engine, bandwidth))
-        until = 0
-        for manager in managers:
+            manager = engine.manager(bandwidth)
             if manager.enabled:
-                held = _sensors(manager, principal, now).held_until_ms
-                if held > until:
-                    until = held
+                until = max(until, _sensors(manager, principal, now).held_until_ms)
         return until - now if until > now else 0
 
     def _shadowed(

@@ -42,6 +42,11 @@ class QuotaEngine:
             limits.get(QuotaType.PRODUCER_IDS, {}),
         )
 
+        self._by_type: dict[QuotaType, QuotaManager] = {m.quota_type: m for m in self.managers()}
+
+    def manager(self, quota_type: QuotaType) -> QuotaManager:
+        return self._by_type[quota_type]
+
     def managers(self) -> Iterator[QuotaManager]:
         yield self.produce
         yield self.fetch
