@@ -153,15 +153,15 @@ def parse_enforcement(
         problems.append(
             f"[enforcement] key 'hold': expected one of {', '.join(_HOLDS)}, got {hold!r}"
         )
-        hold = "principal"
+    hold_principal = hold != "connection"
     shadow = values.get("shadow", False)
     if isinstance(shadow, bool):
-        return (frozenset(QuotaType) if shadow else frozenset()), hold == "principal"
+        return (frozenset(QuotaType) if shadow else frozenset()), hold_principal
     unknown = [key for key in shadow if not isinstance(key, str) or key not in QUOTA_KEYS]
     if unknown:
         problems.append(
             f"[enforcement] key 'shadow': unknown quota {', '.join(map(repr, unknown))} "
             f"(known: {', '.join(QUOTA_KEYS)})"
         )
-        return frozenset(), hold == "principal"
-    return frozenset(QUOTA_KEYS[key] for key in shadow), hold == "principal"
+        return frozenset(), hold_principal
+    return frozenset(QUOTA_KEYS[key] for key in shadow), hold_principal
