@@ -74,9 +74,7 @@ def fleet_rate(timelines: Sequence[Timeline], start: float, end: float) -> float
     """The fleet's acknowledged bytes per second between `start` and `end` seconds after the
     first process started."""
     first = min(t.started for t in timelines)
-    lo, hi = first + start, first + end
-    total = sum(size for t in timelines for at, size in t.events if lo <= at < hi)
-    return total / (end - start)
+    return sum(t.rate(first - t.started + start, first - t.started + end) for t in timelines)
 
 
 def main(argv: list[str] | None = None) -> int:
