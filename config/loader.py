@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +12,16 @@ from config.quotas import parse_broker_settings, parse_entities
 from config.settings import (
     MetricsSettings,
     ProxySettings,
+    UsageSettings,
     parse_enforcement,
     parse_metrics_settings,
     parse_proxy_settings,
+    parse_usage_settings,
 )
 from quotas.entities import QuotaType
 from quotas.settings import QuotaConfig
 
-_SECTIONS = ("proxy", "metrics", "enforcement", "broker", "users", "clients")
+_SECTIONS = ("proxy", "metrics", "usage", "enforcement", "broker", "users", "clients")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class ProxyConfig:
     shadow: frozenset[QuotaType] = frozenset()
     #: a throttle holds every connection of the principal ([enforcement] hold)
     hold_principal: bool = True
+    usage: UsageSettings = field(default_factory=UsageSettings)
 
 
 def load_config(path: Path | str) -> ProxyConfig:
@@ -49,6 +52,7 @@ def load_config(path: Path | str) -> ProxyConfig:
             problems.append(f"unknown section [{section}] (known: {', '.join(_SECTIONS)})")
     proxy = parse_proxy_settings(_table(document, "proxy", problems), problems)
     metrics = parse_metrics_settings(_table(document, "metrics", problems), problems)
+    usage = parse_usage_settings(_table(document, "usage", problems), problems)
     shadow, hold_principal = parse_enforcement(_table(document, "enforcement", problems), problems)
     settings = parse_broker_settings(_table(document, "broker", problems), problems)
     limits = parse_entities(document.get("users"), document.get("clients"), problems)
@@ -61,6 +65,7 @@ def load_config(path: Path | str) -> ProxyConfig:
         quotas=QuotaConfig(settings, limits),
         shadow=shadow,
         hold_principal=hold_principal,
+        usage=usage,
     )
 
 

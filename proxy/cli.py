@@ -17,6 +17,14 @@ from proxy.enforcement import Enforcer
 from proxy.metrics import ProxyStats, QuotaCollector, build_registry, serve_metrics
 from proxy.reload import ConfigReloader
 from proxy.server import ProxyServer
+from proxy.usage import UsageRecorder
+from proxy.usage_sinks import (
+    UsageFileSink,
+    UsageKafkaSink,
+    instance_id,
+    record_usage,
+    wall_ms,
+)
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType
 
@@ -67,9 +75,45 @@ async def serve(config: ProxyConfig) -> None:
             log.warning("quota window settings changed: every quota sensor starts afresh")
 
     clock = LoopClock()
-    server = ProxyServer(config.proxy, enforcer, stats, clock)
+    usage = config.usage
+    recorder = None
+    if usage.enabled:
+        recorder = UsageRecorder(instance_id(usage, config.proxy.bootstrap_port), wall_ms())
+    server = ProxyServer(config.proxy, enforcer, stats, clock, recorder)
     await server.start()
     background: list[asyncio.Task[None]] = []
+    kafka_sink = None
+    if recorder is not None:
+        files = None
+        if usage.directory:
+            files = UsageFileSink(
+                Path(usage.directory),
+                recorder.instance_id,
+                int(usage.rotate_interval_s * 1000),
+                int(usage.retention_hours * 3_600_000),
+            )
+        if usage.kafka_topic:
+            servers = usage.kafka_bootstrap_servers or config.proxy.upstream_bootstrap_servers
+            kafka_sink = UsageKafkaSink(
+                servers, usage.kafka_topic, usage.kafka_buffer_samples, stats
+            )
+            background.append(asyncio.create_task(kafka_sink.run()))
+        background.append(
+            asyncio.create_task(record_usage(recorder, usage, files, kafka_sink, stats))
+        )
+        log.info(
+            "usage samples every %gs to %s",
+            usage.interval_s,
+            " and ".join(
+                where
+                for where in (
+                    files and f"{files.directory}/",
+                    kafka_sink and f"Kafka topic {usage.kafka_topic}",
+                )
+                if where
+            )
+            or "nowhere (no directory, no kafka_topic)",
+        )
     metrics_server = None
     if config.metrics.enabled:
         registry = build_registry(
@@ -94,8 +138,11 @@ async def serve(config: ProxyConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
-    for task in background:
+    for task in reversed(background):  # the last usage window closes before its sinks
         task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    if kafka_sink is not None:
+        kafka_sink.abandon()
     if metrics_server is not None:
         metrics_server.close()
     await server.stop()

@@ -18,6 +18,7 @@ from proxy.clock import Clock
 from proxy.core import ConnectionCore, Pause
 from proxy.enforcement import Enforcer
 from proxy.topics import TopicCache
+from proxy.usage import UsageRecorder
 
 if TYPE_CHECKING:
     from asyncio import BaseTransport, Transport
@@ -38,8 +39,10 @@ class ClientConnection(asyncio.Protocol):
         enforcer: Enforcer,
         clock: Clock,
         topics: TopicCache,
+        usage: UsageRecorder | None = None,
     ) -> None:
         self._upstream_targets = upstream_targets
+        self._usage = usage
         self._topics = topics
         self._advertise = advertise
         self._max_frame_bytes = max_frame_bytes
@@ -62,6 +65,7 @@ class ClientConnection(asyncio.Protocol):
             self._clock,
             lambda: self._on_close(self),
             f"{peer[0]}:{peer[1]}" if peer else "?",
+            self._usage,
         )
         asyncio.get_running_loop().create_task(self._connect_upstream(self.core))
 

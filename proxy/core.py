@@ -41,6 +41,7 @@ from proxy.handlers.base import Answer, Defer, Drop, Exchange, Forward, Request,
 from proxy.handlers.metadata import read_metadata
 from proxy.handlers.registry import HANDLERS
 from proxy.topics import TopicCache
+from proxy.usage import UsageRecorder
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +108,11 @@ class ConnectionCore:
         clock: Clock,
         on_close: Callable[[], None],
         peer: str = "?",
+        usage: UsageRecorder | None = None,
     ) -> None:
         self._client = client
+        #: where this connection's requests are counted for usage samples (None: not counted)
+        self._usage = usage
         self._upstream: Peer | None = None
         self._enforcer = enforcer
         self._clock = clock
@@ -296,6 +300,9 @@ class ConnectionCore:
         now_ns = self._clock.now_ns()
         client_id = header.client_id or ""
         handler = HANDLERS.get(header.api_key)
+        usage = None
+        if self._usage is not None:
+            usage = self._usage.counters(self.session.user, client_id, header.api_key)
         entry = Exchange(
             header.correlation_id,
             header.api_key,
@@ -303,11 +310,13 @@ class ConnectionCore:
             client_id,
             handler,
             received_ns=now_ns,
+            usage=usage,
         )
+        size = len(frame)
         if handler is not None:
             refreshed = frame is self._deferred
             self._deferred = None
-            request = Request(frame, header, client_id, now_ns // 1_000_000, refreshed)
+            request = Request(frame, header, client_id, now_ns // 1_000_000, refreshed, usage)
             outcome = handler.on_request(self.session, request)
             if isinstance(outcome, Defer):
                 if not refreshed and self.inquire(outcome, self._end_deferral):
@@ -318,11 +327,17 @@ class ConnectionCore:
                 outcome = handler.on_request(self.session, request._replace(refreshed=True))
                 if isinstance(outcome, Defer):
                     outcome = Forward(frame)
+            if usage is not None:
+                usage.requests += 1
+                usage.bytes_in += size
+                usage.throttled(outcome.mute_ms)
             if outcome.mute_ms:
                 self._mute(outcome.mute_ms)
             if isinstance(outcome, Drop):
                 return None
             if isinstance(outcome, Answer):
+                if usage is not None:
+                    usage.bytes_out += len(outcome.response)
                 entry.local_response = outcome.response
                 self._answer_locally(entry)
                 if len(self._in_flight) >= MAX_IN_FLIGHT:  # answers waiting behind a response
@@ -336,6 +351,9 @@ class ConnectionCore:
                 # Kafka reads nothing more from a connection until its response has gone out
                 entry.held = True
                 self.pause_reading(Pause.HELD)
+        elif usage is not None:
+            usage.requests += 1
+            usage.bytes_in += size
         self._in_flight.append(entry)
         if len(self._in_flight) >= MAX_IN_FLIGHT:
             self.pause_reading(Pause.IN_FLIGHT)
@@ -470,16 +488,25 @@ class ConnectionCore:
         bandwidth = None
         if entry.handler is not None:
             frame, bandwidth = entry.handler.on_response(self.session, frame, entry, now_ms)
+        request_time_ns = self._request_time_ns(entry, now_ns)
         throttle = self._enforcer.settle_response(
             self.session.principal(entry.client_id),
             entry.api_key,
             bandwidth,
-            self._request_time_ns(entry, now_ns),
+            request_time_ns,
             now_ms,
         )
         if throttle:
             frame = with_throttle_time(frame, entry.api_key, entry.api_version, throttle)
             self._throttle_ms = max(self._throttle_ms, throttle)
+        usage = entry.usage
+        if usage is not None:
+            if usage.retired:
+                assert self._usage is not None
+                usage = self._usage.current(usage)
+            usage.bytes_out += len(frame)
+            usage.request_time_ns += request_time_ns
+            usage.throttled(throttle)
         return frame
 
     def _request_time_ns(self, entry: Exchange, now: int) -> int:

@@ -62,11 +62,12 @@ class Mutations(NamedTuple):
 
 
 class ProducerIds(NamedTuple):
-    """A Produce request's verdict on its producer ids: refused whole or not, and the
-    throttle to settle (a refusal's may round to 0 ms)."""
+    """A Produce request's verdict on its producer ids: refused whole or not, the throttle
+    to settle (a refusal's may round to 0 ms), and how many unseen ids it admitted."""
 
     refused: bool
     decision: Decision | None
+    new_ids: int = 0
 
 
 _ADMITTED_IDS = ProducerIds(False, None)
@@ -229,7 +230,7 @@ class Enforcer:
         if admission.admitted:
             principal.producer_ids_seen = (producer_ids, manager.current_slot(sensors, now))
         decision = Decision(manager, sensors, throttle) if throttle else None
-        return ProducerIds(not admission.admitted, decision)
+        return ProducerIds(not admission.admitted, decision, admission.new_ids)
 
     def dropped(self, sensors: ClientSensors, now: int) -> None:
         """Count a refused request that had no response to carry the refusal (acks=0), and

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -35,6 +36,9 @@ class ProxyStats:
     #: quota sensors dropped after an hour without activity
     expired_sensors: int = 0
     connections_accepted: int = 0
+    #: usage samples written, and dropped, by sink ("file", "kafka")
+    usage_samples: Counter[str] = field(default_factory=Counter)
+    usage_dropped: Counter[str] = field(default_factory=Counter)
 
 
 def metric_name(group: str, name: str) -> str:
@@ -124,6 +128,18 @@ class QuotaCollector(Collector):
             "Client connections accepted since start",
             value=stats.connections_accepted,
         )
+        for name, by_sink, text in (
+            ("usage_samples", stats.usage_samples, "Usage samples written, by sink"),
+            (
+                "usage_samples_dropped",
+                stats.usage_dropped,
+                "Usage samples dropped (a full Kafka buffer, a failed write), by sink",
+            ),
+        ):
+            counter = CounterMetricFamily(f"kafka_quota_proxy_{name}", text, labels=["sink"])
+            for sink in ("file", "kafka"):
+                counter.add_metric([sink], by_sink[sink])
+            yield counter
         yield GaugeMetricFamily(
             "kafka_quota_proxy_connections_active",
             "Client connections open now",

@@ -51,6 +51,7 @@ class ConfigReloader:
         for section, old, new in (
             ("proxy", self.config.proxy, config.proxy),
             ("metrics", self.config.metrics, config.metrics),
+            ("usage", self.config.usage, config.usage),
         ):
             if old != new:
                 log.warning(

@@ -26,6 +26,7 @@ from proxy.core import OWN_CLIENT_ID
 from proxy.enforcement import Enforcer
 from proxy.metrics import ProxyStats
 from proxy.topics import TopicCache
+from proxy.usage import UsageRecorder
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +35,16 @@ _INT32 = Struct(">i")
 
 class ProxyServer:
     def __init__(
-        self, settings: ProxySettings, enforcer: Enforcer, stats: ProxyStats, clock: Clock
+        self,
+        settings: ProxySettings,
+        enforcer: Enforcer,
+        stats: ProxyStats,
+        clock: Clock,
+        usage: UsageRecorder | None = None,
     ) -> None:
         self.settings = settings
+        #: where every connection counts its requests for usage samples
+        self.usage = usage
         self.enforcer = enforcer
         self.stats = stats
         self.clock = clock
@@ -111,6 +119,7 @@ class ProxyServer:
                 enforcer=self.enforcer,
                 clock=self.clock,
                 topics=self.topics,
+                usage=self.usage,
             )
             self.connections.add(connection)
             self.stats.connections_accepted += 1

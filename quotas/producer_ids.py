@@ -14,12 +14,22 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from quotas.bloom import LayeredBloomFilter, hashed
 from quotas.entities import MetricTags, QuotaEntity, QuotaType
 from quotas.managers import ADMITTED, Admission, ClientSensors, TokenBucketQuotaManager
 from quotas.settings import ProducerIdCacheSettings
 from quotas.stats import MetricConfig
+
+
+class ProducerIdAdmission(NamedTuple):
+    """A Produce's verdict on its producer ids, and how many unseen ones it admitted (the
+    usage samples count new producer ids)."""
+
+    admitted: bool
+    throttle_ms: int
+    new_ids: int
 
 
 class ProducerIdQuotaManager(TokenBucketQuotaManager):
@@ -52,7 +62,7 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
         producer_ids: Sequence[int],
         now_ms: int,
         enforce: bool = True,
-    ) -> Admission:
+    ) -> ProducerIdAdmission:
         """Charge the ids this user has not used within the window, in order; refused at the
         first unseen id while the bucket is below zero (ids admitted before it stay).
 
@@ -65,6 +75,7 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
         #: a full bucket and its refill, plus the one a strict check lets below zero
         new_ids = math.ceil(sensors.limit) + 1
         verdict = ADMITTED
+        new = 0
         for producer_id in producer_ids:
             item = hashed(producer_id)
             if ids is not None and ids.seen(item, new_ids, now_ms):
@@ -76,6 +87,7 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
                     break
                 self.record_permissive(sensors, 1, now_ms)
                 verdict = Admission(True, admission.throttle_ms)
+            new += 1
             if ids is None:
                 ids = self._filters[sensors.tags] = LayeredBloomFilter(
                     self.config.window_ms, self.cache.layer_count, self.cache.false_positive_rate
@@ -83,7 +95,7 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
             ids.add(item, new_ids, now_ms)
         if ids is not None and ids.newest_ms != layer:
             self._filters.move_to_end(sensors.tags)
-        return verdict
+        return ProducerIdAdmission(verdict.admitted, verdict.throttle_ms, new)
 
     def current_slot(self, sensors: ClientSensors, now_ms: int) -> object | None:
         """The user's current time slot (see LayeredBloomFilter.current_slot)."""

@@ -17,6 +17,7 @@ from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
 from proxy.handlers.base import Exchange, Request
 from proxy.topics import TopicCache
+from proxy.usage import UsageCounters, UsageRecorder
 
 
 class _VirtualTimer:
@@ -110,20 +111,25 @@ def connect(
     clock: Clock,
     client: RecordingTransport | None = None,
     upstream: RecordingTransport | None = None,
+    usage: UsageRecorder | None = None,
 ) -> tuple[ConnectionCore, RecordingTransport, RecordingTransport]:
     """A connection core whose client and upstream sides are already connected."""
     client = client or RecordingTransport()
     upstream = upstream or RecordingTransport()
     advertise: Advertise = lambda n, h, p: (h, p)  # noqa: E731
-    core = ConnectionCore(client, enforcer, advertise, TopicCache(), 10**8, clock, lambda: None)
+    core = ConnectionCore(
+        client, enforcer, advertise, TopicCache(), 10**8, clock, lambda: None, usage=usage
+    )
     core.upstream_connected(upstream)
     return core, client, upstream
 
 
-def handler_request(frame: bytes, now_ms: int = 0, refreshed: bool = False) -> Request:
+def handler_request(
+    frame: bytes, now_ms: int = 0, refreshed: bool = False, usage: UsageCounters | None = None
+) -> Request:
     """A request as the core hands it to a handler, for calling handlers directly."""
     header = parse_request_header(frame)
-    return Request(frame, header, header.client_id or "", now_ms, refreshed)
+    return Request(frame, header, header.client_id or "", now_ms, refreshed, usage)
 
 
 def handler_exchange(frame: bytes, state: object = None) -> Exchange:

@@ -17,6 +17,7 @@ from protocol.rewrite import Advertise
 from protocol.sasl import SaslExchange
 from proxy.enforcement import Decision, Enforcer, Principal
 from proxy.topics import TopicCache
+from proxy.usage import UsageCounters
 
 
 @dataclass(slots=True)
@@ -55,6 +56,9 @@ class Request(NamedTuple):
     #: the request was deferred and the cluster asked about its topics (or could not be):
     #: decide with what the topic cache knows now, and do not defer again
     refreshed: bool = False
+    #: the principal's usage counters for this API (None when usage is not recorded): a
+    #: handler adds the mutations and producer ids it admits and refuses
+    usage: UsageCounters | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +130,8 @@ class Exchange:
     local_response: bytes | None = None
     #: for a request the proxy sent itself: gets the response, which the client never sees
     on_own_response: Callable[[bytes], None] | None = None
+    #: the counters the response is added to (Request.usage)
+    usage: UsageCounters | None = None
 
 
 class Reply(NamedTuple):

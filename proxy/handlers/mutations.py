@@ -163,6 +163,10 @@ class MutationsHandler(Handler):
         refused, charged, decision = enforcer.admit_mutations(
             sensors, counts, mutations.strict, now
         )
+        usage = request.usage
+        if usage is not None:
+            usage.mutations_admitted += sum(charged)
+            usage.mutations_rejected += sum(counts[index] for index in refused)
         if refused:
             mutations = _resolved(mutations, topics)
         state = _Charged(mutations, sensors, charged, refused, decision, now)

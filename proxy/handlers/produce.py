@@ -37,6 +37,10 @@ def _refused_producer_id(
         return None
     verdict = enforcer.admit_producer_ids(principal, sensors, ids, now)
     decision = verdict.decision
+    usage = request.usage
+    if usage is not None:
+        usage.producer_ids_admitted += verdict.new_ids
+        usage.producer_ids_rejected += verdict.refused  # the first unseen id refused
     if not verdict.refused:
         if decision is not None:
             enforcer.settle_without_response(decision, now)  # shadow mode: reported only

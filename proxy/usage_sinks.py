@@ -1,0 +1,204 @@
+"""Where usage samples go: JSON-lines files in a rotating directory, and a Kafka topic.
+
+Neither may slow client traffic. Files are written from a worker thread once per sampling
+interval; the Kafka producer takes samples from a bounded buffer, and a full buffer drops
+samples and counts them (kafka_quota_proxy_usage_samples_dropped) rather than wait.
+
+A file is written under a hidden name (Spark and Hadoop skip names starting with '.') and
+renamed when it is rotated, so a reader only ever sees whole files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from config.settings import UsageSettings
+from proxy.metrics import ProxyStats
+from proxy.usage import UsageRecorder, UsageSample
+
+log = logging.getLogger(__name__)
+
+_SUFFIX = ".jsonl"
+#: how long the Kafka sink waits before it tries a lost cluster again
+_RETRY_S = 5.0
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class UsageFileSink:
+    """Appends each interval's samples to the current file; a new file every rotate interval."""
+
+    def __init__(
+        self, directory: Path, instance_id: str, rotate_interval_ms: int, retention_ms: int
+    ) -> None:
+        self.directory = directory
+        self._prefix = "usage-" + re.sub(r"[^A-Za-z0-9_.-]", "_", instance_id)
+        self._rotate_interval_ms = rotate_interval_ms
+        self._retention_ms = retention_ms
+        self._active: Path | None = None
+        self._opened_ms = 0
+        directory.mkdir(parents=True, exist_ok=True)
+        for leftover in directory.glob(f".{self._prefix}-*{_SUFFIX}"):
+            self._publish(leftover)  # a previous run's file, cut short: its samples are whole
+
+    def write(self, samples: Sequence[UsageSample], now_ms: int) -> None:
+        """Blocking file I/O: call it from a worker thread."""
+        if self._active is not None and now_ms - self._opened_ms >= self._rotate_interval_ms:
+            self.rotate(now_ms)
+        if not samples:
+            return
+        if self._active is None:
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now_ms / 1000))
+            self._active = self.directory / f".{self._prefix}-{stamp}-{now_ms % 1000:03d}{_SUFFIX}"
+            self._opened_ms = now_ms
+        text = "".join(sample.to_json() + "\n" for sample in samples)
+        with self._active.open("a", encoding="utf-8") as out:
+            out.write(text)
+
+    def rotate(self, now_ms: int) -> None:
+        """Publish the current file and delete published files past retention."""
+        if self._active is not None:
+            self._publish(self._active)
+            self._active = None
+        oldest = now_ms / 1000 - self._retention_ms / 1000
+        for path in self.directory.glob(f"usage-*{_SUFFIX}"):
+            try:
+                if path.stat().st_mtime < oldest:
+                    path.unlink()
+            except FileNotFoundError:
+                pass
+
+    @staticmethod
+    def _publish(path: Path) -> None:
+        os.replace(path, path.with_name(path.name[1:]))
+
+
+class UsageKafkaSink:
+    """Produces samples to a topic through aiokafka, from a buffer of bounded length."""
+
+    def __init__(
+        self,
+        bootstrap_servers: Sequence[str],
+        topic: str,
+        capacity: int,
+        stats: ProxyStats,
+    ) -> None:
+        self.bootstrap_servers = list(bootstrap_servers)
+        self.topic = topic
+        self._buffer: deque[UsageSample] = deque()
+        self._capacity = capacity
+        self._stats = stats
+        self._ready = asyncio.Event()
+
+    def offer(self, samples: Sequence[UsageSample]) -> None:
+        """Never waits: what does not fit in the buffer is dropped and counted."""
+        room = self._capacity - len(self._buffer)
+        self._buffer.extend(samples[:room])
+        dropped = len(samples) - min(room, len(samples))
+        if dropped > 0:
+            self._stats.usage_dropped["kafka"] += dropped
+        if self._buffer:
+            self._ready.set()
+
+    async def run(self) -> None:
+        """Produce until cancelled; a cluster that cannot be reached is tried again, while
+        the buffer fills and then drops."""
+        while True:
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self.bootstrap_servers,
+                client_id="kafka-quota-proxy-usage",
+                acks=1,
+                linger_ms=100,
+            )
+            try:
+                await producer.start()
+                await self._produce(producer)
+            except (KafkaError, OSError) as exc:
+                log.warning("usage samples to Kafka topic %s: %r; retrying", self.topic, exc)
+            finally:
+                await producer.stop()
+            await asyncio.sleep(_RETRY_S)
+
+    async def _produce(self, producer: AIOKafkaProducer) -> None:
+        counts = self._stats
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            deliveries = []
+            while self._buffer:
+                sample = self._buffer[0]
+                key = f"{sample.user}/{sample.client_id}".encode()
+                deliveries.append(
+                    await producer.send(self.topic, sample.to_json().encode(), key=key)
+                )
+                self._buffer.popleft()
+            results = await asyncio.gather(*deliveries, return_exceptions=True)
+            failed = sum(isinstance(result, BaseException) for result in results)
+            counts.usage_dropped["kafka"] += failed
+            counts.usage_samples["kafka"] += len(results) - failed
+
+    def abandon(self) -> None:
+        """At shutdown: what is still buffered is never produced."""
+        self._stats.usage_dropped["kafka"] += len(self._buffer)
+        self._buffer.clear()
+
+
+def instance_id(settings: UsageSettings, bootstrap_port: int) -> str:
+    return settings.instance_id or f"{os.uname().nodename}:{bootstrap_port}"
+
+
+async def record_usage(
+    recorder: UsageRecorder,
+    settings: UsageSettings,
+    files: UsageFileSink | None,
+    kafka: UsageKafkaSink | None,
+    stats: ProxyStats,
+    now_ms: Callable[[], int] = wall_ms,
+) -> None:
+    """Close a sampling window at every multiple of the interval (so the windows of several
+    proxies line up) and hand its samples to the sinks; the last window closes on cancel."""
+    interval_ms = int(settings.interval_s * 1000)
+    try:
+        while True:
+            now = now_ms()
+            await asyncio.sleep((interval_ms - now % interval_ms) / 1000)
+            await _hand_over(recorder.drain(now_ms()), files, kafka, stats)
+    finally:
+        now = now_ms()
+        samples = recorder.drain(now)
+        if files is not None:
+            files.write(samples, now)
+            files.rotate(now)
+            stats.usage_samples["file"] += len(samples)
+        if kafka is not None:
+            kafka.offer(samples)
+
+
+async def _hand_over(
+    samples: list[UsageSample],
+    files: UsageFileSink | None,
+    kafka: UsageKafkaSink | None,
+    stats: ProxyStats,
+) -> None:
+    if kafka is not None:
+        kafka.offer(samples)
+    if files is not None:
+        try:
+            await asyncio.to_thread(files.write, samples, wall_ms())
+        except OSError as exc:
+            stats.usage_dropped["file"] += len(samples)
+            log.error("usage samples not written to %s: %s", files.directory, exc)
+        else:
+            stats.usage_samples["file"] += len(samples)

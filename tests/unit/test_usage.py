@@ -1,0 +1,170 @@
+"""Usage samples: what the connection core and the handlers count, window by window, on a
+virtual clock, and the file sink's rotation."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+from kafka.protocol.producer import ProduceResponse
+
+from protocol.apis import CREATE_TOPICS, PRODUCE
+from proxy.core import ConnectionCore
+from proxy.enforcement import Enforcer
+from proxy.handlers.base import Answer, Forward
+from proxy.handlers.registry import HANDLERS
+from proxy.usage import SAMPLE_FIELDS, SCHEMA_VERSION, UsageRecorder, UsageSample
+from proxy.usage_sinks import UsageFileSink
+from quotas.engine import QuotaEngine
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.settings import QuotaConfig, QuotaSettings
+from quotas.stats import MetricConfig
+from tests.harness import RecordingTransport, VirtualClock, connect
+from tests.harness import handler_request as request
+from tests.unit.test_connection_order import produce
+from tests.unit.test_mutations import create_topics
+from tests.unit.test_mutations import session as mutation_session
+from tests.unit.test_producer_id_handler import produce as produce_with_id
+from tests.unit.test_producer_id_handler import session as producer_id_session
+from tests.wire import request_frame
+
+MS = 1_000_000
+OTHER_API = 7  # forwarded as bytes
+T0 = 1_700_000_000_000  # the recorder's wall clock, ms
+
+
+def produce_response(correlation_id: int) -> bytes:
+    body = bytes(ProduceResponse(version=3, responses=[], throttle_time_ms=0).encode(version=3))
+    return struct.pack(">ii", 4 + len(body), correlation_id) + body
+
+
+def connected(
+    limits: dict[QuotaType, dict[QuotaEntity, float]] | None = None,
+) -> tuple[UsageRecorder, VirtualClock, ConnectionCore, RecordingTransport]:
+    clock = VirtualClock()
+    windows = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
+    enforcer = Enforcer(QuotaEngine(QuotaConfig(windows, limits or {})))
+    recorder = UsageRecorder("proxy-1", T0)
+    core, client, _ = connect(enforcer, clock, usage=recorder)
+    return recorder, clock, core, client
+
+
+def by_api(samples: list[UsageSample]) -> dict[str, UsageSample]:
+    return {sample.api: sample for sample in samples}
+
+
+def test_a_window_counts_requests_bytes_and_request_time_per_principal_and_api() -> None:
+    recorder, clock, core, _ = connected()
+    first, second = produce(1, 1000), request_frame(OTHER_API, 1, b"", 2)
+    core.requests_received(first + second)
+    clock.advance(30 * MS)
+    answer = produce_response(1)
+    core.responses_received(answer)
+    clock.advance(5 * MS)
+    core.responses_received(struct.pack(">ii", 4, 2))
+    samples = by_api(recorder.drain(T0 + 10_000))
+    produced, other = samples["Produce"], samples["ControlledShutdown"]
+    assert produced == UsageSample(
+        SCHEMA_VERSION, "proxy-1", T0, 10_000, "ANONYMOUS", "app", PRODUCE, "Produce",
+        requests=1, bytes_in=len(first), bytes_out=len(answer), request_time_ms=30.0,
+        throttle_time_ms=0, throttled_requests=0, mutations_admitted=0, mutations_rejected=0,
+        producer_ids_admitted=0, producer_ids_rejected=0,
+    )  # fmt: skip
+    # pipelined: the second waited for the first, which is not its own request time
+    assert (other.requests, other.bytes_in, other.request_time_ms) == (1, len(second), 5.0)
+    assert recorder.window_start_ms == T0 + 10_000
+
+
+def test_a_response_after_its_window_closed_is_counted_in_the_next_one() -> None:
+    recorder, clock, core, _ = connected()
+    core.requests_received(produce(1, 100))
+    [asked] = recorder.drain(T0 + 10_000)
+    assert (asked.requests, asked.bytes_out) == (1, 0)
+    clock.advance(12_000 * MS)
+    core.responses_received(produce_response(1))
+    [answered] = recorder.drain(T0 + 20_000)
+    assert (answered.window_start_ms, answered.window_ms) == (T0 + 10_000, 10_000)
+    assert (answered.requests, answered.request_time_ms) == (0, 12_000.0)
+    assert answered.bytes_out > 0
+
+
+def test_idle_counters_are_retired_and_a_late_response_goes_to_their_successor() -> None:
+    recorder, _, core, _ = connected()
+    core.requests_received(produce(1, 100))
+    assert len(recorder.drain(T0 + 10_000)) == 1
+    assert recorder.drain(T0 + 20_000) == [] and len(recorder) == 0  # idle: retired
+    core.responses_received(produce_response(1))
+    [late] = recorder.drain(T0 + 30_000)
+    assert late.bytes_out > 0 and late.requests == 0
+
+
+def test_a_throttled_produce_counts_the_throttle_its_response_carried() -> None:
+    limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
+    recorder, clock, core, client = connected(limits)
+    core.requests_received(produce(1, 3000))
+    clock.advance(10 * MS)
+    core.responses_received(produce_response(1))
+    written = client.written[-1]
+    throttle = struct.unpack(">i", written[-4:])[0]
+    assert throttle > 0
+    [sample] = recorder.drain(T0 + 10_000)
+    assert (sample.throttle_time_ms, sample.throttled_requests) == (throttle, 1)
+
+
+def test_mutations_admitted_and_refused_are_counted_by_partition() -> None:
+    s, handler = mutation_session(), HANDLERS[CREATE_TOPICS]  # rate 2: a burst of 20
+    counters = UsageRecorder("p", T0).counters("ANONYMOUS", "app", CREATE_TOPICS)
+    outcome = handler.on_request(s, request(create_topics(30, 4), refreshed=True, usage=counters))
+    assert isinstance(outcome, Forward)
+    assert (counters.mutations_admitted, counters.mutations_rejected) == (30, 4)
+
+
+def test_new_producer_ids_admitted_and_refused_are_counted() -> None:
+    s, handler = producer_id_session(), HANDLERS[PRODUCE]  # a bucket of 2: three pass
+    counters = UsageRecorder("p", T0).counters("ANONYMOUS", "app", PRODUCE)
+    outcomes = [
+        handler.on_request(s, request(produce_with_id(producer_id), usage=counters))
+        for producer_id in (1, 2, 1, 3, 4)
+    ]
+    assert isinstance(outcomes[-1], Answer)
+    assert (counters.producer_ids_admitted, counters.producer_ids_rejected) == (3, 1)
+
+
+def test_a_sample_is_one_json_object_with_every_field_of_the_schema() -> None:
+    recorder = UsageRecorder("p", T0)
+    recorder.counters("alice", "app", PRODUCE).requests += 1
+    [sample] = recorder.drain(T0 + 10_000)
+    line = json.loads(sample.to_json())
+    assert list(line) == [name for name, _ in SAMPLE_FIELDS]
+    assert line["schema"] == SCHEMA_VERSION and line["user"] == "alice"
+
+
+def test_the_file_sink_publishes_whole_files_and_deletes_expired_ones(tmp_path: Path) -> None:
+    sink = UsageFileSink(tmp_path, "host:9192", rotate_interval_ms=60_000, retention_ms=3_600_000)
+    recorder = UsageRecorder("host:9192", T0)
+    recorder.counters("alice", "app", PRODUCE).requests += 1
+    sink.write(recorder.drain(T0 + 10_000), T0 + 10_000)
+    assert [p.name.startswith(".") for p in tmp_path.iterdir()] == [True]  # still open
+    recorder.counters("bob", "app", PRODUCE).requests += 1
+    sink.write(recorder.drain(T0 + 70_000), T0 + 70_000)  # rotates first, then a new file
+    visible = sorted(p for p in tmp_path.iterdir() if not p.name.startswith("."))
+    assert len(visible) == 1 and visible[0].name.startswith("usage-host_9192-")
+    assert [json.loads(x)["user"] for x in visible[0].read_text().splitlines()] == ["alice"]
+    sink.rotate(T0 + 70_000)
+    assert len(list(tmp_path.iterdir())) == 2
+    old = visible[0]
+    stale = T0 / 1000 - 2 * 3600
+    os.utime(old, (stale, stale))
+    sink.rotate(T0 + 70_000)
+    assert not old.exists()
+
+
+def test_a_file_left_open_by_a_stopped_proxy_is_published_at_start(tmp_path: Path) -> None:
+    sink = UsageFileSink(tmp_path, "p", rotate_interval_ms=60_000, retention_ms=3_600_000)
+    recorder = UsageRecorder("p", T0)
+    recorder.counters("alice", "app", PRODUCE).requests += 1
+    sink.write(recorder.drain(T0 + 10_000), T0 + 10_000)
+    UsageFileSink(tmp_path, "p", rotate_interval_ms=60_000, retention_ms=3_600_000)
+    assert [p.name.startswith("usage-p-") for p in tmp_path.iterdir()] == [True]
