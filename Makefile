@@ -4,14 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BROKERS ?= 1
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench clean chromium
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is required (the local Kafka runs on it)"; exit 1; }
 	@command -v mvn >/dev/null || { echo "Maven is required (it fetches the Kafka jars)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,pipeline]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -25,7 +25,16 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: lint
+# the usage report's test opens it in headless Chromium: Debian's package, installed when
+# missing on a machine where that is possible
+chromium:
+	@command -v chromium >/dev/null || { \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium </dev/null >/dev/null \
+	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium </dev/null >/dev/null; }; \
+	  else echo "Chromium is required by the tests (Debian/Ubuntu: apt-get install chromium)"; exit 1; fi; }
+
+test: lint chromium
 	$(PY) -m pytest
 
 bench: setup

@@ -29,6 +29,7 @@ from protocol.headers import encode_request
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 POM = HERE / "pom.xml"
+SPARK_KAFKA_POM = HERE / "spark-kafka-pom.xml"
 CACHE = Path(os.environ.get("KQP_CACHE", REPO / ".cache"))
 LOOPBACK = "127.0.0.1"
 #: what the SASL_PLAINTEXT listener accepts; PLAIN first, then the SCRAM ones
@@ -37,12 +38,21 @@ _PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
-def kafka_version() -> str:
-    """The one pinned release, read from the pom so there is a single place to change it."""
-    match = re.search(r"<kafka.version>([^<]+)</kafka.version>", POM.read_text())
+def _pinned(pom: Path, prop: str) -> str:
+    """A pom's pinned version, read from the pom so there is a single place to change it."""
+    match = re.search(rf"<{re.escape(prop)}>([^<]+)</{re.escape(prop)}>", pom.read_text())
     if match is None:
-        raise RuntimeError(f"{POM}: no <kafka.version> property")
+        raise RuntimeError(f"{pom}: no <{prop}> property")
     return match.group(1)
+
+
+def kafka_version() -> str:
+    return _pinned(POM, "kafka.version")
+
+
+def spark_version() -> str:
+    """The Spark release whose Kafka source the usage report's Kafka-topic path uses."""
+    return _pinned(SPARK_KAFKA_POM, "spark.version")
 
 
 def libs_dir() -> Path:
@@ -51,7 +61,16 @@ def libs_dir() -> Path:
 
 def ensure_jars() -> Path:
     """Fetch the broker and tools jars from Maven Central once; later calls are free."""
-    libs = libs_dir()
+    return _fetch(POM, libs_dir(), kafka_version())
+
+
+def ensure_spark_kafka_jars() -> list[Path]:
+    """Spark's Kafka source and what it needs beside pyspark's jars, fetched once."""
+    libs = _fetch(SPARK_KAFKA_POM, CACHE / f"spark-kafka-{spark_version()}", spark_version())
+    return sorted(libs.glob("*.jar"))
+
+
+def _fetch(pom: Path, libs: Path, version: str) -> Path:
     marker = libs / ".complete"
     if marker.exists():
         return libs
@@ -62,14 +81,14 @@ def ensure_jars() -> Path:
             "-q",
             "-B",
             "-f",
-            str(POM),
+            str(pom),
             "dependency:copy-dependencies",
             f"-DoutputDirectory={libs}",
             "-DincludeScope=runtime",
         ],
         check=True,
     )
-    marker.write_text(kafka_version())
+    marker.write_text(version)
     return libs
 
 

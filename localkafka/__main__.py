@@ -7,19 +7,22 @@ import signal
 import sys
 import threading
 
-from localkafka import KafkaCluster, ensure_jars, kafka_version
+from localkafka import KafkaCluster, ensure_jars, ensure_spark_kafka_jars, kafka_version
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localkafka", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("fetch", help="download the pinned Kafka jars into .cache/")
+    sub.add_parser(
+        "fetch", help="download the pinned Kafka jars, and Spark's Kafka source, into .cache/"
+    )
     start = sub.add_parser("start", help="run a local KRaft cluster until interrupted")
     start.add_argument("--brokers", type=int, default=1)
     start.add_argument("--topic", action="append", default=[], metavar="NAME:PARTITIONS")
     args = parser.parse_args(argv)
     if args.command == "fetch":
         print(ensure_jars())
+        print(ensure_spark_kafka_jars()[0].parent)
         return 0
     cluster = KafkaCluster(brokers_count=args.brokers).start()
     try:

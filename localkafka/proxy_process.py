@@ -67,6 +67,7 @@ def start_proxy(
         stderr=log,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=tmp,  # where its usage samples go by default ([usage] directory)
     )
     assert process.stdout is not None
     printed = {}

@@ -165,6 +165,22 @@ def check_config(path: Path) -> int:
     return 0
 
 
+def _report(parser: argparse.ArgumentParser, argv: list[str]) -> int:
+    """The Spark job lives in pipeline/, with pyspark an optional extra."""
+    try:
+        from pipeline.report import add_arguments, run
+    except ImportError as exc:
+        print(
+            f"kafka-quota-proxy report needs the pipeline extra ({exc}): "
+            "pip install 'kafka-quota-proxy[pipeline]'",
+            file=sys.stderr,
+        )
+        return 2
+    add_arguments(parser)
+    logging.basicConfig(level="WARNING", format="%(levelname)s %(name)s: %(message)s")
+    return run(parser.parse_args(argv))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kafka-quota-proxy",
@@ -178,7 +194,15 @@ def main(argv: list[str] | None = None) -> int:
         "check-config", help="validate a config file and print each entity's effective quotas"
     )
     check.add_argument("file", type=Path, help="TOML config file")
-    args = parser.parse_args(argv)
+    report = sub.add_parser(
+        "report",
+        help="per-principal usage, recommended quotas and a what-if, from usage samples "
+        "(needs the pipeline extra: pyspark)",
+    )
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["report"]:
+        return _report(report, args_list[1:])
+    args = parser.parse_args(args_list)
     if args.command == "check-config":
         return check_config(args.file)
     logging.basicConfig(

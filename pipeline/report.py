@@ -1,0 +1,321 @@
+"""`kafka-quota-proxy report`: usage samples in; Parquet tables, an HTML report, the
+recommended quota file and the what-if out.
+
+Spark runs in local mode (local[*]) unless --master names a cluster; the same code runs on
+both, and spark-submit can run this module (README, "Usage reports").
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from config.errors import ConfigError
+from config.loader import load_config
+from pipeline.html import PrincipalChart, render
+from pipeline.quota_file import quota_file
+from pipeline.samples import SampleError, check_versions, read_files, read_kafka
+from pipeline.usage_stats import (
+    CLIENT_RATES,
+    PRODUCER_IDS,
+    Recommendation,
+    offenders,
+    principal_stats,
+    principal_windows,
+    recommendations,
+    user_producer_id_windows,
+    user_stats,
+)
+from pipeline.whatif import PrincipalWindow, WhatIf, replay
+from quotas.engine import QuotaEngine
+from quotas.entities import QUOTA_KEYS
+from quotas.managers import UNLIMITED
+from quotas.settings import QuotaConfig, QuotaSettings
+
+log = logging.getLogger("kafka-quota-proxy.report")
+
+#: Spark's Kafka source for this pyspark, fetched by Spark when no --jars are given
+KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
+#: points per principal's chart: a day of 10-s windows is drawn from its peaks in buckets
+_CHART_POINTS = 240
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_argument_group("samples")
+    source.add_argument(
+        "--samples",
+        action="append",
+        metavar="PATH",
+        help="sample files or directories (default: usage-samples, the proxy's default)",
+    )
+    source.add_argument("--kafka-bootstrap-servers", metavar="HOST:PORT[,...]")
+    source.add_argument("--kafka-topic", help="read the samples from this topic instead")
+    source.add_argument(
+        "--jars",
+        help="comma-separated local jars of Spark's Kafka source (default: Spark fetches "
+        f"{KAFKA_PACKAGE.format(version='<pyspark version>')} from Maven Central)",
+    )
+    parser.add_argument("--out", type=Path, default=Path("usage-report"), help="output directory")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="the proxy's config: its windows are used and its settings and entities kept in "
+        "the recommended quota file",
+    )
+    parser.add_argument(
+        "--quotas",
+        type=Path,
+        help="a config file whose quotas the what-if applies instead of the recommended ones",
+    )
+    parser.add_argument("--percentile", type=float, default=0.99, help="default 0.99")
+    parser.add_argument("--headroom", type=float, default=1.5, help="default 1.5")
+    parser.add_argument("--top", type=int, default=10, help="offenders listed per quota")
+    parser.add_argument("--master", default=None, help="Spark master (default local[*])")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
+    )
+
+
+def session(args: argparse.Namespace) -> SparkSession:
+    import pyspark
+
+    # the what-if runs the project's quota code in Spark's Python workers: by default they
+    # run this interpreter, which has the project installed (a cluster's workers need it too)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("kafka-quota-proxy report")
+    if args.master or not os.environ.get("SPARK_ENV_LOADED"):  # spark-submit sets its own
+        master = args.master or "local[*]"
+        builder = builder.master(master)
+        if master.startswith("local"):  # nothing outside this host need reach the driver
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            builder = builder.config("spark.driver.host", "127.0.0.1").config(
+                "spark.driver.bindAddress", "127.0.0.1"
+            )
+    builder = builder.config("spark.ui.showConsoleProgress", "true").config(
+        "spark.sql.shuffle.partitions", "16"
+    )
+    if args.kafka_topic:
+        if args.jars:
+            builder = builder.config("spark.jars", args.jars)
+        else:
+            package = KAFKA_PACKAGE.format(version=pyspark.__version__)
+            builder = builder.config("spark.jars.packages", package)
+    for setting in args.conf:
+        key, _, value = setting.partition("=")
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def run(args: argparse.Namespace) -> int:
+    for name, value, low, high in (
+        ("--percentile", args.percentile, 0.0, 1.0),
+        ("--headroom", args.headroom, 0.0, float("inf")),
+    ):
+        if not (low < value <= high):
+            print(f"kafka-quota-proxy report: {name} must be in ({low}, {high}]", file=sys.stderr)
+            return 2
+    try:
+        current = load_config(args.config) if args.config else None
+        candidate = load_config(args.quotas) if args.quotas else None
+    except ConfigError as exc:
+        print(f"kafka-quota-proxy report: invalid config\n{exc}", file=sys.stderr)
+        return 2
+    settings = current.quotas.settings if current else QuotaSettings()
+    spark = session(args)
+    try:
+        samples = _read(spark, args)
+        written = report(spark, samples, args, settings, candidate.quotas if candidate else None)
+    except SampleError as exc:
+        print(f"kafka-quota-proxy report: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()
+    for line in written:
+        print(line)
+    return 0
+
+
+def _read(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
+    if args.kafka_topic:
+        if not args.kafka_bootstrap_servers:
+            raise SampleError("--kafka-topic needs --kafka-bootstrap-servers")
+        return read_kafka(spark, args.kafka_bootstrap_servers, args.kafka_topic, {})
+    paths = args.samples or ["usage-samples"]
+    missing = [path for path in paths if not Path(path).exists()]
+    if missing:
+        raise SampleError(f"no samples at {', '.join(missing)}")
+    return read_files(spark, paths)
+
+
+def report(
+    spark: SparkSession,
+    samples: DataFrame,
+    args: argparse.Namespace,
+    settings: QuotaSettings,
+    candidate: QuotaConfig | None,
+) -> list[str]:
+    """Compute and write everything; returns what was written, a line each."""
+    out: Path = args.out
+    windows = principal_windows(samples).cache()
+    totals = windows.agg(
+        F.count("*").alias("windows"),
+        F.sum("samples").alias("samples"),
+        F.min("window_start_ms").alias("start"),
+        F.max(F.col("window_start_ms") + F.col("window_ms")).alias("end"),
+        F.array_distinct(F.flatten(F.collect_set("schemas"))).alias("schemas"),
+    ).first()
+    if totals is None or not totals["windows"]:
+        raise SampleError("no usage samples found")
+    check_versions(totals["schemas"])
+    id_windows = user_producer_id_windows(windows, settings.producer_ids.window_ms)
+    stats = principal_stats(windows, args.percentile).cache()
+    users = user_stats(id_windows, args.percentile).cache()
+    recommended = recommendations(stats, users, args.headroom)
+    out.mkdir(parents=True, exist_ok=True)
+    quotas_path = out / "quotas.toml"
+    quotas_path.write_text(
+        quota_file(
+            _by_entity(recommended),
+            args.config,
+            f"Recommended by kafka-quota-proxy report: p{args.percentile * 100:g} of each "
+            f"principal's windows x {args.headroom:g}\n(from "
+            f"{totals['samples']} samples, {_span(totals['start'], totals['end'])})",
+        )
+    )
+    try:
+        applied = candidate or load_config(quotas_path).quotas
+    except ConfigError as exc:  # a bug, not the user's: say which file
+        raise SampleError(f"the recommended quota file does not load: {exc}") from exc
+    what_if = _what_if(spark, windows, applied)
+    windows.drop("schemas").write.mode("overwrite").parquet(str(out / "windows"))
+    stats.write.mode("overwrite").parquet(str(out / "principals"))
+    users.write.mode("overwrite").parquet(str(out / "users"))
+    ranked = offenders(stats, users, args.top).cache()
+    ranked.write.mode("overwrite").parquet(str(out / "offenders"))
+    what_if.write.mode("overwrite").parquet(str(out / "what_if"))
+    summary = [
+        ("samples", str(totals["samples"])),
+        ("principals", str(stats.count())),
+        ("span", _span(totals["start"], totals["end"])),
+        ("recommendation", f"p{args.percentile * 100:g} x {args.headroom:g}"),
+        ("what-if quotas", str(args.quotas) if args.quotas else str(quotas_path)),
+    ]
+    page = render(
+        _charts(windows, stats, what_if, applied, totals["start"], totals["end"]),
+        summary,
+        _offender_lists(ranked),
+    )
+    (out / "report.html").write_text(page, encoding="utf-8")
+    tables = ("windows", "principals", "users", "offenders", "what_if")
+    return [
+        f"principals: {summary[1][1]}, samples: {totals['samples']}",
+        f"recommended quotas: {quotas_path}",
+        f"report: {out / 'report.html'}",
+        f"Parquet tables: {', '.join(str(out / table) for table in tables)}",
+    ]
+
+
+def _span(start: int, end: int) -> str:
+    clock = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start / 1000))
+    return f"{clock} UTC + {(end - start) / 1000:g} s"
+
+
+def _by_entity(found: Iterable[Recommendation]) -> dict[tuple[str, str | None], dict[str, float]]:
+    entities: dict[tuple[str, str | None], dict[str, float]] = defaultdict(dict)
+    for rec in found:
+        entities[(rec.user, rec.client_id)][rec.quota] = rec.value
+    return entities
+
+
+def _what_if(spark: SparkSession, windows: DataFrame, config: QuotaConfig) -> DataFrame:
+    """Each user's windows replayed in a Spark task of its own (pipeline/whatif.py)."""
+    columns = list(PrincipalWindow._fields)
+    rows = windows.select("user", *columns).rdd.map(lambda row: (row[0], PrincipalWindow(*row[1:])))
+    results = rows.groupByKey().flatMap(lambda kv: replay(kv[0], kv[1], config))
+    schema = (
+        "user string, client_id string, quota string, limit double, windows long, "
+        "throttled_windows long, used double, throttled double"
+    )
+    return spark.createDataFrame(results, schema)
+
+
+def _charts(
+    windows: DataFrame,
+    stats: DataFrame,
+    what_if: DataFrame,
+    config: QuotaConfig,
+    start: int,
+    end: int,
+) -> list[PrincipalChart]:
+    """Each principal's peaks per chart bucket, its percentiles, its quotas and what-if."""
+    bucket_ms = max((end - start) // _CHART_POINTS, 1)
+    bucket = F.floor((F.col("window_start_ms") - start) / bucket_ms)
+    peaks = windows.groupBy("user", "client_id", bucket.alias("bucket")).agg(
+        F.min("window_start_ms").alias("t"), *(F.max(key).alias(key) for key in CLIENT_RATES)
+    )
+    series: dict[tuple[str, str], dict[str, list[tuple[int, float]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for row in peaks.orderBy("t").collect():
+        for key in CLIENT_RATES:
+            series[(row["user"], row["client_id"])][key].append((row["t"], row[key]))
+    shares: dict[tuple[str, str], dict[str, tuple[float, float]]] = defaultdict(dict)
+    for result in what_if.collect():
+        outcome = WhatIf(*result)
+        shares[(outcome.user, outcome.client_id)][outcome.quota] = (
+            outcome.throttled_windows / outcome.windows if outcome.windows else 0.0,
+            outcome.throttled / outcome.used if outcome.used else 0.0,
+        )
+    engine = QuotaEngine(config)
+    charts = []
+    for row in stats.orderBy("user", "client_id").collect():
+        principal = (row["user"], row["client_id"])
+        limits = {}
+        for key in (*CLIENT_RATES, PRODUCER_IDS):
+            manager = engine.manager(QUOTA_KEYS[key])
+            limit = manager.sensors_for(*principal, 0).limit
+            if limit != UNLIMITED:
+                limits[key] = limit
+        percentiles = {
+            key: (row[f"{key}_p50"], row[f"{key}_p95"], row[f"{key}_p99"], row[f"{key}_max"])
+            for key in CLIENT_RATES
+            if row[f"{key}_max"]
+        }
+        charts.append(
+            PrincipalChart(
+                *principal,
+                series=series.get(principal, {}),
+                limits=limits,
+                what_if=shares.get(principal, {}),
+                percentiles=percentiles,
+            )
+        )
+    return charts
+
+
+def _offender_lists(ranked: DataFrame) -> dict[str, list[tuple[str, str, float]]]:
+    lists: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
+    for row in ranked.orderBy("quota", "rank").collect():
+        lists[row["quota"]].append((row["user"], row["client_id"], row["rate"]))
+    return lists
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kafka-quota-proxy report")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

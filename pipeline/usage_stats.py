@@ -1,0 +1,182 @@
+"""Per-window rates, their percentiles per principal, the top users of each quota, and the
+recommended quotas: a high percentile of a principal's windows times a headroom.
+
+A principal's percentiles are over the sampling windows in which it sent anything: a tenant
+idle half the day should not have its quota halved. producer_ids_rate is per user and counts
+ids per producer-id quota window (an hour by default), so its rate is taken per such window.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from protocol.apis import FETCH, PRODUCE, REQUEST_QUOTA_EXEMPT
+from quotas.entities import QuotaType
+
+#: each client quota's use in a window (a column of principal_windows), and the factor that
+#: makes use per window millisecond the quota's unit: bytes/s, percent of a thread, per second
+CLIENT_RATES: Mapping[str, tuple[str, float]] = {
+    QuotaType.PRODUCE.key: ("produce_bytes", 1000.0),
+    QuotaType.FETCH.key: ("fetch_bytes", 1000.0),
+    QuotaType.REQUEST.key: ("request_time_ms", 100.0),
+    QuotaType.CONTROLLER_MUTATION.key: ("mutations", 1000.0),
+}
+PRODUCER_IDS = QuotaType.PRODUCER_IDS.key
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+def _sum_where(condition: Column, value: Column) -> Column:
+    return F.sum(F.when(condition, value).otherwise(0))
+
+
+def principal_windows(samples: DataFrame) -> DataFrame:
+    """One row per (user, client_id, window): every API and every proxy summed (the proxies'
+    windows line up on multiples of the interval), with each client quota's rate."""
+    api = F.col("api_key")
+    windows = samples.groupBy("user", "client_id", "window_start_ms").agg(
+        F.max("window_ms").alias("window_ms"),
+        F.count("*").alias("samples"),
+        _sum_where(api == PRODUCE, F.col("bytes_in")).alias("produce_bytes"),
+        _sum_where(api == FETCH, F.col("bytes_out")).alias("fetch_bytes"),
+        _sum_where(~api.isin(*REQUEST_QUOTA_EXEMPT), F.col("request_time_ms")).alias(
+            "request_time_ms"
+        ),
+        F.sum(F.col("mutations_admitted") + F.col("mutations_rejected")).alias("mutations"),
+        F.sum(F.col("producer_ids_admitted") + F.col("producer_ids_rejected")).alias(
+            "producer_ids"
+        ),
+        F.sum("requests").alias("requests"),
+        F.sum("throttle_time_ms").alias("throttle_time_ms"),
+        F.sum("throttled_requests").alias("throttled_requests"),
+        F.sum("mutations_rejected").alias("mutations_rejected"),
+        F.sum("producer_ids_rejected").alias("producer_ids_rejected"),
+        F.collect_set("schema").alias("schemas"),
+    )
+    windows = windows.where(F.col("window_ms") > 0)
+    return windows.select(
+        "*",
+        *(
+            (F.col(used) * factor / F.col("window_ms")).alias(key)
+            for key, (used, factor) in CLIENT_RATES.items()
+        ),
+    )
+
+
+def user_producer_id_windows(windows: DataFrame, producer_id_window_ms: int) -> DataFrame:
+    """New producer ids per user per producer-id window, scaled to a whole window where the
+    samples cover only part of one (the first and last, or a short run)."""
+    bucket = F.floor(F.col("window_start_ms") / producer_id_window_ms)
+    per_bucket = windows.groupBy("user", bucket.alias("bucket")).agg(
+        F.sum("producer_ids").alias("producer_ids"),
+        (F.max(F.col("window_start_ms") + F.col("window_ms")) - F.min("window_start_ms")).alias(
+            "covered_ms"
+        ),
+    )
+    rate = F.col("producer_ids") * producer_id_window_ms / F.col("covered_ms")
+    return per_bucket.where(F.col("producer_ids") > 0).select("user", rate.alias(PRODUCER_IDS))
+
+
+def _percentiles(key: str, quantile: float) -> list[Column]:
+    rate = F.col(key)
+    active = F.when(rate > 0, rate)
+    values = F.percentile(active, F.array(*(F.lit(q) for q in (*QUANTILES, quantile))))
+    return [
+        *(values[i].alias(f"{key}_p{round(q * 100)}") for i, q in enumerate(QUANTILES)),
+        F.max(active).alias(f"{key}_max"),
+        values[len(QUANTILES)].alias(f"{key}_basis"),
+    ]
+
+
+def principal_stats(windows: DataFrame, quantile: float) -> DataFrame:
+    """Per (user, client_id): windows seen, the percentiles of each client quota's rate over
+    its active windows, and what the principal was throttled and refused."""
+    return windows.groupBy("user", "client_id").agg(
+        F.count("*").alias("windows"),
+        F.sum("requests").alias("requests"),
+        F.sum("throttle_time_ms").alias("throttle_time_ms"),
+        F.sum("throttled_requests").alias("throttled_requests"),
+        F.sum("mutations_rejected").alias("mutations_rejected"),
+        F.sum("producer_ids_rejected").alias("producer_ids_rejected"),
+        *(column for key in CLIENT_RATES for column in _percentiles(key, quantile)),
+    )
+
+
+def user_stats(producer_id_windows: DataFrame, quantile: float) -> DataFrame:
+    return producer_id_windows.groupBy("user").agg(*_percentiles(PRODUCER_IDS, quantile))
+
+
+def offenders(stats: DataFrame, users: DataFrame, top: int) -> DataFrame:
+    """The `top` heaviest principals of each quota, by the recommendation's percentile."""
+    parts = [
+        stats.where(F.col(f"{key}_basis") > 0).select(
+            F.lit(key).alias("quota"),
+            "user",
+            "client_id",
+            F.col(f"{key}_basis").alias("rate"),
+            F.col(f"{key}_max").alias("max"),
+            "throttle_time_ms",
+        )
+        for key in CLIENT_RATES
+    ]
+    parts.append(
+        users.where(F.col(f"{PRODUCER_IDS}_basis") > 0).select(
+            F.lit(PRODUCER_IDS).alias("quota"),
+            "user",
+            F.lit(None).cast("string").alias("client_id"),
+            F.col(f"{PRODUCER_IDS}_basis").alias("rate"),
+            F.col(f"{PRODUCER_IDS}_max").alias("max"),
+            F.lit(None).cast("long").alias("throttle_time_ms"),
+        )
+    )
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    ranking = Window.partitionBy("quota").orderBy(F.desc("rate"), "user", "client_id")
+    ranked = union.select("*", F.row_number().over(ranking).alias("rank"))
+    return ranked.where(F.col("rank") <= top)
+
+
+class Recommendation(NamedTuple):
+    user: str
+    client_id: str | None
+    quota: str
+    basis: float
+    value: float
+
+
+def recommend(value: float, key: str, headroom: float) -> float:
+    """basis x headroom, rounded up: whole bytes for the byte rates (Kafka's LONG), three
+    decimals for the others."""
+    raw = value * headroom
+    if key in (QuotaType.PRODUCE.key, QuotaType.FETCH.key):
+        return float(max(math.ceil(raw), 1))
+    return max(math.ceil(raw * 1000) / 1000, 0.001)
+
+
+def recommendations(stats: DataFrame, users: DataFrame, headroom: float) -> list[Recommendation]:
+    """Collected to the driver: one row per principal and quota it used."""
+    found = []
+    for row in stats.collect():
+        for key in CLIENT_RATES:
+            basis = row[f"{key}_basis"]
+            if basis:
+                found.append(
+                    Recommendation(
+                        row["user"], row["client_id"], key, basis, recommend(basis, key, headroom)
+                    )
+                )
+    for row in users.collect():
+        basis = row[f"{PRODUCER_IDS}_basis"]
+        if basis:
+            found.append(
+                Recommendation(
+                    row["user"], None, PRODUCER_IDS, basis, recommend(basis, PRODUCER_IDS, headroom)
+                )
+            )
+    return found

@@ -1,0 +1,96 @@
+"""The what-if replay and the recommended quota file, without Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config.loader import load_config
+from pipeline.quota_file import quota_file
+from pipeline.whatif import PrincipalWindow, replay
+from quotas.entities import QuotaEntity, QuotaType
+from quotas.settings import QuotaConfig
+
+T0 = 1_763_424_000_000
+
+
+def produced(client_id: str, windows: int, bytes_per_window: float) -> list[PrincipalWindow]:
+    return [
+        PrincipalWindow(client_id, T0 + i * 10_000, 10_000, bytes_per_window, 0.0, 0.0, 0.0, 0.0)
+        for i in range(windows)
+    ]
+
+
+def quota(user: str, client_id: str, quota_type: QuotaType, value: float) -> QuotaConfig:
+    return QuotaConfig(limits={quota_type: {QuotaEntity(user, client_id): value}})
+
+
+def test_a_steady_8000_bytes_per_second_under_a_5000_quota_is_throttled_from_its_7th_second() -> (
+    None
+):
+    """Kafka's rate over 11 one-second samples counts at least 10 s of elapsed time: in the
+    first window the k-th second measures 800 (k + 1) B/s, over 5000 from k = 6; after it,
+    every second is over. 30 windows: all throttled, and 4 + 29 x 10 of 300 seconds."""
+    [result] = replay(
+        "alice", produced("app", 30, 80_000), quota("alice", "app", QuotaType.PRODUCE, 5000)
+    )
+    assert (result.quota, result.windows, result.throttled_windows) == (
+        "producer_byte_rate",
+        30,
+        30,
+    )
+    assert result.used == 30 * 80_000
+    assert result.throttled / result.used == 294 / 300
+
+
+def test_use_under_the_quota_is_never_throttled_and_unlimited_principals_are_not_replayed() -> None:
+    config = quota("alice", "app", QuotaType.PRODUCE, 9000)
+    windows = produced("app", 30, 80_000) + produced("other", 30, 10**9)
+    [result] = replay("alice", windows, config)
+    assert (result.client_id, result.throttled_windows, result.throttled) == ("app", 0, 0)
+
+
+def test_a_users_quota_is_one_bucket_for_all_of_its_client_ids() -> None:
+    """users/alice: 5000 B/s shared; two client-ids at 3000 B/s each are 6000 together."""
+    config = QuotaConfig(limits={QuotaType.PRODUCE: {QuotaEntity("alice"): 5000.0}})
+    windows = produced("a", 30, 30_000) + produced("b", 30, 30_000)
+    results = {r.client_id: r for r in replay("alice", windows, config)}
+    assert results["a"].throttled_windows > 0 and results["b"].throttled_windows > 0
+    alone = replay("alice", produced("a", 30, 30_000), config)
+    assert alone[0].throttled_windows == 0
+
+
+def test_request_time_is_charged_as_percent_of_a_thread() -> None:
+    """500 ms of request time per 10 s is 5 %: throttled under 4 %, not under 6 %."""
+    windows = [
+        PrincipalWindow("app", T0 + i * 10_000, 10_000, 0.0, 0.0, 500.0, 0.0, 0.0)
+        for i in range(30)
+    ]
+    over = replay("bob", windows, quota("bob", "app", QuotaType.REQUEST, 4))
+    under = replay("bob", windows, quota("bob", "app", QuotaType.REQUEST, 6))
+    assert over[0].throttled_windows > 0 and under[0].throttled_windows == 0
+
+
+def test_the_quota_file_keeps_the_current_config_and_loads(tmp_path: Path) -> None:
+    current = tmp_path / "proxy.toml"
+    current.write_text(
+        "[proxy]\nbootstrap_port = 19192\n[broker]\nquota.window.num = 5\n"
+        '[clients."<default>"]\nrequest_percentage = 50\n'
+        "[users.alice.clients.app]\nproducer_byte_rate = 100\nconsumer_byte_rate = 200\n"
+    )
+    recommended = {
+        ("alice", "app"): {"producer_byte_rate": 12000.2},
+        ('CN=x,O="y"', "a.b c"): {"request_percentage": 7.5},
+        ("carol", None): {"producer_ids_rate": 9.0},
+    }
+    path = tmp_path / "quotas.toml"
+    path.write_text(quota_file(recommended, current, "made by a test\nline two"))
+    config = load_config(path)
+    assert config.proxy.bootstrap_port == 19192
+    assert config.quotas.settings.client.samples == 5
+    limits = config.quotas.limits
+    assert limits[QuotaType.PRODUCE][QuotaEntity("alice", "app")] == 12001  # whole bytes, up
+    assert limits[QuotaType.FETCH][QuotaEntity("alice", "app")] == 200  # kept
+    assert limits[QuotaType.REQUEST][QuotaEntity('CN=x,O="y"', "a.b c")] == 7.5
+    assert limits[QuotaType.REQUEST][QuotaEntity(client_id="<default>")] == 50
+    assert limits[QuotaType.PRODUCER_IDS][QuotaEntity("carol")] == 9.0
+    assert path.read_text().startswith("# made by a test\n# line two\n")
