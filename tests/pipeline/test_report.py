@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,46 @@ def test_samples_of_an_unknown_schema_version_are_refused(
             load_config(args.config).quotas.settings,
             None,
         )
+
+
+#: added to a copy of the report (the report itself runs no script): counts the charts that
+#: have a size, are displayed and visible, lie inside the page, and draw the principal's use
+PROBE = """<script>
+window.addEventListener("load", () => {
+  let visible = 0;
+  for (const chart of document.querySelectorAll("section.principal svg.chart")) {
+    const box = chart.getBoundingClientRect();
+    const style = getComputedStyle(chart);
+    if (box.width > 0 && box.height > 0 && style.display !== "none"
+        && style.visibility === "visible"
+        && box.bottom + window.scrollY <= document.documentElement.scrollHeight
+        && chart.querySelector("polyline, circle")) visible += 1;
+  }
+  document.body.dataset.chartsVisible = String(visible);
+});
+</script>"""
+CHROMIUM = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--window-size=1000,3200",
+)  # fmt: skip
+
+
+def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = ["chromium", *CHROMIUM, f"--user-data-dir={profile}", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+
+
+def test_the_report_opens_in_headless_chromium_with_every_chart_visible(
+    reported: Path, tmp_path: Path
+) -> None:
+    page = (reported / "out" / "report.html").read_text()
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.replace("</body>", PROBE + "</body>"))
+    dom = chromium(tmp_path / "profile-1", "--dump-dom", probed.as_uri()).stdout
+    assert 'data-charts-visible="4"' in dom, dom[:2000]
+    shot = tmp_path / "report.png"
+    chromium(
+        tmp_path / "profile-2", f"--screenshot={shot}", (reported / "out" / "report.html").as_uri()
+    )
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
