@@ -43,6 +43,7 @@ bench: setup
 	$(PY) -m bench.mutation_burst
 	$(PY) -m bench.producer_ids
 	$(PY) -m bench.throughput
+	$(PY) -m bench.usage_report
 
 clean:
 	rm -rf $(VENV) .cache

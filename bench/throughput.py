@@ -4,7 +4,9 @@ Prints records/s and MB/s for ProducerPerformance (max rate) and ConsumerPerform
 proxy/direct ratios, produce latency percentiles measured at a fixed, moderate rate (at max
 rate latency is the producer's own queueing, which hides what the proxy adds), and the CPU
 each process spent per MB moved (from /proc: the broker's, direct and proxied, and the
-proxy's), so the proxy's cost reads beside the broker's own.
+proxy's), so the proxy's cost reads beside the broker's own. Two proxies run side by side,
+one recording usage samples (issue 14, the default) and one with [usage] enabled = false,
+so the cost of sampling reads as the difference between them.
 """
 
 from __future__ import annotations
@@ -100,26 +102,45 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     cluster = KafkaCluster(brokers_count=1, heap="2g").start()
-    proxy: RunningProxy | None = None
+    proxies: list[RunningProxy] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            proxy = start_proxy(Path(tmp), cluster.bootstrap_servers, brokers=1)
-            targets = {"direct": cluster.bootstrap_servers, "proxy": proxy.bootstrap}
+            for name, enabled in (("proxy", "false"), ("sampled", "true")):
+                proxies.append(
+                    start_proxy(
+                        Path(tmp),
+                        cluster.bootstrap_servers,
+                        brokers=1,
+                        extra=f"[usage]\nenabled = {enabled}\n",
+                        name=name,
+                    )
+                )
+            proxy, sampled = proxies
+            targets = {
+                "direct": cluster.bootstrap_servers,
+                "proxy": proxy.bootstrap,
+                "sampled": sampled.bootstrap,
+            }
             results: dict[str, dict[str, list[object]]] = {
                 mode: {"produce": [], "consume": [], "latency": []} for mode in targets
             }
             #: (mode, kind) -> [broker CPU ms, proxy CPU ms] summed over the rounds
             cpu: dict[tuple[str, str], list[float]] = {}
             assert cluster.brokers[0].process is not None
-            pids = (cluster.brokers[0].process.pid, proxy.process.pid)
+            broker = cluster.brokers[0].process.pid
+            pids = {
+                "direct": (broker, proxy.process.pid),
+                "proxy": (broker, proxy.process.pid),
+                "sampled": (broker, sampled.process.pid),
+            }
 
             def timed_cpu(
                 mode: str, kind: str, run: Callable[..., object], *args: object
             ) -> object:
-                before = [cpu_ms(pid) for pid in pids]
+                before = [cpu_ms(pid) for pid in pids[mode]]
                 result = run(*args)
                 spent = cpu.setdefault((mode, kind), [0.0, 0.0])
-                for index, pid in enumerate(pids):
+                for index, pid in enumerate(pids[mode]):
                     spent[index] += cpu_ms(pid) - before[index]
                 return result
 
@@ -149,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             report(results, args)
             report_cpu(cpu, args)
     finally:
-        if proxy is not None:
-            proxy.stop()
+        for running in proxies:
+            running.stop()
         cluster.stop()
     return 0
 
@@ -163,7 +184,10 @@ def report(results: dict[str, dict[str, list[object]]], args: argparse.Namespace
         f"\n{args.records} records of 1 KiB, {args.partitions} partitions, "
         f"{args.rounds} alternating rounds (means)"
     )
-    print(f"{'':28}{'direct':>12}{'proxy':>12}{'proxy/direct':>14}")
+    print("proxy: usage samples off; sampled: on (every 10 s, to files)")
+    print(
+        f"{'':28}{'direct':>12}{'proxy':>12}{'sampled':>12}{'proxy/direct':>14}{'sampled/direct':>16}"
+    )
     for kind, attr, label in [
         ("produce", "records_per_s", "produce records/s"),
         ("produce", "mb_per_s", "produce MB/s"),
@@ -171,11 +195,19 @@ def report(results: dict[str, dict[str, list[object]]], args: argparse.Namespace
         ("consume", "mb_per_s", "consume MB/s"),
     ]:
         direct, proxy = mean("direct", kind, attr), mean("proxy", kind, attr)
-        print(f"{label:28}{direct:12.1f}{proxy:12.1f}{proxy / direct:14.3f}")
+        sampled = mean("sampled", kind, attr)
+        print(
+            f"{label:28}{direct:12.1f}{proxy:12.1f}{sampled:12.1f}"
+            f"{proxy / direct:14.3f}{sampled / direct:16.3f}"
+        )
     print(f"produce latency at {args.latency_rate} records/s:")
     for attr in ("p50_ms", "p99_ms", "p999_ms"):
         direct, proxy = mean("direct", "latency", attr), mean("proxy", "latency", attr)
-        print(f"  {attr:26}{direct:12.1f}{proxy:12.1f}   added {proxy - direct:+.1f} ms")
+        sampled = mean("sampled", "latency", attr)
+        print(
+            f"  {attr:26}{direct:12.1f}{proxy:12.1f}{sampled:12.1f}   added "
+            f"{proxy - direct:+.1f} / {sampled - direct:+.1f} ms"
+        )
 
 
 def report_cpu(cpu: dict[tuple[str, str], list[float]], args: argparse.Namespace) -> None:
@@ -184,9 +216,11 @@ def report_cpu(cpu: dict[tuple[str, str], list[float]], args: argparse.Namespace
     for kind in ("produce", "consume"):
         broker_direct = cpu[("direct", kind)][0] / megabytes
         broker_proxied, proxy = (ms / megabytes for ms in cpu[("proxy", kind)])
+        sampled = cpu[("sampled", kind)][1] / megabytes
         print(
             f"  {kind}: broker {broker_direct:.2f} direct, {broker_proxied:.2f} behind the proxy;"
-            f" proxy {proxy:.2f} ({proxy / broker_direct:.2f} x the broker's own)"
+            f" proxy {proxy:.2f} ({proxy / broker_direct:.2f} x the broker's own), with usage"
+            f" samples {sampled:.2f} ({sampled / proxy:.3f} x without)"
         )
 
 

@@ -79,19 +79,23 @@ async def serve(config: ProxyConfig) -> None:
     recorder = None
     if usage.enabled:
         recorder = UsageRecorder(instance_id(usage, config.proxy.bootstrap_port), wall_ms())
-    server = ProxyServer(config.proxy, enforcer, stats, clock, recorder)
-    await server.start()
-    background: list[asyncio.Task[None]] = []
-    kafka_sink = None
-    if recorder is not None:
-        files = None
-        if usage.directory:
+    files = None
+    if recorder is not None and usage.directory:
+        try:
             files = UsageFileSink(
                 Path(usage.directory),
                 recorder.instance_id,
                 int(usage.rotate_interval_s * 1000),
                 int(usage.retention_hours * 3_600_000),
             )
+        except OSError as exc:
+            problem = f"[usage] key 'directory': cannot write {usage.directory!r}: {exc}"
+            raise ConfigError(config.path or "config", [problem]) from exc
+    server = ProxyServer(config.proxy, enforcer, stats, clock, recorder)
+    await server.start()
+    background: list[asyncio.Task[None]] = []
+    kafka_sink = None
+    if recorder is not None:
         if usage.kafka_topic:
             servers = usage.kafka_bootstrap_servers or config.proxy.upstream_bootstrap_servers
             kafka_sink = UsageKafkaSink(
@@ -216,7 +220,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     loop_name = install_event_loop(config.proxy.uvloop)
     log.info("event loop: %s", loop_name)
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except ConfigError as exc:
+        print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
+        return 2
     return 0
 
 

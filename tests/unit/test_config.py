@@ -191,3 +191,25 @@ def test_a_throttle_holds_the_principal_unless_told_to_hold_the_connection(
     assert not apart.hold_principal
     with pytest.raises(ConfigError, match="key 'hold': expected one of principal, connection"):
         load_config(write(tmp_path, '[enforcement]\nhold = "user"\n'))
+
+
+def test_usage_settings_and_their_problems(tmp_path: Path) -> None:
+    good = load_config(
+        write(tmp_path, '[usage]\ninterval_s = 5\nkafka_topic = "usage"\ndirectory = ""\n')
+    ).usage
+    assert (good.interval_s, good.kafka_topic, good.directory, good.enabled) == (
+        5,
+        "usage",
+        "",
+        True,
+    )
+    path = write(
+        tmp_path,
+        '[usage]\ninterval_s = 0\nkafka_bootstrap_servers = ["nohost"]\nsamples = 3\n',
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    text = str(caught.value)
+    assert "[usage] key 'interval_s': must be > 0, got 0" in text
+    assert "[usage] key 'kafka_bootstrap_servers': expected a list of 'host:port'" in text
+    assert "[usage] key 'samples': unknown key" in text
