@@ -1,7 +1,7 @@
 """`kafka-quota-proxy report` over a generated day of a fleet: wall time and samples/s.
 
 The default is issue 14's: 1,000 principals sampled every 10 s for a day (8,640 windows),
-every one producing and 158 also fetching, 10,002,240 samples in all, written as rotated
+every one producing and 158 also fetching, 10,005,120 samples in all, written as rotated
 JSON-lines files of 100,000 samples, as the proxy writes them. The samples are generated once
 into .cache/ and reused; the job runs in local mode on every core, as the CLI does by default.
 """

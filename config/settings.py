@@ -90,6 +90,8 @@ def parse_usage_settings(section: dict[str, Any], problems: list[str]) -> UsageS
     for key in ("interval_s", "rotate_interval_s", "retention_hours", "kafka_buffer_samples"):
         if key in values and not values[key] > 0:
             problems.append(f"[usage] key '{key}': must be > 0, got {values.pop(key)}")
+    if values.get("interval_s", 1) < 0.1:  # windows end on whole milliseconds
+        problems.append(f"[usage] key 'interval_s': must be >= 0.1, got {values.pop('interval_s')}")
     servers = values.get("kafka_bootstrap_servers")
     if servers is not None:
         if not all(_is_host_port(server) for server in servers):

@@ -73,7 +73,13 @@ def _dotted(table: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]
 
 
 def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else json.dumps(key)
+    return key if _BARE_KEY.match(key) else _string(key)
+
+
+def _string(text: str) -> str:
+    """A TOML basic string: JSON's escapes, without its surrogate pairs, which TOML refuses,
+    and with DEL escaped, which JSON leaves alone."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _value(value: Any) -> str:
@@ -84,4 +90,6 @@ def _value(value: Any) -> str:
         return "[" + ", ".join(_value(item) for item in value) + "]"
     if isinstance(value, float):
         return repr(value)  # quotas are finite: config/quotas.py refuses others
+    if isinstance(value, str):
+        return _string(value)
     return json.dumps(value)

@@ -178,7 +178,9 @@ def report(
     if totals is None or not totals["windows"]:
         raise SampleError("no usage samples found")
     check_versions(totals["schemas"])
-    id_windows = user_producer_id_windows(windows, settings.producer_ids.window_ms)
+    id_windows = user_producer_id_windows(
+        windows, settings.producer_ids.window_ms, totals["start"], totals["end"]
+    )
     stats = principal_stats(windows, args.percentile).cache()
     users = user_stats(id_windows, args.percentile).cache()
     recommended = recommendations(stats, users, args.headroom)

@@ -28,6 +28,8 @@ CLIENT_RATES: Mapping[str, tuple[str, float]] = {
     QuotaType.CONTROLLER_MUTATION.key: ("mutations", 1000.0),
 }
 PRODUCER_IDS = QuotaType.PRODUCER_IDS.key
+#: shorter windows (the edges of a proxy's run) are not rated
+MIN_RATED_WINDOW_MS = 1000
 QUANTILES = (0.5, 0.95, 0.99)
 
 
@@ -59,26 +61,33 @@ def principal_windows(samples: DataFrame) -> DataFrame:
         F.collect_set("schema").alias("schemas"),
     )
     windows = windows.where(F.col("window_ms") > 0)
+    # a window cut short by a start or a stop is counted, but not rated: a few responses in
+    # a few milliseconds would read as a burst nobody sent
+    rated = F.col("window_ms") >= MIN_RATED_WINDOW_MS
     return windows.select(
         "*",
         *(
-            (F.col(used) * factor / F.col("window_ms")).alias(key)
+            F.when(rated, F.col(used) * factor / F.col("window_ms")).alias(key)
             for key, (used, factor) in CLIENT_RATES.items()
         ),
     )
 
 
-def user_producer_id_windows(windows: DataFrame, producer_id_window_ms: int) -> DataFrame:
-    """New producer ids per user per producer-id window, scaled to a whole window where the
-    samples cover only part of one (the first and last, or a short run)."""
-    bucket = F.floor(F.col("window_start_ms") / producer_id_window_ms)
+def user_producer_id_windows(
+    windows: DataFrame, producer_id_window_ms: int, start_ms: int, end_ms: int
+) -> DataFrame:
+    """New producer ids per user per producer-id window. A window the samples cover only in
+    part (the first and the last, or all of a short run) is scaled to a whole one over the
+    part the samples cover, not the part the user was active in."""
+    width = producer_id_window_ms
+    bucket = F.floor(F.col("window_start_ms") / width)
     per_bucket = windows.groupBy("user", bucket.alias("bucket")).agg(
-        F.sum("producer_ids").alias("producer_ids"),
-        (F.max(F.col("window_start_ms") + F.col("window_ms")) - F.min("window_start_ms")).alias(
-            "covered_ms"
-        ),
+        F.sum("producer_ids").alias("producer_ids")
     )
-    rate = F.col("producer_ids") * producer_id_window_ms / F.col("covered_ms")
+    covered = F.least(F.lit(end_ms), (F.col("bucket") + 1) * width) - F.greatest(
+        F.lit(start_ms), F.col("bucket") * width
+    )
+    rate = F.col("producer_ids") * width / covered
     return per_bucket.where(F.col("producer_ids") > 0).select("user", rate.alias(PRODUCER_IDS))
 
 

@@ -30,6 +30,8 @@ from quotas.entities import QuotaType
 
 log = logging.getLogger("kafka-quota-proxy")
 
+#: how long the last usage samples may take to reach their Kafka topic at shutdown
+_KAFKA_FLUSH_S = 5.0
 #: Kafka's ExpireSensorTask period
 _SENSOR_EXPIRY_INTERVAL_S = 30.0
 
@@ -95,6 +97,7 @@ async def serve(config: ProxyConfig) -> None:
     await server.start()
     background: list[asyncio.Task[None]] = []
     kafka_sink = None
+    sampling = None
     if recorder is not None:
         if usage.kafka_topic:
             servers = usage.kafka_bootstrap_servers or config.proxy.upstream_bootstrap_servers
@@ -102,9 +105,7 @@ async def serve(config: ProxyConfig) -> None:
                 servers, usage.kafka_topic, usage.kafka_buffer_samples, stats
             )
             background.append(asyncio.create_task(kafka_sink.run()))
-        background.append(
-            asyncio.create_task(record_usage(recorder, usage, files, kafka_sink, stats))
-        )
+        sampling = asyncio.create_task(record_usage(recorder, usage, files, kafka_sink, stats))
         log.info(
             "usage samples every %gs to %s",
             usage.interval_s,
@@ -142,14 +143,18 @@ async def serve(config: ProxyConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
-    for task in reversed(background):  # the last usage window closes before its sinks
+    await server.stop()
+    if sampling is not None:  # the last window closes once no client is left to count
+        sampling.cancel()
+        await asyncio.gather(sampling, return_exceptions=True)
+    if kafka_sink is not None:
+        await kafka_sink.flush(_KAFKA_FLUSH_S)
+        kafka_sink.abandon()
+    for task in background:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    if kafka_sink is not None:
-        kafka_sink.abandon()
     if metrics_server is not None:
         metrics_server.close()
-    await server.stop()
 
 
 def check_config(path: Path) -> int:

@@ -50,8 +50,10 @@ class UsageFileSink:
         self._active: Path | None = None
         self._opened_ms = 0
         directory.mkdir(parents=True, exist_ok=True)
-        for leftover in directory.glob(f".{self._prefix}-*{_SUFFIX}"):
-            self._publish(leftover)  # a previous run's file, cut short: its samples are whole
+        own = re.compile(rf"\.{re.escape(self._prefix)}-\d{{8}}T\d{{6}}-\d{{3}}{_SUFFIX}")
+        for leftover in directory.iterdir():
+            if own.fullmatch(leftover.name):  # a previous run's file, cut short
+                self._publish(leftover)
 
     def write(self, samples: Sequence[UsageSample], now_ms: int) -> None:
         """Blocking file I/O: call it from a worker thread."""
@@ -149,6 +151,12 @@ class UsageKafkaSink:
             counts.usage_dropped["kafka"] += failed
             counts.usage_samples["kafka"] += len(results) - failed
 
+    async def flush(self, timeout_s: float) -> None:
+        """At shutdown: give the producer a bounded time to take what is buffered."""
+        deadline = time.monotonic() + timeout_s
+        while self._buffer and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
     def abandon(self) -> None:
         """At shutdown: what is still buffered is never produced."""
         self._stats.usage_dropped["kafka"] += len(self._buffer)
@@ -170,35 +178,34 @@ async def record_usage(
     """Close a sampling window at every multiple of the interval (so the windows of several
     proxies line up) and hand its samples to the sinks; the last window closes on cancel."""
     interval_ms = int(settings.interval_s * 1000)
+    writing: asyncio.Future[None] | None = None
     try:
         while True:
-            now = now_ms()
-            await asyncio.sleep((interval_ms - now % interval_ms) / 1000)
-            await _hand_over(recorder.drain(now_ms()), files, kafka, stats)
+            boundary = (now_ms() // interval_ms + 1) * interval_ms
+            await asyncio.sleep(max(boundary - now_ms(), 0) / 1000)
+            samples = recorder.drain(boundary)
+            if kafka is not None:
+                kafka.offer(samples)
+            if files is not None:
+                writing = asyncio.ensure_future(asyncio.to_thread(_write, files, samples, stats))
+                await asyncio.shield(writing)
     finally:
+        if writing is not None and not writing.done():
+            await asyncio.wait([writing])  # the worker thread goes on regardless: let it end
         now = now_ms()
         samples = recorder.drain(now)
         if files is not None:
-            files.write(samples, now)
+            _write(files, samples, stats)
             files.rotate(now)
-            stats.usage_samples["file"] += len(samples)
         if kafka is not None:
             kafka.offer(samples)
 
 
-async def _hand_over(
-    samples: list[UsageSample],
-    files: UsageFileSink | None,
-    kafka: UsageKafkaSink | None,
-    stats: ProxyStats,
-) -> None:
-    if kafka is not None:
-        kafka.offer(samples)
-    if files is not None:
-        try:
-            await asyncio.to_thread(files.write, samples, wall_ms())
-        except OSError as exc:
-            stats.usage_dropped["file"] += len(samples)
-            log.error("usage samples not written to %s: %s", files.directory, exc)
-        else:
-            stats.usage_samples["file"] += len(samples)
+def _write(files: UsageFileSink, samples: list[UsageSample], stats: ProxyStats) -> None:
+    try:
+        files.write(samples, wall_ms())
+    except OSError as exc:
+        stats.usage_dropped["file"] += len(samples)
+        log.error("usage samples not written to %s: %s", files.directory, exc)
+    else:
+        stats.usage_samples["file"] += len(samples)

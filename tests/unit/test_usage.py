@@ -3,6 +3,7 @@ virtual clock, and the file sink's rotation."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import struct
@@ -10,13 +11,15 @@ from pathlib import Path
 
 from kafka.protocol.producer import ProduceResponse
 
+from config.settings import UsageSettings
 from protocol.apis import CREATE_TOPICS, PRODUCE
 from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
 from proxy.handlers.base import Answer, Forward
 from proxy.handlers.registry import HANDLERS
+from proxy.metrics import ProxyStats
 from proxy.usage import SAMPLE_FIELDS, SCHEMA_VERSION, UsageRecorder, UsageSample
-from proxy.usage_sinks import UsageFileSink
+from proxy.usage_sinks import UsageFileSink, record_usage, wall_ms
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
@@ -168,3 +171,37 @@ def test_a_file_left_open_by_a_stopped_proxy_is_published_at_start(tmp_path: Pat
     sink.write(recorder.drain(T0 + 10_000), T0 + 10_000)
     UsageFileSink(tmp_path, "p", rotate_interval_ms=60_000, retention_ms=3_600_000)
     assert [p.name.startswith("usage-p-") for p in tmp_path.iterdir()] == [True]
+
+
+def test_another_instances_open_file_is_left_alone(tmp_path: Path) -> None:
+    theirs = tmp_path / ".usage-p-2-20261123T100000-000.jsonl"
+    theirs.write_text("")
+    UsageFileSink(tmp_path, "p", rotate_interval_ms=60_000, retention_ms=3_600_000)
+    assert theirs.exists()
+
+
+async def test_windows_end_on_multiples_of_the_interval_and_the_last_closes_on_cancel(
+    tmp_path: Path,
+) -> None:
+    """Real time, 100-ms windows: what is asserted holds however slow the machine."""
+    settings = UsageSettings(interval_s=0.1, directory=str(tmp_path))
+    recorder = UsageRecorder("p", wall_ms())
+    sink = UsageFileSink(tmp_path, "p", rotate_interval_ms=60_000, retention_ms=3_600_000)
+    stats = ProxyStats()
+    task = asyncio.create_task(record_usage(recorder, settings, sink, None, stats))
+    for _ in range(3):
+        recorder.counters("alice", "app", PRODUCE).requests += 1
+        await asyncio.sleep(0.12)
+    recorder.counters("alice", "app", PRODUCE).requests += 1
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    lines = [
+        json.loads(line)
+        for p in tmp_path.glob("usage-*.jsonl")
+        for line in p.read_text().splitlines()
+    ]
+    assert sum(line["requests"] for line in lines) == 4  # the last, after the cancel, too
+    starts = [line["window_start_ms"] for line in lines]
+    assert all(start % 100 == 0 for start in starts[1:]), starts
+    assert stats.usage_samples["file"] == len(lines)
+    assert not list(tmp_path.glob(".*"))  # published at the end

@@ -81,6 +81,7 @@ def test_the_quota_file_keeps_the_current_config_and_loads(tmp_path: Path) -> No
         ("alice", "app"): {"producer_byte_rate": 12000.2},
         ('CN=x,O="y"', "a.b c"): {"request_percentage": 7.5},
         ("carol", None): {"producer_ids_rate": 9.0},
+        ("dave", "rocket-\U0001f680-\x7f"): {"controller_mutation_rate": 2.5},
     }
     path = tmp_path / "quotas.toml"
     path.write_text(quota_file(recommended, current, "made by a test\nline two"))
@@ -93,4 +94,6 @@ def test_the_quota_file_keeps_the_current_config_and_loads(tmp_path: Path) -> No
     assert limits[QuotaType.REQUEST][QuotaEntity('CN=x,O="y"', "a.b c")] == 7.5
     assert limits[QuotaType.REQUEST][QuotaEntity(client_id="<default>")] == 50
     assert limits[QuotaType.PRODUCER_IDS][QuotaEntity("carol")] == 9.0
+    rocket = QuotaEntity("dave", "rocket-\U0001f680-\x7f")  # TOML has no surrogate pairs
+    assert limits[QuotaType.CONTROLLER_MUTATION][rocket] == 2.5
     assert path.read_text().startswith("# made by a test\n# line two\n")
