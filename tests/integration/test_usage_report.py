@@ -151,6 +151,11 @@ async def test_recommended_quotas_from_samples_throttle_the_heavier_principal_on
         )
         for client_id in (HEAVY, LIGHT)
     }
+    print(
+        f"behaving: heavy {heavy_rate:.0f} B/s -> quota {heavy_quota:.0f}, light quota "
+        f"{light_quota:.0f}; flood {flood.rate(2, flood.elapsed()):.0f} B/s, throttled "
+        f"requests {throttled}"
+    )
     assert throttled[HEAVY] > 0, "the flood was never throttled"
     assert throttled[LIGHT] == 0, "the principal that kept its pace was throttled"
     # held near its quota: Kafka's 11 one-second windows let a flood's first burst through
