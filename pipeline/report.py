@@ -271,7 +271,8 @@ def _charts(
     )
     for row in peaks.orderBy("t").collect():
         for key in CLIENT_RATES:
-            series[(row["user"], row["client_id"])][key].append((row["t"], row[key]))
+            if row[key] is not None:  # None: only windows too short to rate
+                series[(row["user"], row["client_id"])][key].append((row["t"], row[key]))
     shares: dict[tuple[str, str], dict[str, tuple[float, float]]] = defaultdict(dict)
     for result in what_if.collect():
         outcome = WhatIf(*result)

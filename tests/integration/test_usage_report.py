@@ -118,6 +118,7 @@ async def test_recommended_quotas_from_samples_throttle_the_heavier_principal_on
     bootstrap = proxy.bootstrap
     behaving = {client_id: Timeline() for client_id in PACE}
     await asyncio.gather(*(produce(bootstrap, c, rate, 8, behaving[c]) for c, rate in PACE.items()))
+    heavy_rate = behaving[HEAVY].rate(1, 8)  # after the producer's start
     await wait_for_samples(samples, set(PACE), int(time.time() * 1000) - 2000)
 
     done = report(proxy, tmp_path / "report")
@@ -126,7 +127,6 @@ async def test_recommended_quotas_from_samples_throttle_the_heavier_principal_on
     limits = load_config(recommended).quotas.limits[QuotaType.PRODUCE]
     heavy_quota = limits[QuotaEntity("ANONYMOUS", HEAVY)]
     light_quota = limits[QuotaEntity("ANONYMOUS", LIGHT)]
-    heavy_rate = behaving[HEAVY].rate(1, behaving[HEAVY].elapsed())
     # a high percentile of its one-second windows, times 1.5: above what it did on average
     assert heavy_quota > 1.4 * heavy_rate, (heavy_quota, heavy_rate)
     assert light_quota < heavy_quota
@@ -143,6 +143,7 @@ async def test_recommended_quotas_from_samples_throttle_the_heavier_principal_on
         produce(bootstrap, HEAVY, None, 8, flood),
         produce(bootstrap, LIGHT, PACE[LIGHT], 8, steady),
     )
+    flood_rate = flood.rate(2, 8)
     await wait_for_samples(samples, {HEAVY, LIGHT}, started_ms)
     after = [s for s in samples_of(samples) if int(str(s["window_start_ms"])) >= started_ms]
     throttled = {
@@ -153,10 +154,10 @@ async def test_recommended_quotas_from_samples_throttle_the_heavier_principal_on
     }
     print(
         f"behaving: heavy {heavy_rate:.0f} B/s -> quota {heavy_quota:.0f}, light quota "
-        f"{light_quota:.0f}; flood {flood.rate(2, flood.elapsed()):.0f} B/s, throttled "
+        f"{light_quota:.0f}; flood {flood_rate:.0f} B/s, throttled "
         f"requests {throttled}"
     )
     assert throttled[HEAVY] > 0, "the flood was never throttled"
     assert throttled[LIGHT] == 0, "the principal that kept its pace was throttled"
     # held near its quota: Kafka's 11 one-second windows let a flood's first burst through
-    assert flood.rate(2, flood.elapsed()) < 3 * heavy_quota
+    assert flood_rate < 3 * heavy_quota
