@@ -51,6 +51,11 @@ def samples() -> list:  # type: ignore[type-arg]
     made += [
         sample("carol", "ids", PRODUCE, i, bytes_in=100, producer_ids_admitted=1) for i in range(12)
     ]
+    # dave: 5 new ids in one window and none in the rest of its producer-id window
+    made.append(sample("dave", "burst", PRODUCE, 20, bytes_in=100, producer_ids_admitted=5))
+    # erin: 1000 B/s, and a 200-ms window (a proxy's stop) whose 50 kB would read as 250 kB/s
+    made += [sample("erin", "edge", PRODUCE, i, bytes_in=10_000) for i in range(10)]
+    made.append(sample("erin", "edge", PRODUCE, 10, window_ms=200, bytes_in=50_000))
     return made
 
 
@@ -97,6 +102,8 @@ def test_percentiles_are_exact_over_each_principals_windows(
     assert bob["request_percentage_p99"] == 5.0  # SASL time is not request time
     assert bob["controller_mutation_rate_p99"] == 3.0  # its one active window
     assert bob["windows"] == 30 and bob["mutations_rejected"] == 10
+    erin = stats[("erin", "edge")]
+    assert (erin["windows"], erin["producer_byte_rate_max"]) == (11, 1000.0)  # counted, not rated
 
 
 def test_the_recommended_quota_file_loads_with_the_current_settings_kept(reported: Path) -> None:
@@ -110,6 +117,8 @@ def test_the_recommended_quota_file_loads_with_the_current_settings_kept(reporte
     assert limits[QuotaType.REQUEST][QuotaEntity("bob", "batch")] == 7.5
     assert limits[QuotaType.CONTROLLER_MUTATION][QuotaEntity("bob", "batch")] == 4.5
     assert limits[QuotaType.PRODUCER_IDS][QuotaEntity("carol")] == 9.0  # 6 per window x 1.5
+    # 5 in a producer-id window the samples cover whole, not 5 in 10 s scaled to 60 s
+    assert limits[QuotaType.PRODUCER_IDS][QuotaEntity("dave")] == 7.5
     assert limits[QuotaType.REQUEST][QuotaEntity(client_id="<default>")] == 50  # kept
 
 
@@ -163,7 +172,7 @@ def test_a_candidate_quota_file_is_replayed_exactly(spark: SparkSession, reporte
 def test_the_html_report_has_a_chart_per_principal(reported: Path) -> None:
     page = (reported / "out" / "report.html").read_text()
     sections = re.findall(r'<section class="principal"[^>]*>.*?</section>', page, re.S)
-    assert len(sections) == 4 and all("<svg" in section for section in sections)
+    assert len(sections) == 6 and all("<svg" in section for section in sections)
     assert "http" not in page.replace("http://www.w3.org", "")  # nothing fetched
 
 
@@ -217,7 +226,7 @@ def test_the_report_opens_in_headless_chromium_with_every_chart_visible(
     probed = tmp_path / "probed.html"
     probed.write_text(page.replace("</body>", PROBE + "</body>"))
     dom = chromium(tmp_path / "profile-1", "--dump-dom", probed.as_uri()).stdout
-    assert 'data-charts-visible="4"' in dom, dom[:2000]
+    assert 'data-charts-visible="6"' in dom, dom[:2000]
     shot = tmp_path / "report.png"
     chromium(
         tmp_path / "profile-2", f"--screenshot={shot}", (reported / "out" / "report.html").as_uri()
