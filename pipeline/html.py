@@ -71,9 +71,9 @@ def _chart(chart: PrincipalChart, start_ms: int, end_ms: int) -> str:
         f'<text x="{_LEFT - 6}" y="{y(1) + 4:.1f}" text-anchor="end" class="axis">quota</text>',
         f'<text x="{_LEFT - 6}" y="{_TOP + 10}" text-anchor="end" class="axis">{top:.1f}x</text>',
         f'<text x="{_LEFT - 6}" y="{_TOP + inner_h}" text-anchor="end" class="axis">0</text>',
-        f'<text x="{_LEFT}" y="{_HEIGHT - 8}" class="axis">{_clock(start_ms)}</text>',
+        f'<text x="{_LEFT}" y="{_HEIGHT - 8}" class="axis">{clock(start_ms)}</text>',
         f'<text x="{_WIDTH - _RIGHT}" y="{_HEIGHT - 8}" text-anchor="end" class="axis">'
-        f"{_clock(end_ms)}</text>",
+        f"{clock(end_ms)}</text>",
     ]
     for key, points in plotted.items():
         limit = chart.limits[key]
@@ -97,7 +97,8 @@ def _chart(chart: PrincipalChart, start_ms: int, end_ms: int) -> str:
     return "".join(parts)
 
 
-def _clock(ms: int) -> str:
+def clock(ms: int) -> str:
+    """A sample's wall-clock time as the report prints it."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + " UTC"
 
 

@@ -11,7 +11,6 @@ import argparse
 import logging
 import os
 import sys
-import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from pyspark.sql import functions as F
 
 from config.errors import ConfigError
 from config.loader import load_config
-from pipeline.html import PrincipalChart, render
+from pipeline.html import PrincipalChart, clock, render
 from pipeline.quota_file import quota_file
 from pipeline.samples import SampleError, check_versions, read_files, read_kafka
 from pipeline.usage_stats import (
@@ -229,8 +228,7 @@ def report(
 
 
 def _span(start: int, end: int) -> str:
-    clock = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start / 1000))
-    return f"{clock} UTC + {(end - start) / 1000:g} s"
+    return f"{clock(start)} + {(end - start) / 1000:g} s"
 
 
 def _by_entity(found: Iterable[Recommendation]) -> dict[tuple[str, str | None], dict[str, float]]:

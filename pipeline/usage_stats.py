@@ -33,6 +33,20 @@ MIN_RATED_WINDOW_MS = 1000
 QUANTILES = (0.5, 0.95, 0.99)
 
 
+#: summed as they are from samples to windows, and from windows to principals
+_TOTALS = (
+    "requests",
+    "throttle_time_ms",
+    "throttled_requests",
+    "mutations_rejected",
+    "producer_ids_rejected",
+)
+
+
+def _sums() -> list[Column]:
+    return [F.sum(name).alias(name) for name in _TOTALS]
+
+
 def _sum_where(condition: Column, value: Column) -> Column:
     return F.sum(F.when(condition, value).otherwise(0))
 
@@ -53,11 +67,7 @@ def principal_windows(samples: DataFrame) -> DataFrame:
         F.sum(F.col("producer_ids_admitted") + F.col("producer_ids_rejected")).alias(
             "producer_ids"
         ),
-        F.sum("requests").alias("requests"),
-        F.sum("throttle_time_ms").alias("throttle_time_ms"),
-        F.sum("throttled_requests").alias("throttled_requests"),
-        F.sum("mutations_rejected").alias("mutations_rejected"),
-        F.sum("producer_ids_rejected").alias("producer_ids_rejected"),
+        *_sums(),
         F.collect_set("schema").alias("schemas"),
     )
     windows = windows.where(F.col("window_ms") > 0)
@@ -107,11 +117,7 @@ def principal_stats(windows: DataFrame, quantile: float) -> DataFrame:
     its active windows, and what the principal was throttled and refused."""
     return windows.groupBy("user", "client_id").agg(
         F.count("*").alias("windows"),
-        F.sum("requests").alias("requests"),
-        F.sum("throttle_time_ms").alias("throttle_time_ms"),
-        F.sum("throttled_requests").alias("throttled_requests"),
-        F.sum("mutations_rejected").alias("mutations_rejected"),
-        F.sum("producer_ids_rejected").alias("producer_ids_rejected"),
+        *_sums(),
         *(column for key in CLIENT_RATES for column in _percentiles(key, quantile)),
     )
 

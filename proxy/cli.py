@@ -106,18 +106,11 @@ async def serve(config: ProxyConfig) -> None:
             )
             background.append(asyncio.create_task(kafka_sink.run()))
         sampling = asyncio.create_task(record_usage(recorder, usage, files, kafka_sink, stats))
+        sinks = [f"{files.directory}/"] if files is not None else []
+        if kafka_sink is not None:
+            sinks.append(f"Kafka topic {usage.kafka_topic}")
         log.info(
-            "usage samples every %gs to %s",
-            usage.interval_s,
-            " and ".join(
-                where
-                for where in (
-                    files and f"{files.directory}/",
-                    kafka_sink and f"Kafka topic {usage.kafka_topic}",
-                )
-                if where
-            )
-            or "nowhere (no directory, no kafka_topic)",
+            "usage samples every %gs to %s", usage.interval_s, " and ".join(sinks) or "nowhere"
         )
     metrics_server = None
     if config.metrics.enabled:

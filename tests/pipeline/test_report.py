@@ -67,18 +67,21 @@ def arguments(tmp: Path, out: str, quotas: Path | None = None) -> argparse.Names
     )
 
 
+def run_report(
+    spark: SparkSession, samples_dir: Path, args: argparse.Namespace, candidate: Path | None = None
+) -> None:
+    """The job on these samples, with the settings of the proxy's config in `args`."""
+    settings = load_config(args.config).quotas.settings
+    quotas = load_config(candidate).quotas if candidate is not None else None
+    report(spark, read_files(spark, [str(samples_dir)]), args, settings, quotas)
+
+
 @pytest.fixture(scope="module")
 def reported(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("report")
     write(tmp / "samples" / "usage-a.jsonl", samples())
     args = arguments(tmp, "out")
-    report(
-        spark,
-        read_files(spark, [str(tmp / "samples")]),
-        args,
-        load_config(args.config).quotas.settings,
-        None,
-    )
+    run_report(spark, tmp / "samples", args)
     return tmp
 
 
@@ -152,13 +155,7 @@ def test_a_candidate_quota_file_is_replayed_exactly(spark: SparkSession, reporte
     candidate = reported / "candidate.toml"
     candidate.write_text("[users.alice.clients.app]\nproducer_byte_rate = 5000\n")
     args = arguments(reported, "what-if", candidate)
-    report(
-        spark,
-        read_files(spark, [str(reported / "samples")]),
-        args,
-        load_config(args.config).quotas.settings,
-        load_config(candidate).quotas,
-    )
+    run_report(spark, reported / "samples", args, candidate)
     [row] = spark.read.parquet(str(reported / "what-if" / "what_if")).collect()
     assert (row["user"], row["client_id"], row["windows"], row["throttled_windows"]) == (
         "alice",
@@ -182,13 +179,7 @@ def test_samples_of_an_unknown_schema_version_are_refused(
     write(tmp_path / "s" / "usage.jsonl", [sample("a", "b", PRODUCE, 1, schema=2, bytes_in=1)])
     args = arguments(tmp_path, "out")
     with pytest.raises(SampleError, match="version 2"):
-        report(
-            spark,
-            read_files(spark, [str(tmp_path / "s")]),
-            args,
-            load_config(args.config).quotas.settings,
-            None,
-        )
+        run_report(spark, tmp_path / "s", args)
 
 
 #: added to a copy of the report (the report itself runs no script): counts the charts that
