@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import ConfigError
-from config.quotas import parse_broker_settings, parse_entities
+from config.quotas import parse_broker_settings, parse_entities, parse_ips
 from config.settings import (
     MetricsSettings,
     ProxySettings,
@@ -21,7 +21,7 @@ from config.settings import (
 from quotas.entities import QuotaType
 from quotas.settings import QuotaConfig
 
-_SECTIONS = ("proxy", "metrics", "usage", "enforcement", "broker", "users", "clients")
+_SECTIONS = ("proxy", "metrics", "usage", "enforcement", "broker", "users", "clients", "ips")
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class ProxyConfig:
     #: a throttle holds every connection of the principal ([enforcement] hold)
     hold_principal: bool = True
     usage: UsageSettings = field(default_factory=UsageSettings)
+    #: connection_creation_rate by address or "<default>" ([ips], KIP-612)
+    ip_connection_rates: dict[str, float] = field(default_factory=dict)
 
 
 def load_config(path: Path | str) -> ProxyConfig:
@@ -56,6 +58,7 @@ def load_config(path: Path | str) -> ProxyConfig:
     shadow, hold_principal = parse_enforcement(_table(document, "enforcement", problems), problems)
     settings = parse_broker_settings(_table(document, "broker", problems), problems)
     limits = parse_entities(document.get("users"), document.get("clients"), problems)
+    ip_rates = parse_ips(document.get("ips"), problems)
     if problems:
         raise ConfigError(path, problems)
     return ProxyConfig(
@@ -66,6 +69,7 @@ def load_config(path: Path | str) -> ProxyConfig:
         shadow=shadow,
         hold_principal=hold_principal,
         usage=usage,
+        ip_connection_rates=ip_rates,
     )
 
 

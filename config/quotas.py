@@ -8,6 +8,7 @@ reported with the entity and the key, in Kafka's path form (users/alice/clients/
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -155,3 +156,39 @@ def _parse_entity(
             )
             continue
         limits.setdefault(quota_type, {})[entity] = float(value)
+
+
+def parse_ips(raw: Any, problems: list[str]) -> dict[str, float]:
+    """[ips."<address>"] and [ips."<default>"]: `kafka-configs --entity-type ips`, whose one
+    quota is connection_creation_rate (connections per second, an integer in Kafka)."""
+    rates: dict[str, float] = {}
+    for name, table in _entity_tables(raw, "ips", problems):
+        where = f"ips/{name}"
+        address = name if name == DEFAULT else ip_address_or_none(name)
+        if address is None:
+            problems.append(f"{where}: not an IP address or {DEFAULT!r}")
+            continue
+        if not isinstance(table, dict):
+            problems.append(f"{where}: expected a table of quotas, got {table!r}")
+            continue
+        for key, value in table.items():
+            if key != "connection_creation_rate":
+                problems.append(
+                    f"{where}: key '{key}': unknown quota (known: connection_creation_rate)"
+                )
+            elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                problems.append(
+                    f"{where}: key '{key}': expected an integer >= 1 (connections/second), "
+                    f"got {value!r}"
+                )
+            else:
+                rates[address] = float(value)
+    return rates
+
+
+def ip_address_or_none(text: str) -> str | None:
+    """The address in the form a socket reports a peer's, or None if `text` is not one."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None

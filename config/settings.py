@@ -4,10 +4,12 @@ run in shadow mode."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from config.quotas import ip_address_or_none
 from quotas.entities import QUOTA_KEYS, QuotaType
+from quotas.javamath import INT_MAX
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,21 @@ class ProxySettings:
     uvloop: bool = True
     #: how often the config file is checked for changes (SIGHUP reloads at once)
     config_poll_interval_s: float = 1.0
+    #: Kafka's max.connections: at the limit the proxy stops accepting until one closes
+    max_connections: int = INT_MAX
+    #: Kafka's max.connections.per.ip: a connection over it is closed at once; 0 admits
+    #: only the addresses an override names
+    max_connections_per_ip: int = INT_MAX
+    #: Kafka's max.connections.per.ip.overrides, as a table of address = maximum
+    max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
+    #: Kafka's queued.max.request.bytes: request bytes being read, over every connection;
+    #: when they are used up the proxy reads no new request until memory returns
+    queued_max_request_bytes: int = 256 * 1024 * 1024
+    #: Kafka's connections.max.idle.ms: a connection with no traffic this long is closed
+    connections_max_idle_ms: int = 600_000
+    #: on SIGTERM, how long requests already sent upstream may take to be answered before
+    #: the remaining connections are closed
+    drain_timeout_s: float = 10.0
 
     @property
     def advertised(self) -> str:
@@ -121,6 +138,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "connect_timeout_s": (int, float),
     "uvloop": (bool,),
     "config_poll_interval_s": (int, float),
+    "max_connections": (int,),
+    "max_connections_per_ip": (int,),
+    "max_connections_per_ip_overrides": (dict,),
+    "queued_max_request_bytes": (int,),
+    "connections_max_idle_ms": (int,),
+    "drain_timeout_s": (int, float),
 }
 assert set(_TYPES) == {f.name for f in fields(ProxySettings)}
 
@@ -150,7 +173,15 @@ def parse_metrics_settings(section: dict[str, Any], problems: list[str]) -> Metr
     return MetricsSettings(**values)
 
 
-_POSITIVE = ("max_frame_bytes", "connect_timeout_s", "config_poll_interval_s")
+_POSITIVE = (
+    "max_frame_bytes",
+    "connect_timeout_s",
+    "config_poll_interval_s",
+    "queued_max_request_bytes",
+    "connections_max_idle_ms",
+    "max_connections",
+)
+_NOT_NEGATIVE = ("max_connections_per_ip", "drain_timeout_s")
 
 
 def parse_proxy_settings(section: dict[str, Any], problems: list[str]) -> ProxySettings:
@@ -165,6 +196,21 @@ def parse_proxy_settings(section: dict[str, Any], problems: list[str]) -> ProxyS
         elif key in _POSITIVE and value <= 0:
             problems.append(f"{where}: must be > 0, got {value}")
             continue
+        elif key in _NOT_NEGATIVE and value < 0:
+            problems.append(f"{where}: must be >= 0, got {value}")
+            continue
+        if key == "max_connections_per_ip_overrides":
+            overrides = {
+                ip_address_or_none(ip): limit
+                for ip, limit in value.items()
+                if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0
+            }
+            if None in overrides or len(overrides) < len(value):
+                problems.append(
+                    f"{where}: expected IP address = maximum (an integer >= 0), got {value!r}"
+                )
+                continue
+            value = overrides
         if key == "upstream_bootstrap_servers":
             bad = [s for s in value if not _is_host_port(s)]
             if bad or not value:
@@ -172,6 +218,13 @@ def parse_proxy_settings(section: dict[str, Any], problems: list[str]) -> ProxyS
                 continue
             value = tuple(value)
         values[key] = value
+    if values.get("max_connections_per_ip") == 0 and not values.get(
+        "max_connections_per_ip_overrides"
+    ):
+        problems.append(
+            "[proxy] key 'max_connections_per_ip': 0 admits no client unless "
+            "max_connections_per_ip_overrides names some addresses (as in Kafka)"
+        )
     return ProxySettings(**values)
 
 

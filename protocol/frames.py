@@ -29,6 +29,15 @@ class FrameSplitter:
     def buffered(self) -> int:
         return len(self._buffer)
 
+    @property
+    def incomplete_frame_bytes(self) -> int:
+        """The whole size (prefix included) of the frame being buffered, once its prefix is
+        in; 0 when no frame is started or its prefix is still partial."""
+        buffer = self._buffer
+        if len(buffer) < 4:
+            return 0
+        return int(_INT32.unpack_from(buffer, 0)[0]) + 4
+
     def feed(self, data: bytes) -> list[bytes]:
         buffer = self._buffer
         if buffer:

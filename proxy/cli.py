@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from config.loader import ProxyConfig, load_config
 from config.report import effective_quotas
 from proxy.clock import Clock, LoopClock
 from proxy.enforcement import Enforcer
+from proxy.log_limit import RepeatedLineFilter
 from proxy.metrics import ProxyStats, QuotaCollector, build_registry, serve_metrics
 from proxy.reload import ConfigReloader
 from proxy.server import ProxyServer
@@ -25,6 +27,7 @@ from proxy.usage_sinks import (
     record_usage,
     wall_ms,
 )
+from quotas.connections import ConnectionLimits, ConnectionQuotas
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType
 
@@ -47,10 +50,24 @@ def install_event_loop(use_uvloop: bool) -> str:
     return "asyncio"
 
 
-async def _expire_sensors(enforcer: Enforcer, stats: ProxyStats, clock: Clock) -> None:
+async def _expire_sensors(
+    enforcer: Enforcer, connection_quotas: ConnectionQuotas, stats: ProxyStats, clock: Clock
+) -> None:
     while True:
         await asyncio.sleep(_SENSOR_EXPIRY_INTERVAL_S)
-        stats.expired_sensors += enforcer.expire(clock.now_ms())
+        now_ms = clock.now_ms()
+        stats.expired_sensors += enforcer.expire(now_ms) + connection_quotas.expire(now_ms)
+
+
+def connection_limits(config: ProxyConfig) -> ConnectionLimits:
+    """Kafka's broker connection settings ([proxy]) with the [ips] quota entities."""
+    proxy = config.proxy
+    return ConnectionLimits(
+        proxy.max_connections,
+        proxy.max_connections_per_ip,
+        proxy.max_connections_per_ip_overrides,
+        config.ip_connection_rates,
+    )
 
 
 #: how often the producer-id cleanup looks again while no user is tracked
@@ -71,10 +88,12 @@ async def _forget_producer_ids(enforcer: Enforcer, clock: Clock) -> None:
 async def serve(config: ProxyConfig) -> None:
     enforcer = Enforcer(QuotaEngine(config.quotas), config.shadow, config.hold_principal)
     stats = ProxyStats()
+    connection_quotas = ConnectionQuotas(connection_limits(config), config.quotas.settings.client)
 
     def apply(new: ProxyConfig) -> None:
         if not enforcer.apply(new.quotas, new.shadow, new.hold_principal):
             log.warning("quota window settings changed: every quota sensor starts afresh")
+        connection_quotas.update(connection_limits(new), new.quotas.settings.client)
 
     clock = LoopClock()
     usage = config.usage
@@ -93,7 +112,7 @@ async def serve(config: ProxyConfig) -> None:
         except OSError as exc:
             problem = f"[usage] key 'directory': cannot write {usage.directory!r}: {exc}"
             raise ConfigError(config.path or "config", [problem]) from exc
-    server = ProxyServer(config.proxy, enforcer, stats, clock, recorder)
+    server = ProxyServer(config.proxy, enforcer, stats, clock, recorder, connection_quotas)
     await server.start()
     background: list[asyncio.Task[None]] = []
     kafka_sink = None
@@ -116,7 +135,12 @@ async def serve(config: ProxyConfig) -> None:
     if config.metrics.enabled:
         registry = build_registry(
             QuotaCollector(
-                lambda: enforcer.engine, clock.now_ms, stats, lambda: len(server.connections)
+                lambda: enforcer.engine,
+                clock.now_ms,
+                stats,
+                lambda: len(server.connections),
+                lambda: {listener.name: listener.serving for listener in server.listeners.values()},
+                server.memory_pool,
             )
         )
         metrics_server = await serve_metrics(
@@ -128,7 +152,7 @@ async def serve(config: ProxyConfig) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, reloader.reload, "SIGHUP")
     background.append(loop.create_task(reloader.watch(config.proxy.config_poll_interval_s)))
-    background.append(loop.create_task(_expire_sensors(enforcer, stats, clock)))
+    background.append(loop.create_task(_expire_sensors(enforcer, connection_quotas, stats, clock)))
     background.append(loop.create_task(_forget_producer_ids(enforcer, clock)))
     print(f"kafka-quota-proxy bootstrap: {server.bootstrap_address}", flush=True)
     stop = asyncio.Event()
@@ -136,7 +160,7 @@ async def serve(config: ProxyConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
-    await server.stop()
+    await server.stop(config.proxy.drain_timeout_s)
     if sampling is not None:  # the last window closes once no client is left to count
         sampling.cancel()
         await asyncio.gather(sampling, return_exceptions=True)
@@ -148,6 +172,20 @@ async def serve(config: ProxyConfig) -> None:
         await asyncio.gather(task, return_exceptions=True)
     if metrics_server is not None:
         metrics_server.close()
+
+
+def raise_open_file_limit() -> int:
+    """Every client connection takes two descriptors (client and upstream): take the hard
+    limit the operator allows rather than the shell's soft default, as servers do."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("open-file limit stays at %d: %s", soft, exc)
+    return soft
 
 
 def check_config(path: Path) -> int:
@@ -211,13 +249,15 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RepeatedLineFilter())
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
         return 2
     loop_name = install_event_loop(config.proxy.uvloop)
-    log.info("event loop: %s", loop_name)
+    log.info("event loop: %s; open files: up to %d", loop_name, raise_open_file_limit())
     try:
         asyncio.run(serve(config))
     except ConfigError as exc:

@@ -17,6 +17,7 @@ from protocol.rewrite import Advertise
 from proxy.clock import Clock
 from proxy.core import ConnectionCore, Pause
 from proxy.enforcement import Enforcer
+from proxy.memory_pool import MemoryPool
 from proxy.topics import TopicCache
 from proxy.usage import UsageRecorder
 
@@ -40,8 +41,16 @@ class ClientConnection(asyncio.Protocol):
         clock: Clock,
         topics: TopicCache,
         usage: UsageRecorder | None = None,
+        pool: MemoryPool | None = None,
+        on_unreachable: Callable[[], None] | None = None,
     ) -> None:
         self._upstream_targets = upstream_targets
+        self._pool = pool
+        #: told when no upstream address accepts a connection: the listener then closes
+        self._on_unreachable = on_unreachable
+        #: the core's activity count when the idle check last saw it change, and when
+        self.seen_activity = 0
+        self.seen_at_ns = 0
         self._usage = usage
         self._topics = topics
         self._advertise = advertise
@@ -66,7 +75,13 @@ class ClientConnection(asyncio.Protocol):
             lambda: self._on_close(self),
             f"{peer[0]}:{peer[1]}" if peer else "?",
             self._usage,
+            self._pool,
+            self._start_connecting,
         )
+        self.seen_at_ns = self._clock.now_ns()
+
+    def _start_connecting(self) -> None:
+        assert self.core is not None
         asyncio.get_running_loop().create_task(self._connect_upstream(self.core))
 
     async def _connect_upstream(self, core: ConnectionCore) -> None:
@@ -94,6 +109,8 @@ class ClientConnection(asyncio.Protocol):
             "; ".join(errors) or "no known address",
         )
         core.close()
+        if errors and self._on_unreachable is not None:
+            self._on_unreachable()
 
     def data_received(self, data: bytes) -> None:
         assert self.core is not None
@@ -109,6 +126,12 @@ class ClientConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         assert self.core is not None
         self.core.client_write_unblocked()
+
+    def drain(self) -> None:
+        if self.core is not None:
+            self.core.drain()
+        else:
+            self.close()
 
     def close(self) -> None:
         if self.core is not None:

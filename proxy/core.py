@@ -40,6 +40,7 @@ from proxy.enforcement import Enforcer
 from proxy.handlers.base import Answer, Defer, Drop, Exchange, Forward, Request, Session
 from proxy.handlers.metadata import read_metadata
 from proxy.handlers.registry import HANDLERS
+from proxy.memory_pool import MemoryPool
 from proxy.topics import TopicCache
 from proxy.usage import UsageRecorder
 
@@ -95,6 +96,10 @@ class Pause(Enum):
     DEFERRED = "deferred"
     #: the client does not read its responses, and the proxy would add answers of its own
     CLIENT_BUSY = "client-busy"
+    #: the memory pool granted nothing for the frame being read (queued.max.request.bytes)
+    MEMORY = "memory"
+    #: the proxy is shutting down: requests already sent upstream are answered, no more read
+    DRAINING = "draining"
 
 
 class ConnectionCore:
@@ -109,8 +114,21 @@ class ConnectionCore:
         on_close: Callable[[], None],
         peer: str = "?",
         usage: UsageRecorder | None = None,
+        pool: MemoryPool | None = None,
+        connect_upstream: Callable[[], object] | None = None,
     ) -> None:
         self._client = client
+        #: queued.max.request.bytes, shared by every connection
+        self._pool = pool
+        #: what the pool granted the frame being read (0: nothing granted, or no frame)
+        self._granted = 0
+        #: opens the upstream connection; called at the client's first bytes, so a client
+        #: that connects and sends nothing costs the cluster no connection
+        self._connect_upstream = connect_upstream
+        #: bumped by every read from either side: the idle check compares it over time
+        self.activity = 0
+        #: closing once every request sent upstream has been answered (shutdown)
+        self._draining = False
         #: where this connection's requests are counted for usage samples (None: not counted)
         self._usage = usage
         self._upstream: Peer | None = None
@@ -146,7 +164,6 @@ class ConnectionCore:
         self._deferred: bytes | None = None
         #: the client's write buffer is over its high-water mark
         self._client_busy = False
-        self.pause_reading(Pause.CONNECTING)
 
     def upstream_connected(self, upstream: Peer) -> None:
         self._upstream = upstream
@@ -155,11 +172,19 @@ class ConnectionCore:
     # client side ---------------------------------------------------------------------------
 
     def requests_received(self, data: bytes) -> None:
+        self.activity += 1
+        if self._upstream is None and Pause.CONNECTING not in self._read_pauses:
+            self.pause_reading(Pause.CONNECTING)
+            if self._connect_upstream is not None:
+                self._connect_upstream()
+        requests = self._requests
         try:
-            frames = self._requests.feed(data)
+            frames = requests.feed(data)
         except ProtocolError as exc:
             self._refuse(exc)
             return
+        if self._pool is not None and (self._granted or requests.buffered):
+            self._account_memory(bool(frames))
         if self._backlog:
             self._backlog.extend(frames)
         else:
@@ -202,6 +227,45 @@ class ConnectionCore:
         if handled < len(frames):
             self._backlog.extend(frames[handled:])
             self.pause_reading(Pause.BACKLOG)
+
+    def _account_memory(self, completed: bool) -> None:
+        """Return the grant of a frame that completed; ask one for a frame left waiting for
+        bytes, and stop reading if the pool has none (Kafka's KafkaChannel.read mutes)."""
+        pool = self._pool
+        assert pool is not None
+        if completed and self._granted:  # frames complete in order: the granted one did
+            pool.release(self._granted)
+            self._granted = 0
+        if not self._granted:
+            size = self._requests.incomplete_frame_bytes
+            if size and not pool.try_allocate(size):
+                if Pause.MEMORY not in self._read_pauses:
+                    self.pause_reading(Pause.MEMORY)
+                    pool.wait(self, self._retry_memory)
+            elif size:
+                self._granted = size
+
+    def _retry_memory(self) -> None:
+        pool = self._pool
+        assert pool is not None
+        if self.closed:
+            return
+        size = self._requests.incomplete_frame_bytes
+        if size and not pool.try_allocate(size):
+            pool.wait(self, self._retry_memory)
+            return
+        self._granted = size
+        self.resume_reading(Pause.MEMORY)
+
+    def drain(self) -> None:
+        """Shutdown: read nothing more, and close once every request already sent upstream
+        has its response written, so no acknowledged write is lost and no client gets half
+        a response. Requests read but not sent are dropped with the connection; the client
+        sends them again elsewhere."""
+        self._draining = True
+        self.pause_reading(Pause.DRAINING)
+        if not self._in_flight:
+            self.close()
 
     def _refuse(self, exc: ProtocolError) -> None:
         """Bytes that are not Kafka protocol cost the client its connection, nothing more."""
@@ -439,6 +503,11 @@ class ConnectionCore:
             return
         self.closed = True
         self._backlog.clear()
+        if self._pool is not None:
+            self._pool.cancel(self)
+            if self._granted:
+                self._pool.release(self._granted)
+                self._granted = 0
         if self._unmute is not None:
             self._unmute.cancel()
         self._client.close()
@@ -449,6 +518,7 @@ class ConnectionCore:
     # upstream side -------------------------------------------------------------------------
 
     def responses_received(self, data: bytes) -> None:
+        self.activity += 1
         self._throttle_ms = 0
         out: list[bytes] = []
         now_ns = self._clock.now_ns()
@@ -463,6 +533,9 @@ class ConnectionCore:
             self.close()
             return
         self._client.writelines(out)
+        if self._draining and not self._in_flight:
+            self.close()
+            return
         if self._throttle_ms:
             self._mute(self._throttle_ms)
         pauses = self._read_pauses

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from proxy.memory_pool import MemoryPool
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType, sanitize
 
@@ -35,7 +36,13 @@ class ProxyStats:
     reloads_failed: int = 0
     #: quota sensors dropped after an hour without activity
     expired_sensors: int = 0
-    connections_accepted: int = 0
+    #: client connections by listener: served, refused (max.connections.per.ip), and held
+    #: then closed (connection_creation_rate)
+    connections_accepted: Counter[str] = field(default_factory=Counter)
+    connections_refused: Counter[str] = field(default_factory=Counter)
+    connections_throttled: Counter[str] = field(default_factory=Counter)
+    #: connections closed by connections.max.idle.ms
+    connections_idle_closed: int = 0
     #: usage samples written, and dropped, by sink ("file", "kafka")
     usage_samples: Counter[str] = field(default_factory=Counter)
     usage_dropped: Counter[str] = field(default_factory=Counter)
@@ -53,11 +60,16 @@ class QuotaCollector(Collector):
         now_ms: Callable[[], int],
         stats: ProxyStats,
         active_connections: Callable[[], int],
+        listeners: Callable[[], Mapping[str, bool]] = dict,
+        pool: MemoryPool | None = None,
     ) -> None:
         self._engine = engine
         self._now_ms = now_ms
         self._stats = stats
         self._active_connections = active_connections
+        #: listener name -> whether it accepts now (False while its upstream is unreachable)
+        self._listeners = listeners
+        self._pool = pool
 
     def collect(self) -> Iterator[Metric]:
         now_ms = self._now_ms()
@@ -123,11 +135,51 @@ class QuotaCollector(Collector):
             "Quota sensors dropped after an hour without activity",
             value=stats.expired_sensors,
         )
-        yield CounterMetricFamily(
-            "kafka_quota_proxy_connections_accepted",
-            "Client connections accepted since start",
-            value=stats.connections_accepted,
+        listeners = self._listeners()
+        for name, by_listener, text in (
+            ("accepted", stats.connections_accepted, "Client connections served, by listener"),
+            (
+                "refused",
+                stats.connections_refused,
+                "Client connections closed at once for max.connections.per.ip, by listener",
+            ),
+            (
+                "throttled",
+                stats.connections_throttled,
+                "Client connections held then closed for connection_creation_rate, by listener",
+            ),
+        ):
+            counter = CounterMetricFamily(
+                f"kafka_quota_proxy_connections_{name}", text, labels=["listener"]
+            )
+            for listener in sorted(set(listeners) | set(by_listener)):
+                counter.add_metric([listener], by_listener[listener])
+            yield counter
+        up = GaugeMetricFamily(
+            "kafka_quota_proxy_listener_up",
+            "1 while a listener accepts; 0 while its upstream is unreachable and it refuses",
+            labels=["listener"],
         )
+        for listener, serving in sorted(listeners.items()):
+            up.add_metric([listener], 1.0 if serving else 0.0)
+        yield up
+        yield CounterMetricFamily(
+            "kafka_quota_proxy_connections_idle_closed",
+            "Client connections closed after connections.max.idle.ms without traffic",
+            value=stats.connections_idle_closed,
+        )
+        if self._pool is not None:
+            yield GaugeMetricFamily(
+                "kafka_quota_proxy_memory_pool_available_bytes",
+                "queued.max.request.bytes not granted to frames being read (Kafka's "
+                "MemoryPoolAvailable; below 0 by at most one frame)",
+                value=self._pool.available,
+            )
+            yield GaugeMetricFamily(
+                "kafka_quota_proxy_memory_pool_waiting_connections",
+                "Connections not read until the memory pool has memory again",
+                value=self._pool.waiting,
+            )
         for name, by_sink, text in (
             ("usage_samples", stats.usage_samples, "Usage samples written, by sink"),
             (

@@ -4,6 +4,9 @@ Broker N is always served at broker_port_base + N, so the addresses clients cach
 across proxy restarts. A broker listener opens the moment the proxy first rewrites an address
 for that node, before the response naming it reaches the client, so a client never learns an
 address that is not accepting connections.
+
+Every accepted socket passes Kafka's connection quotas (quotas/connections.py) before it is
+served; proxy/listener.py closes a listener while its upstream is unreachable.
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ from proxy.clock import Clock
 from proxy.connection import ClientConnection
 from proxy.core import OWN_CLIENT_ID
 from proxy.enforcement import Enforcer
+from proxy.listener import Listener
+from proxy.memory_pool import MemoryPool
 from proxy.metrics import ProxyStats
 from proxy.topics import TopicCache
 from proxy.usage import UsageRecorder
+from quotas.connections import ConnectionLimits, ConnectionQuotas, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +47,7 @@ class ProxyServer:
         stats: ProxyStats,
         clock: Clock,
         usage: UsageRecorder | None = None,
+        connection_quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.settings = settings
         #: where every connection counts its requests for usage samples
@@ -48,15 +55,23 @@ class ProxyServer:
         self.enforcer = enforcer
         self.stats = stats
         self.clock = clock
+        #: max.connections, max.connections.per.ip and the ips' connection_creation_rate
+        self.connection_quotas = connection_quotas or ConnectionQuotas(
+            ConnectionLimits(), enforcer.engine.config.settings.client
+        )
+        #: queued.max.request.bytes over every connection
+        self.memory_pool = MemoryPool(settings.queued_max_request_bytes)
         #: partition counts by topic, from every Metadata response through the proxy
         self.topics = TopicCache()
         #: node_id -> the upstream broker's own (host, port), learned from its responses
         self.upstream_nodes: dict[int, tuple[str, int]] = {}
-        self._servers: dict[int | None, asyncio.Server] = {}
-        #: nodes whose listener is open or opening
-        self._broker_nodes: set[int] = set()
-        self._pending: set[asyncio.Task[None]] = set()
+        self.listeners: dict[int | None, Listener] = {}
         self.connections: set[ClientConnection] = set()
+        #: connections over a connection_creation_rate, held until their throttle ends
+        self._throttled: set[socket.socket] = set()
+        self._slot_freed = asyncio.Event()
+        self._all_closed = asyncio.Event()
+        self._idle_check: asyncio.Task[None] | None = None
 
     @property
     def bootstrap_address(self) -> str:
@@ -64,17 +79,15 @@ class ProxyServer:
 
     @property
     def bootstrap_port(self) -> int:
-        server = self._servers.get(None)
-        if server is not None and server.sockets:
-            port: int = server.sockets[0].getsockname()[1]
-            return port
-        return self.settings.bootstrap_port
+        listener = self.listeners.get(None)
+        return listener.port if listener is not None else self.settings.bootstrap_port
 
     def broker_port(self, node_id: int) -> int:
         return self.settings.broker_port_base + node_id
 
     async def start(self) -> None:
-        await self._listen(None, self._bind(self.settings.bootstrap_port))
+        self._listen(None, self.settings.bootstrap_port)
+        self._idle_check = asyncio.get_running_loop().create_task(self._close_idle())
         try:
             await self.discover_brokers()
         except (OSError, TimeoutError, ValueError, EOFError, ProtocolError) as exc:
@@ -87,46 +100,139 @@ class ProxyServer:
             ",".join(self.settings.upstream_bootstrap_servers),
         )
 
-    async def stop(self) -> None:
-        if self._pending:
-            await asyncio.gather(*self._pending)
-        for server in self._servers.values():
-            server.close()
+    async def stop(self, drain_timeout_s: float = 0.0) -> None:
+        """Stop accepting; let requests already sent upstream be answered for up to
+        `drain_timeout_s` (each connection closes once its last one is), then close."""
+        await asyncio.gather(*(listener.close() for listener in self.listeners.values()))
+        if self._idle_check is not None:
+            self._idle_check.cancel()
+        for sock in self._throttled:
+            sock.close()
+        self._throttled.clear()
+        for connection in list(self.connections):
+            connection.drain()
+        if self.connections and drain_timeout_s > 0:
+            try:
+                await asyncio.wait_for(self._all_closed.wait(), drain_timeout_s)
+            except TimeoutError:
+                log.warning(
+                    "drain timed out after %gs: closing %d connections with requests unanswered",
+                    drain_timeout_s,
+                    len(self.connections),
+                )
         for connection in list(self.connections):
             connection.close()
-        for server in self._servers.values():
-            await server.wait_closed()
-        self._servers.clear()
+        self.listeners.clear()
 
-    def _bind(self, port: int) -> socket.socket:
-        sock = socket.socket(
-            socket.AF_INET6 if ":" in self.settings.listen_host else socket.AF_INET
+    def _listen(self, node_id: int | None, port: int) -> Listener:
+        listener = Listener(
+            "bootstrap" if node_id is None else f"broker-{node_id}",
+            self.settings.listen_host,
+            port,
+            lambda: self._targets(node_id),
+            self._admit,
+            self._wait_for_slot,
+            self.settings.connect_timeout_s,
         )
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.settings.listen_host, port))
-        sock.listen(1024)
-        sock.setblocking(False)
-        return sock
+        listener.open()
+        self.listeners[node_id] = listener
+        return listener
 
-    async def _listen(self, node_id: int | None, sock: socket.socket) -> None:
-        def factory() -> ClientConnection:
-            connection = ClientConnection(
-                upstream_targets=lambda: self._targets(node_id),
-                advertise=self.advertise,
-                max_frame_bytes=self.settings.max_frame_bytes,
-                connect_timeout_s=self.settings.connect_timeout_s,
-                on_close=self.connections.discard,
-                enforcer=self.enforcer,
-                clock=self.clock,
-                topics=self.topics,
-                usage=self.usage,
+    async def _wait_for_slot(self) -> None:
+        while not self.connection_quotas.has_slot():
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
+
+    async def _admit(
+        self, listener: Listener, sock: socket.socket, address: tuple[str, int]
+    ) -> None:
+        """ConnectionQuotas.inc for a socket just accepted, then the connection served."""
+        ip = address[0]
+        now_ms = self.clock.now_ns() // 1_000_000
+        verdict, throttle_ms = self.connection_quotas.admit(ip, now_ms)
+        if verdict is Verdict.THROTTLE:
+            self.stats.connections_throttled[listener.name] += 1
+            log.info(
+                "throttling connection from %s for %d ms: over its connection_creation_rate",
+                ip,
+                throttle_ms,
             )
-            self.connections.add(connection)
-            self.stats.connections_accepted += 1
-            return connection
-
+            self._throttled.add(sock)
+            self.clock.call_later(throttle_ms * 1_000_000, lambda: self._end_throttle(sock))
+            return
+        if verdict is Verdict.REFUSE:
+            self.stats.connections_refused[listener.name] += 1
+            log.info(
+                "rejected connection from %s: it already has max.connections.per.ip (%d)",
+                ip,
+                self.connection_quotas.limits.max_for(ip),
+            )
+            sock.close()
+            return
+        self.stats.connections_accepted[listener.name] += 1
         loop = asyncio.get_running_loop()
-        self._servers[node_id] = await loop.create_server(factory, sock=sock)
+        try:
+            await loop.connect_accepted_socket(lambda: self._connection(listener, ip), sock)
+        except OSError as exc:  # the client left before it was served
+            log.debug("connection from %s lost at accept: %s", ip, exc)
+            sock.close()
+            self.connection_quotas.release(ip)
+            self._slot_freed.set()
+
+    def _end_throttle(self, sock: socket.socket) -> None:
+        if sock in self._throttled:
+            self._throttled.discard(sock)
+            sock.close()
+
+    def _connection(self, listener: Listener, ip: str) -> ClientConnection:
+        connection = ClientConnection(
+            upstream_targets=listener.targets,
+            advertise=self.advertise,
+            max_frame_bytes=self.settings.max_frame_bytes,
+            connect_timeout_s=self.settings.connect_timeout_s,
+            on_close=lambda closed: self._closed(closed, ip),
+            enforcer=self.enforcer,
+            clock=self.clock,
+            topics=self.topics,
+            usage=self.usage,
+            pool=self.memory_pool,
+            on_unreachable=listener.upstream_unreachable,
+        )
+        self.connections.add(connection)
+        self._all_closed.clear()
+        return connection
+
+    def _closed(self, connection: ClientConnection, ip: str) -> None:
+        if connection in self.connections:
+            self.connections.discard(connection)
+            self.connection_quotas.release(ip)
+            self._slot_freed.set()
+            if not self.connections:
+                self._all_closed.set()
+
+    async def _close_idle(self) -> None:
+        """connections.max.idle.ms: a connection nothing was read from, on either side, for
+        that long is closed (Kafka's Selector closes its idle channels the same way)."""
+        idle_ns = self.settings.connections_max_idle_ms * 1_000_000
+        interval_s = min(1.0, idle_ns / 2e9)
+        while True:
+            await asyncio.sleep(interval_s)
+            now_ns = self.clock.now_ns()
+            for connection in list(self.connections):
+                core = connection.core
+                if core is None or core.closed:
+                    continue
+                if core.activity != connection.seen_activity:
+                    connection.seen_activity = core.activity
+                    connection.seen_at_ns = now_ns
+                elif now_ns - connection.seen_at_ns >= idle_ns:
+                    self.stats.connections_idle_closed += 1
+                    log.info(
+                        "closing client %s: idle for connections.max.idle.ms (%d)",
+                        core.session.peer,
+                        self.settings.connections_max_idle_ms,
+                    )
+                    core.close()
 
     def _targets(self, node_id: int | None) -> Sequence[tuple[str, int]]:
         if node_id is None:
@@ -137,10 +243,10 @@ class ProxyServer:
     def advertise(self, node_id: int, host: str, port: int) -> tuple[str, int]:
         """Record where broker `node_id` really is and return the proxy's address for it."""
         self.upstream_nodes[node_id] = (host, port)
-        if node_id not in self._broker_nodes:
+        if node_id not in self.listeners:
             proxy_port = self.broker_port(node_id)
             try:
-                sock = self._bind(proxy_port)
+                self._listen(node_id, proxy_port)
             except OSError as exc:
                 log.error(
                     "cannot open the listener for broker %d on port %d: %s",
@@ -149,10 +255,6 @@ class ProxyServer:
                     exc,
                 )
             else:
-                self._broker_nodes.add(node_id)
-                task = asyncio.get_running_loop().create_task(self._listen(node_id, sock))
-                self._pending.add(task)
-                task.add_done_callback(self._pending.discard)
                 log.info(
                     "broker %d (%s:%d) served at %s:%d",
                     node_id,
@@ -184,7 +286,5 @@ class ProxyServer:
             metadata = decode_response(frame, offset, METADATA, version)
             for broker in metadata.brokers:
                 self.advertise(broker.node_id, broker.host, broker.port)
-            if self._pending:
-                await asyncio.gather(*self._pending)
             return
         raise OSError("no upstream bootstrap server reachable")

@@ -21,6 +21,17 @@ SENSOR_EXPIRATION_MS = 3_600_000
 UNLIMITED = float(2**63 - 1)
 
 
+def throttle_time_ms(
+    observed: float, bound: float, window_ms: int, max_throttle_ms: int | None = None
+) -> int:
+    """Kafka's QuotaUtils.throttleTime (bounded when a maximum is given) for a rate over its
+    bound: the time that brings the window's rate back to the bound."""
+    throttle_ms = java_round((observed - bound) / bound * window_ms)
+    if max_throttle_ms is not None and throttle_ms > max_throttle_ms:
+        throttle_ms = max_throttle_ms
+    return saturate_int(throttle_ms)
+
+
 class ClientSensors:
     """The sensors of one metric-tags entity; every client resolving to it shares them."""
 
@@ -184,13 +195,9 @@ class ClientQuotaManager(QuotaManager):
         return self._throttle_time_ms(sensors, observed, window_ms)
 
     def _throttle_time_ms(self, sensors: ClientSensors, observed: float, window_ms: int) -> int:
-        bound = sensors.limit
-        if observed <= bound:
+        if observed <= sensors.limit:
             return 0
-        throttle_ms = java_round((observed - bound) / bound * window_ms)
-        if self.max_throttle_ms is not None and throttle_ms > self.max_throttle_ms:
-            throttle_ms = self.max_throttle_ms
-        return saturate_int(throttle_ms)
+        return throttle_time_ms(observed, sensors.limit, window_ms, self.max_throttle_ms)
 
     def unrecord(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         """Take back a throttled fetch's bytes: its client receives an empty response."""

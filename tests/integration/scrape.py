@@ -26,6 +26,12 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
 
+def total(samples: Samples, name: str, **labels: str) -> float:
+    """The sum of a metric over every label set that includes `labels`."""
+    wanted = set(labels.items())
+    return sum(v for (n, label_set), v in samples.items() if n == name and wanted <= label_set)
+
+
 async def wait_for_metric(
     url: str, accept: Callable[[Samples], bool], timeout_s: float = 15.0
 ) -> Samples:

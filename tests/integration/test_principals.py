@@ -20,7 +20,7 @@ from aiokafka.errors import KafkaError
 from localkafka import KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, confluent_flood, kafka_python_flood
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.scrape import scrape, value, wait_for_metric
+from tests.integration.scrape import scrape, total, value, wait_for_metric
 
 pytestmark = pytest.mark.integration
 
@@ -148,6 +148,6 @@ async def test_a_failed_authentication_never_yields_a_principal(
         sasl_proxy.metrics_url,
         lambda s: value(s, "kafka_quota_proxy_connections_active") == 0,
     )
-    accepted = value(final, "kafka_quota_proxy_connections_accepted_total")
+    accepted = total(final, "kafka_quota_proxy_connections_accepted_total")
     assert accepted is not None and accepted >= len(attempts)
     assert "authenticated as" not in sasl_proxy.log()

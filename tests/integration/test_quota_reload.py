@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaProducer
 from localkafka import KafkaCluster
 from localkafka.load import Timeline
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration.scrape import scrape, value, wait_for_metric
+from tests.integration.scrape import scrape, total, value, wait_for_metric
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ async def test_reload_changes_a_live_throttle_and_a_broken_file_changes_nothing(
         assert (value(samples, "kafka_server_produce_throttle_time", **labels) or 0) > 0
         assert value(samples, "kafka_server_produce_byte_rate", **labels) is not None
         assert low_rate < 2 * LOW, f"held to {LOW} B/s, measured {low_rate:.0f}"
-        connections = value(samples, "kafka_quota_proxy_connections_accepted_total")
+        connections = total(samples, "kafka_quota_proxy_connections_accepted_total")
 
         config = quota_proxy.config_path
         good = config.read_text()
@@ -103,7 +103,7 @@ async def test_reload_changes_a_live_throttle_and_a_broken_file_changes_nothing(
             f" kept {kept_rate:.0f}"
         )
         final = scrape(metrics)
-        assert value(final, "kafka_quota_proxy_connections_accepted_total") == connections
+        assert total(final, "kafka_quota_proxy_connections_accepted_total") == connections
     finally:
         stop.set()
         await asyncio.wait_for(task, 60)

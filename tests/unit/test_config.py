@@ -213,3 +213,61 @@ def test_usage_settings_and_their_problems(tmp_path: Path) -> None:
     assert "[usage] key 'interval_s': must be > 0, got 0" in text
     assert "[usage] key 'kafka_bootstrap_servers': expected a list of 'host:port'" in text
     assert "[usage] key 'samples': unknown key" in text
+
+
+def test_connection_limits_and_ips_entities(tmp_path: Path) -> None:
+    config = load_config(
+        write(
+            tmp_path,
+            """
+[proxy]
+max_connections = 5000
+max_connections_per_ip = 100
+max_connections_per_ip_overrides = { "10.0.0.7" = 0, "::1" = 300 }
+queued_max_request_bytes = 104857600
+connections_max_idle_ms = 60000
+drain_timeout_s = 20
+
+[ips."<default>"]
+connection_creation_rate = 20
+
+[ips."10.0.0.8"]
+connection_creation_rate = 100
+""",
+        )
+    )
+    assert config.proxy.max_connections == 5000
+    assert config.proxy.max_connections_per_ip_overrides == {"10.0.0.7": 0, "::1": 300}
+    assert config.ip_connection_rates == {DEFAULT: 20.0, "10.0.0.8": 100.0}
+    assert config.proxy.drain_timeout_s == 20
+
+
+def test_connection_limit_problems_name_the_key_or_entity(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[proxy]
+max_connections = 0
+max_connections_per_ip = 0
+max_connections_per_ip_overrides = { "not-an-ip" = 3 }
+queued_max_request_bytes = -1
+
+[ips."10.0.0.300"]
+connection_creation_rate = 5
+
+[ips."<default>"]
+connection_creation_rate = 0.5
+connections = 3
+""",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    text = str(caught.value)
+    assert "[proxy] key 'max_connections': must be > 0, got 0" in text
+    assert "[proxy] key 'max_connections_per_ip': 0 admits no client" in text
+    assert "[proxy] key 'max_connections_per_ip_overrides': expected IP address" in text
+    assert "[proxy] key 'queued_max_request_bytes': must be > 0, got -1" in text
+    assert "ips/10.0.0.300: not an IP address" in text
+    assert "ips/<default>: key 'connection_creation_rate': expected an integer >= 1" in text
+    assert "ips/<default>: key 'connections': unknown quota" in text
+    assert len(text.splitlines()) == 7

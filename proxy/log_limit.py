@@ -1,0 +1,51 @@
+"""Repeated log lines, rate-limited: a misbehaving fleet must not turn into a log flood.
+
+Lines are alike when they come from the same place with the same format string (the client
+address in them differs every time). Each kind gets a burst of lines per period; further
+ones are counted, and the next line of that kind let through says how many were left out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+#: lines of one kind let through per period
+BURST = 5
+PERIOD_S = 10.0
+
+
+class RepeatedLineFilter(logging.Filter):
+    def __init__(
+        self,
+        burst: int = BURST,
+        period_s: float = PERIOD_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self._burst = burst
+        self._period_s = period_s
+        self._clock = clock
+        #: kind -> [period start, lines let through in it, lines left out since the last one]
+        self._kinds: dict[tuple[str, int, object], list[float]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = (record.pathname, record.lineno, record.msg)
+        now = self._clock()
+        state = self._kinds.get(kind)
+        if state is None or now - state[0] >= self._period_s:
+            left_out = int(state[2]) if state is not None else 0
+            self._kinds[kind] = [now, 1, 0]
+            if left_out:
+                self._say_left_out(record, left_out)
+            return True
+        if state[1] < self._burst:
+            state[1] += 1
+            return True
+        state[2] += 1
+        return False
+
+    @staticmethod
+    def _say_left_out(record: logging.LogRecord, count: int) -> None:
+        record.msg = f"{record.msg} ({count} more like it were not logged)"

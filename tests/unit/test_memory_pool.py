@@ -1,0 +1,108 @@
+"""queued.max.request.bytes through the connection core: a frame waiting for bytes is
+charged to the pool, a connection refused memory stops reading until some returns, and a
+frame that arrives whole is never charged. Also the core's shutdown drain."""
+
+from __future__ import annotations
+
+import struct
+
+from proxy.core import ConnectionCore, Pause
+from proxy.enforcement import Enforcer
+from proxy.memory_pool import MemoryPool
+from proxy.topics import TopicCache
+from quotas.engine import QuotaEngine
+from quotas.settings import QuotaConfig
+from tests.harness import RecordingTransport, VirtualClock
+from tests.wire import request_frame
+
+OTHER_API = 7  # ControlledShutdown: never decoded
+
+
+def core_with(pool: MemoryPool) -> tuple[ConnectionCore, RecordingTransport, RecordingTransport]:
+    client, upstream = RecordingTransport(), RecordingTransport()
+    connects: list[int] = []
+    core = ConnectionCore(
+        client,
+        Enforcer(QuotaEngine(QuotaConfig())),
+        lambda n, h, p: (h, p),
+        TopicCache(),
+        10**8,
+        VirtualClock(),
+        lambda: None,
+        pool=pool,
+        connect_upstream=lambda: connects.append(1),
+    )
+    core.requests_received(b"")  # the first read asks for the upstream connection
+    assert connects == [1]
+    core.upstream_connected(upstream)
+    return core, client, upstream
+
+
+def frame(size: int, correlation_id: int = 1) -> bytes:
+    """A request frame of `size` bytes after its prefix: a header of an API the proxy
+    forwards as bytes, padded."""
+    head = request_frame(OTHER_API, 0, b"", correlation_id)[4:]
+    return struct.pack(">i", size) + head + bytes(size - len(head))
+
+
+def test_only_frames_waiting_for_bytes_are_charged() -> None:
+    pool = MemoryPool(1000)
+    core, _, upstream = core_with(pool)
+    core.requests_received(frame(600))  # whole in one read: handed on, never charged
+    assert pool.available == 1000 and len(upstream.written) == 1
+    big = frame(600, 2)
+    core.requests_received(big[:100])
+    assert pool.available == 1000 - 604
+    core.requests_received(big[100:])
+    assert pool.available == 1000 and len(upstream.written) == 2
+
+
+def test_an_exhausted_pool_stops_reading_until_memory_returns() -> None:
+    pool = MemoryPool(1000)
+    first, _, _ = core_with(pool)
+    second, second_client, second_upstream = core_with(pool)
+    third, third_client, _ = core_with(pool)
+    big = frame(1500)  # larger than the pool: granted while any memory is left (strict=false)
+    first.requests_received(big[:10])
+    assert pool.available == 1000 - 1504
+    other = frame(100, 7)
+    second.requests_received(other[:10])
+    assert not second_client.reading and Pause.MEMORY in second._read_pauses
+    third.requests_received(frame(50, 8)[:20])
+    assert pool.waiting == 2
+    first.requests_received(big[10:])  # completes: memory returns; waiters in order
+    assert second_client.reading and third_client.reading
+    assert pool.available == 1000 - 104 - 54
+    second.requests_received(other[10:])
+    assert len(second_upstream.written) == 1
+
+
+def test_a_closed_connection_returns_its_grant_and_stops_waiting() -> None:
+    pool = MemoryPool(100)
+    first, _, _ = core_with(pool)
+    second, _, _ = core_with(pool)
+    first.requests_received(frame(500)[:10])
+    second.requests_received(frame(500)[:10])
+    assert pool.waiting == 1
+    second.close()
+    assert pool.waiting == 0
+    first.close()
+    assert pool.available == 100
+
+
+def test_drain_closes_once_requests_sent_upstream_are_answered() -> None:
+    core, client, upstream = core_with(MemoryPool(10**6))
+    core.requests_received(frame(20, 5))
+    assert len(upstream.written) == 1
+    core.drain()
+    assert not client.reading and not client.closed  # one request still in flight
+    core.requests_received(frame(20, 6))  # read after the drain began: never sent
+    assert len(upstream.written) == 1
+    core.responses_received(struct.pack(">ii", 4, 5))
+    assert client.written and client.closed and upstream.closed
+
+
+def test_drain_of_a_quiet_connection_closes_at_once() -> None:
+    core, client, _ = core_with(MemoryPool(10**6))
+    core.drain()
+    assert client.closed and core.closed
