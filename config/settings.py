@@ -173,6 +173,10 @@ def parse_metrics_settings(section: dict[str, Any], problems: list[str]) -> Metr
     return MetricsSettings(**values)
 
 
+#: the [proxy] keys a reload applies at once (Kafka's dynamic broker configs); the others
+#: take a restart
+LIVE_PROXY_KEYS = ("max_connections", "max_connections_per_ip", "max_connections_per_ip_overrides")
+
 _POSITIVE = (
     "max_frame_bytes",
     "connect_timeout_s",

@@ -318,16 +318,35 @@ class KafkaCluster:
                 stdout=subprocess.DEVNULL,
             )
         for broker in self.brokers:
-            node_dir = broker.log_dir.parent
-            log = (node_dir / "server.log").open("wb")
-            broker.process = subprocess.Popen(
-                java_command("kafka.Kafka", [str(node_dir / "server.properties")], heap=self.heap),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "LOG_DIR": str(node_dir)},
-            )
+            self._launch(broker)
         self._wait_serving(timeout)
         return self
+
+    def _launch(self, broker: Broker) -> None:
+        node_dir = broker.log_dir.parent
+        log = (node_dir / "server.log").open("ab")
+        broker.process = subprocess.Popen(
+            java_command("kafka.Kafka", [str(node_dir / "server.properties")], heap=self.heap),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "LOG_DIR": str(node_dir)},
+        )
+
+    def stop_broker(self, node_id: int) -> None:
+        """Stop one node as an operator would (SIGTERM: a controlled shutdown)."""
+        broker = self.brokers[node_id - 1]
+        assert broker.process is not None
+        broker.process.terminate()
+        try:
+            broker.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            broker.process.kill()
+            broker.process.wait()
+
+    def restart_broker(self, node_id: int, timeout: float = 90.0) -> None:
+        """Start a stopped node again on its ports and data; returns once it serves."""
+        self._launch(self.brokers[node_id - 1])
+        self._wait_serving(timeout)
 
     def _wait_serving(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

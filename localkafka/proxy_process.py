@@ -59,15 +59,25 @@ def start_proxy(
         f"bootstrap_port = {free_port()}\nbroker_port_base = {base}\n{extra}"
         "\n[metrics]\nport = 0\n"
     )
-    log_path = tmp / f"{name}.log"
-    log = log_path.open("w")
+    return _launch(config, tmp / f"{name}.log", base)
+
+
+def restart_proxy(proxy: RunningProxy) -> RunningProxy:
+    """Stop the proxy (SIGTERM: it drains) and run it again on the same config and ports, as
+    a rolling restart does."""
+    proxy.stop()
+    return _launch(proxy.config_path, proxy.log_path, proxy.broker_port_base)
+
+
+def _launch(config: Path, log_path: Path, base: int) -> RunningProxy:
+    log = log_path.open("a")
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy", "run", "--config", str(config)],
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        cwd=tmp,  # where its usage samples go by default ([usage] directory)
+        cwd=config.parent,  # where its usage samples go by default ([usage] directory)
     )
     assert process.stdout is not None
     printed = {}

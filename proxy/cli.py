@@ -93,7 +93,7 @@ async def serve(config: ProxyConfig) -> None:
     def apply(new: ProxyConfig) -> None:
         if not enforcer.apply(new.quotas, new.shadow, new.hold_principal):
             log.warning("quota window settings changed: every quota sensor starts afresh")
-        connection_quotas.update(connection_limits(new), new.quotas.settings.client)
+        server.update_connection_limits(connection_limits(new), new.quotas.settings.client)
 
     clock = LoopClock()
     usage = config.usage

@@ -60,9 +60,11 @@ class ClientConnection(asyncio.Protocol):
         self._enforcer = enforcer
         self._clock = clock
         self.core: ConnectionCore | None = None
+        self._transport: Transport | None = None
 
     def connection_made(self, transport: BaseTransport) -> None:
         client = cast("Transport", transport)  # uvloop's are not asyncio subclasses
+        self._transport = client
         peer = client.get_extra_info("peername")
         client.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self.core = ConnectionCore(
@@ -72,7 +74,7 @@ class ClientConnection(asyncio.Protocol):
             self._topics,
             self._max_frame_bytes,
             self._clock,
-            lambda: self._on_close(self),
+            _nothing,
             f"{peer[0]}:{peer[1]}" if peer else "?",
             self._usage,
             self._pool,
@@ -103,21 +105,24 @@ class ClientConnection(asyncio.Protocol):
             transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
             core.upstream_connected(transport)
             return
+        if errors and self._on_unreachable is not None:
+            self._on_unreachable()  # first: the client must not reconnect before it closes
         log.warning(
             "closing client %s: no upstream broker reachable (%s)",
             core.session.peer,
             "; ".join(errors) or "no known address",
         )
         core.close()
-        if errors and self._on_unreachable is not None:
-            self._on_unreachable()
 
     def data_received(self, data: bytes) -> None:
         assert self.core is not None
         self.core.requests_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """The socket is closed and its last response flushed: only now does the connection
+        stop counting against the connection quotas and the drain."""
         self.close()
+        self._on_close(self)
 
     def pause_writing(self) -> None:
         assert self.core is not None
@@ -136,6 +141,16 @@ class ClientConnection(asyncio.Protocol):
     def close(self) -> None:
         if self.core is not None:
             self.core.close()
+
+    def abort(self) -> None:
+        """Close now, dropping what the client has not read (a drain that timed out)."""
+        self.close()
+        if self._transport is not None:
+            self._transport.abort()
+
+
+def _nothing() -> None:
+    """The core's close callback: the connection reports its close when the socket is."""
 
 
 class _UpstreamProtocol(asyncio.Protocol):

@@ -234,8 +234,8 @@ class ConnectionCore:
         pool = self._pool
         assert pool is not None
         if completed and self._granted:  # frames complete in order: the granted one did
-            pool.release(self._granted)
-            self._granted = 0
+            granted, self._granted = self._granted, 0
+            pool.release(granted)
         if not self._granted:
             size = self._requests.incomplete_frame_bytes
             if size and not pool.try_allocate(size):
@@ -255,6 +255,10 @@ class ConnectionCore:
             pool.wait(self, self._retry_memory)
             return
         self._granted = size
+        # resumed from the event loop, not inside the connection whose release woke it
+        self._clock.call_later(0, self._end_memory_wait)
+
+    def _end_memory_wait(self) -> None:
         self.resume_reading(Pause.MEMORY)
 
     def drain(self) -> None:
@@ -505,9 +509,9 @@ class ConnectionCore:
         self._backlog.clear()
         if self._pool is not None:
             self._pool.cancel(self)
-            if self._granted:
-                self._pool.release(self._granted)
-                self._granted = 0
+            granted, self._granted = self._granted, 0
+            if granted:
+                self._pool.release(granted)
         if self._unmute is not None:
             self._unmute.cancel()
         self._client.close()

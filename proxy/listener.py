@@ -12,6 +12,7 @@ the port listens again as soon as the upstream accepts a connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import socket
@@ -26,8 +27,8 @@ _ACCEPT_ERROR_PAUSE_S = 0.1
 _BACKLOG = 1024
 
 Address = tuple[str, int]
-#: takes an accepted socket and its peer's address; returns once it is served or closed
-Admit = Callable[["Listener", socket.socket, Address], Awaitable[None]]
+#: takes an accepted socket and its peer's address: serves, holds or closes it
+Admit = Callable[["Listener", socket.socket, tuple[str, ...]], None]
 
 
 class Listener:
@@ -86,8 +87,16 @@ class Listener:
                     log.error("listener %s cannot accept: %s", self.name, exc)
                     await asyncio.sleep(_ACCEPT_ERROR_PAUSE_S)
                 continue
-            await self._wait_for_slot()  # another listener may have taken the last one
-            await self._admit(self, client, address)
+            try:
+                await self._wait_for_slot()  # another listener may have taken the last one
+            except BaseException:
+                client.close()
+                raise
+            try:
+                self._admit(self, client, address)
+            except Exception:  # a defect must not stop this port from accepting
+                log.exception("listener %s: admitting %s failed", self.name, address)
+                client.close()
 
     def upstream_unreachable(self) -> None:
         """A client's connection found no upstream: refuse clients until one answers."""
@@ -107,6 +116,11 @@ class Listener:
             self._accepting.cancel()
             self._accepting = None
         if self._sock is not None:
+            # the event loop's poller may hold the socket open for a while after close(), and
+            # the kernel would go on completing handshakes nobody accepts: shutdown() stops
+            # the listening at once, so the next client is refused
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
             self._sock.close()
             self._sock = None
 

@@ -10,10 +10,12 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
+from config.settings import LIVE_PROXY_KEYS
 from proxy.metrics import ProxyStats
 
 log = logging.getLogger(__name__)
@@ -48,14 +50,18 @@ class ConfigReloader:
             self._stats.reloads_failed += 1
             log.error("config reload (%s) refused; the running config stays:\n%s", reason, exc)
             return False
+        live = {key: getattr(config.proxy, key) for key in LIVE_PROXY_KEYS}
         for section, old, new in (
-            ("proxy", self.config.proxy, config.proxy),
+            ("proxy", replace(self.config.proxy, **live), config.proxy),
             ("metrics", self.config.metrics, config.metrics),
             ("usage", self.config.usage, config.usage),
         ):
             if old != new:
                 log.warning(
-                    "config reload (%s): [%s] changes apply after a restart", reason, section
+                    "config reload (%s): [%s] changes apply after a restart%s",
+                    reason,
+                    section,
+                    f" (except {', '.join(LIVE_PROXY_KEYS)})" if section == "proxy" else "",
                 )
         self._apply(config)
         self.config = config

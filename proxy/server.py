@@ -33,10 +33,19 @@ from proxy.metrics import ProxyStats
 from proxy.topics import TopicCache
 from proxy.usage import UsageRecorder
 from quotas.connections import ConnectionLimits, ConnectionQuotas, Verdict
+from quotas.stats import MetricConfig
 
 log = logging.getLogger(__name__)
 
 _INT32 = Struct(">i")
+
+
+def peer_ip(address: str) -> str:
+    """A peer's address as the [ips] entities and per-address limits name it: an IPv4
+    client of a dual-stack listener arrives as ::ffff:a.b.c.d, which Java reads as a.b.c.d."""
+    if address.startswith("::ffff:") and "." in address:
+        return address[7:]
+    return address.partition("%")[0]
 
 
 class ProxyServer:
@@ -72,6 +81,8 @@ class ProxyServer:
         self._slot_freed = asyncio.Event()
         self._all_closed = asyncio.Event()
         self._idle_check: asyncio.Task[None] | None = None
+        #: accepted sockets being handed to their connections
+        self._serving: set[asyncio.Task[None]] = set()
 
     @property
     def bootstrap_address(self) -> str:
@@ -121,7 +132,9 @@ class ProxyServer:
                     len(self.connections),
                 )
         for connection in list(self.connections):
-            connection.close()
+            connection.abort()
+        if self.connections:  # their transports report the close from the event loop
+            await asyncio.wait_for(self._all_closed.wait(), 1.0)
         self.listeners.clear()
 
     def _listen(self, node_id: int | None, port: int) -> Listener:
@@ -143,11 +156,18 @@ class ProxyServer:
             self._slot_freed.clear()
             await self._slot_freed.wait()
 
-    async def _admit(
-        self, listener: Listener, sock: socket.socket, address: tuple[str, int]
-    ) -> None:
-        """ConnectionQuotas.inc for a socket just accepted, then the connection served."""
-        ip = address[0]
+    def update_connection_limits(self, limits: ConnectionLimits, window: MetricConfig) -> None:
+        """A reload: a raised max.connections lets waiting acceptors go on at once."""
+        self.connection_quotas.update(limits, window)
+        self._slot_freed.set()
+
+    def _admit(self, listener: Listener, sock: socket.socket, address: tuple[str, ...]) -> None:
+        """ConnectionQuotas.inc for a socket just accepted, then the connection served.
+
+        Runs in the acceptor before its next accept, so the slot count is exact; serving
+        the socket runs in a task of its own, which closing the listener does not cancel.
+        """
+        ip = peer_ip(address[0])
         now_ms = self.clock.now_ns() // 1_000_000
         verdict, throttle_ms = self.connection_quotas.admit(ip, now_ms)
         if verdict is Verdict.THROTTLE:
@@ -170,14 +190,27 @@ class ProxyServer:
             sock.close()
             return
         self.stats.connections_accepted[listener.name] += 1
-        loop = asyncio.get_running_loop()
+        task = asyncio.get_running_loop().create_task(self._serve(listener, sock, ip))
+        self._serving.add(task)
+        task.add_done_callback(self._serving.discard)
+
+    async def _serve(self, listener: Listener, sock: socket.socket, ip: str) -> None:
+        made: list[ClientConnection] = []
+
+        def connection() -> ClientConnection:
+            made.append(self._connection(listener, ip))
+            return made[-1]
+
         try:
-            await loop.connect_accepted_socket(lambda: self._connection(listener, ip), sock)
+            await asyncio.get_running_loop().connect_accepted_socket(connection, sock)
         except OSError as exc:  # the client left before it was served
             log.debug("connection from %s lost at accept: %s", ip, exc)
             sock.close()
-            self.connection_quotas.release(ip)
-            self._slot_freed.set()
+            if made:
+                self._closed(made[0], ip)
+            else:
+                self.connection_quotas.release(ip)
+                self._slot_freed.set()
 
     def _end_throttle(self, sock: socket.socket) -> None:
         if sock in self._throttled:
@@ -190,7 +223,7 @@ class ProxyServer:
             advertise=self.advertise,
             max_frame_bytes=self.settings.max_frame_bytes,
             connect_timeout_s=self.settings.connect_timeout_s,
-            on_close=lambda closed: self._closed(closed, ip),
+            on_close=lambda lost: self._closed(lost, ip),
             enforcer=self.enforcer,
             clock=self.clock,
             topics=self.topics,

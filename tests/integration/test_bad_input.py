@@ -83,7 +83,7 @@ async def test_bad_frames_close_only_their_own_connection(proxy3: RunningProxy) 
     assert f"closing client {LOOPBACK}:" in log  # the peer is named
 
 
-async def test_unreachable_upstream_closes_the_client_connection(tmp_path: Path) -> None:
+async def test_unreachable_upstream_closes_the_connection_then_the_listener(tmp_path: Path) -> None:
     dead = f"{LOOPBACK}:{free_port()}"
     proxy = await asyncio.to_thread(start_proxy, tmp_path, dead, 1)
     try:
@@ -92,6 +92,10 @@ async def test_unreachable_upstream_closes_the_client_connection(tmp_path: Path)
             proxy.bootstrap, struct.pack(">i", len(api_versions)) + api_versions
         )
         assert await closed_by_proxy(reader)
+        # then the listener refuses, as the unreachable broker itself does
+        host, port = proxy.bootstrap.rsplit(":", 1)
+        with pytest.raises(ConnectionRefusedError):
+            await asyncio.open_connection(host, int(port))
         assert proxy.process.poll() is None
         for _ in range(50):  # the log is another process's file: allow it to land
             if "no upstream broker reachable" in proxy.log():

@@ -3,6 +3,7 @@ proxy-wide maximum, and KIP-612's connection_creation_rate with Kafka's arithmet
 
 from __future__ import annotations
 
+from proxy.server import peer_ip
 from quotas.connections import Admission, ConnectionLimits, ConnectionQuotas, Verdict
 from quotas.entities import DEFAULT
 from quotas.stats import MetricConfig
@@ -69,3 +70,9 @@ def test_a_reload_keeps_counts_and_applies_new_rates() -> None:
     assert quotas.admit("10.0.0.1", 0) == ACCEPT  # 2/s under the new 10/s
     assert quotas.counts == {"10.0.0.1": 2}
     assert quotas.expire(3_600_000) == 1  # an hour without connections: its sensor goes
+
+
+def test_a_dual_stack_listener_names_ipv4_clients_as_kafka_does() -> None:
+    assert peer_ip("::ffff:10.0.0.1") == "10.0.0.1"
+    assert peer_ip("fe80::1%eth0") == "fe80::1"
+    assert peer_ip("10.0.0.1") == "10.0.0.1"

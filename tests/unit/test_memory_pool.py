@@ -18,6 +18,9 @@ from tests.wire import request_frame
 OTHER_API = 7  # ControlledShutdown: never decoded
 
 
+CLOCK = VirtualClock()
+
+
 def core_with(pool: MemoryPool) -> tuple[ConnectionCore, RecordingTransport, RecordingTransport]:
     client, upstream = RecordingTransport(), RecordingTransport()
     connects: list[int] = []
@@ -27,7 +30,7 @@ def core_with(pool: MemoryPool) -> tuple[ConnectionCore, RecordingTransport, Rec
         lambda n, h, p: (h, p),
         TopicCache(),
         10**8,
-        VirtualClock(),
+        CLOCK,
         lambda: None,
         pool=pool,
         connect_upstream=lambda: connects.append(1),
@@ -71,6 +74,8 @@ def test_an_exhausted_pool_stops_reading_until_memory_returns() -> None:
     third.requests_received(frame(50, 8)[:20])
     assert pool.waiting == 2
     first.requests_received(big[10:])  # completes: memory returns; waiters in order
+    assert not second_client.reading  # resumed from the event loop, not from here
+    CLOCK.advance(0)
     assert second_client.reading and third_client.reading
     assert pool.available == 1000 - 104 - 54
     second.requests_received(other[10:])
