@@ -24,12 +24,16 @@ async def closed_by_proxy(reader: asyncio.StreamReader) -> bool:
         return True
 
 
-async def send_raw(bootstrap: str, payload: bytes) -> asyncio.StreamReader:
+async def send_raw(
+    bootstrap: str, payload: bytes
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """The writer is returned to be kept: a StreamWriter collected closes its connection,
+    and the EOF the test then reads would be its own, not the proxy's."""
     host, port = bootstrap.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port))
     writer.write(payload)
     await writer.drain()
-    return reader
+    return reader, writer
 
 
 def malformed_frame() -> bytes:
@@ -58,16 +62,18 @@ async def test_bad_frames_close_only_their_own_connection(proxy3: RunningProxy) 
     steady = asyncio.create_task(produce_steadily())
     try:
         for payload in (malformed_frame(), oversized_frame()):
-            reader = await send_raw(proxy3.bootstrap, payload)
+            reader, writer = await send_raw(proxy3.bootstrap, payload)
             assert await closed_by_proxy(reader)
+            writer.close()
         # a broker listener, too, and a client that vanishes mid-frame
         host, port = proxy3.broker_address(2).rsplit(":", 1)
         _, writer = await asyncio.open_connection(host, int(port))
         writer.write(struct.pack(">i", 1000) + b"\x00\x03\x00\x0c")
         await writer.drain()
         writer.transport.abort()
-        reader = await send_raw(proxy3.broker_address(2), malformed_frame())
+        reader, writer = await send_raw(proxy3.broker_address(2), malformed_frame())
         assert await closed_by_proxy(reader)
+        writer.close()
         before = sent
         while sent < before + 200:  # the well-behaved producer is still served
             await asyncio.sleep(0.05)
@@ -88,10 +94,11 @@ async def test_unreachable_upstream_closes_the_connection_then_the_listener(tmp_
     proxy = await asyncio.to_thread(start_proxy, tmp_path, dead, 1)
     try:
         api_versions = struct.pack(">hhih", 18, 0, 1, 1) + b"c"
-        reader = await send_raw(
+        reader, writer = await send_raw(
             proxy.bootstrap, struct.pack(">i", len(api_versions)) + api_versions
         )
         assert await closed_by_proxy(reader)
+        writer.close()
         # then the listener refuses, as the unreachable broker itself does
         host, port = proxy.bootstrap.rsplit(":", 1)
         with pytest.raises(ConnectionRefusedError):
