@@ -8,11 +8,11 @@ reported with the entity and the key, in Kafka's path form (users/alice/clients/
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from collections.abc import Mapping
 from typing import Any
 
+from quotas.connections import canonical_ip
 from quotas.entities import DEFAULT, QUOTA_KEYS, QuotaEntity, QuotaType
 from quotas.settings import ProducerIdCacheSettings, QuotaSettings
 from quotas.stats import MetricConfig
@@ -164,7 +164,7 @@ def parse_ips(raw: Any, problems: list[str]) -> dict[str, float]:
     rates: dict[str, float] = {}
     for name, table in _entity_tables(raw, "ips", problems):
         where = f"ips/{name}"
-        address = name if name == DEFAULT else ip_address_or_none(name)
+        address = name if name == DEFAULT else canonical_ip(name)
         if address is None:
             problems.append(f"{where}: not an IP address or {DEFAULT!r}")
             continue
@@ -184,11 +184,3 @@ def parse_ips(raw: Any, problems: list[str]) -> dict[str, float]:
             else:
                 rates[address] = float(value)
     return rates
-
-
-def ip_address_or_none(text: str) -> str | None:
-    """The address in the form a socket reports a peer's, or None if `text` is not one."""
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        return None

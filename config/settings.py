@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from config.quotas import ip_address_or_none
+from quotas.connections import canonical_ip
 from quotas.entities import QUOTA_KEYS, QuotaType
 from quotas.javamath import INT_MAX
 
@@ -205,7 +205,7 @@ def parse_proxy_settings(section: dict[str, Any], problems: list[str]) -> ProxyS
             continue
         if key == "max_connections_per_ip_overrides":
             overrides = {
-                ip_address_or_none(ip): limit
+                canonical_ip(ip): limit
                 for ip, limit in value.items()
                 if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0
             }

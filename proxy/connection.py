@@ -74,7 +74,6 @@ class ClientConnection(asyncio.Protocol):
             self._topics,
             self._max_frame_bytes,
             self._clock,
-            _nothing,
             f"{peer[0]}:{peer[1]}" if peer else "?",
             self._usage,
             self._pool,
@@ -147,10 +146,6 @@ class ClientConnection(asyncio.Protocol):
         self.close()
         if self._transport is not None:
             self._transport.abort()
-
-
-def _nothing() -> None:
-    """The core's close callback: the connection reports its close when the socket is."""
 
 
 class _UpstreamProtocol(asyncio.Protocol):

@@ -111,7 +111,6 @@ class ConnectionCore:
         topics: TopicCache,
         max_frame_bytes: int,
         clock: Clock,
-        on_close: Callable[[], None],
         peer: str = "?",
         usage: UsageRecorder | None = None,
         pool: MemoryPool | None = None,
@@ -134,7 +133,6 @@ class ConnectionCore:
         self._upstream: Peer | None = None
         self._enforcer = enforcer
         self._clock = clock
-        self._on_close = on_close
         self.session = Session(enforcer, advertise, topics, peer)
         #: the clock's time (ns) until which reading stays paused for a throttle (KIP-219)
         self._muted_until_ns = 0
@@ -517,7 +515,6 @@ class ConnectionCore:
         self._client.close()
         if self._upstream is not None:
             self._upstream.close()
-        self._on_close()
 
     # upstream side -------------------------------------------------------------------------
 

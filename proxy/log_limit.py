@@ -1,7 +1,8 @@
 """Repeated log lines, rate-limited: a misbehaving fleet must not turn into a log flood.
 
-Lines are alike when they come from the same place with the same format string (the client
-address in them differs every time). Each kind gets a burst of lines per period; further
+Lines are alike when they come from the same line of code (the client address in them
+differs every time); keyed by place alone, the filter's memory is bounded by the code, not by
+what clients make it log. Each kind gets a burst of lines per period; further
 ones are counted, and the next line of that kind let through says how many were left out.
 """
 
@@ -27,11 +28,11 @@ class RepeatedLineFilter(logging.Filter):
         self._burst = burst
         self._period_s = period_s
         self._clock = clock
-        #: kind -> [period start, lines let through in it, lines left out since the last one]
-        self._kinds: dict[tuple[str, int, object], list[float]] = {}
+        #: place -> [period start, lines let through in it, lines left out since the last one]
+        self._kinds: dict[tuple[str, int], list[float]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        kind = (record.pathname, record.lineno, record.msg)
+        kind = (record.pathname, record.lineno)
         now = self._clock()
         state = self._kinds.get(kind)
         if state is None or now - state[0] >= self._period_s:

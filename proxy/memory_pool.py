@@ -29,10 +29,6 @@ class MemoryPool:
         self._waiting: OrderedDict[object, Callable[[], object]] = OrderedDict()
 
     @property
-    def used(self) -> int:
-        return self.capacity - self.available
-
-    @property
     def waiting(self) -> int:
         return len(self._waiting)
 

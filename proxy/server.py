@@ -12,6 +12,7 @@ served; proxy/listener.py closes a listener while its upstream is unreachable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from proxy.memory_pool import MemoryPool
 from proxy.metrics import ProxyStats
 from proxy.topics import TopicCache
 from proxy.usage import UsageRecorder
-from quotas.connections import ConnectionLimits, ConnectionQuotas, Verdict
+from quotas.connections import ConnectionLimits, ConnectionQuotas, Verdict, canonical_ip
 from quotas.stats import MetricConfig
 
 log = logging.getLogger(__name__)
@@ -41,11 +42,10 @@ _INT32 = Struct(">i")
 
 
 def peer_ip(address: str) -> str:
-    """A peer's address as the [ips] entities and per-address limits name it: an IPv4
-    client of a dual-stack listener arrives as ::ffff:a.b.c.d, which Java reads as a.b.c.d."""
-    if address.startswith("::ffff:") and "." in address:
-        return address[7:]
-    return address.partition("%")[0]
+    """A peer's address as the config names addresses (quotas.connections.canonical_ip),
+    without the scope of a link-local IPv6 peer."""
+    address = address.partition("%")[0]
+    return canonical_ip(address) or address
 
 
 class ProxyServer:
@@ -134,7 +134,8 @@ class ProxyServer:
         for connection in list(self.connections):
             connection.abort()
         if self.connections:  # their transports report the close from the event loop
-            await asyncio.wait_for(self._all_closed.wait(), 1.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._all_closed.wait(), 1.0)
         self.listeners.clear()
 
     def _listen(self, node_id: int | None, port: int) -> Listener:

@@ -17,6 +17,7 @@ refuse it if the address is over its maximum. Pure: the caller passes the time.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -26,6 +27,20 @@ from quotas.entities import DEFAULT
 from quotas.javamath import INT_MAX
 from quotas.managers import SENSOR_EXPIRATION_MS, throttle_time_ms
 from quotas.stats import MetricConfig, Rate
+
+
+def canonical_ip(text: str) -> str | None:
+    """An address as the [ips] entities and per-address limits name it, or None if `text` is
+    not one: written as Python writes it, and an IPv4 address in its IPv6-mapped form
+    (::ffff:a.b.c.d, how a dual-stack listener reports IPv4 clients) as plain IPv4, as
+    Java's InetAddress reads it."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
 
 
 @dataclass(frozen=True)

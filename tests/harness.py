@@ -16,6 +16,7 @@ from proxy.clock import Clock
 from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
 from proxy.handlers.base import Exchange, Request
+from proxy.memory_pool import MemoryPool
 from proxy.topics import TopicCache
 from proxy.usage import UsageCounters, UsageRecorder
 
@@ -112,13 +113,14 @@ def connect(
     client: RecordingTransport | None = None,
     upstream: RecordingTransport | None = None,
     usage: UsageRecorder | None = None,
+    pool: MemoryPool | None = None,
 ) -> tuple[ConnectionCore, RecordingTransport, RecordingTransport]:
     """A connection core whose client and upstream sides are already connected."""
     client = client or RecordingTransport()
     upstream = upstream or RecordingTransport()
     advertise: Advertise = lambda n, h, p: (h, p)  # noqa: E731
     core = ConnectionCore(
-        client, enforcer, advertise, TopicCache(), 10**8, clock, lambda: None, usage=usage
+        client, enforcer, advertise, TopicCache(), 10**8, clock, usage=usage, pool=pool
     )
     core.upstream_connected(upstream)
     return core, client, upstream

@@ -12,7 +12,7 @@ from proxy.memory_pool import MemoryPool
 from proxy.topics import TopicCache
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
-from tests.harness import RecordingTransport, VirtualClock
+from tests.harness import RecordingTransport, VirtualClock, connect
 from tests.wire import request_frame
 
 OTHER_API = 7  # ControlledShutdown: never decoded
@@ -22,8 +22,12 @@ CLOCK = VirtualClock()
 
 
 def core_with(pool: MemoryPool) -> tuple[ConnectionCore, RecordingTransport, RecordingTransport]:
-    client, upstream = RecordingTransport(), RecordingTransport()
+    return connect(Enforcer(QuotaEngine(QuotaConfig())), CLOCK, pool=pool)
+
+
+def test_the_upstream_connection_opens_at_the_first_bytes() -> None:
     connects: list[int] = []
+    client = RecordingTransport()
     core = ConnectionCore(
         client,
         Enforcer(QuotaEngine(QuotaConfig())),
@@ -31,14 +35,16 @@ def core_with(pool: MemoryPool) -> tuple[ConnectionCore, RecordingTransport, Rec
         TopicCache(),
         10**8,
         CLOCK,
-        lambda: None,
-        pool=pool,
         connect_upstream=lambda: connects.append(1),
     )
+    assert connects == [] and client.reading  # accepted, nothing asked of the cluster
     core.requests_received(b"")  # the first read asks for the upstream connection
+    assert connects == [1] and not client.reading
+    core.requests_received(frame(20))  # kept until the upstream is connected
     assert connects == [1]
+    upstream = RecordingTransport()
     core.upstream_connected(upstream)
-    return core, client, upstream
+    assert client.reading and len(upstream.written) == 1
 
 
 def frame(size: int, correlation_id: int = 1) -> bytes:
