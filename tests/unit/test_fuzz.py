@@ -1,0 +1,71 @@
+"""The fuzzers' short run, and what their seeds and mutations must be.
+
+The long runs are commands (README, "Fuzzing"): `python -m tests.fuzz` for one million
+inputs, `python -m tests.fuzz.network` for minutes against a real broker.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from protocol.headers import parse_request_header
+from proxy.handlers.registry import HANDLERS
+from tests.fuzz.__main__ import HARNESS_NAMES
+from tests.fuzz.harnesses import HARNESSES, handle, run
+from tests.fuzz.mutate import mutate, with_size_prefix
+from tests.fuzz.seeds import captured, seeds
+
+
+def test_the_seeds_are_requests_of_every_client_and_every_api_the_proxy_decodes() -> None:
+    frames = captured()
+    clients = {name.split("-")[0] for name in frames}
+    assert clients == {"kafka", "aiokafka", "confluent", "java"}  # kafka-python's "kafka"
+    apis = {parse_request_header(frame).api_key for frame in frames.values()}
+    assert set(HANDLERS) <= apis
+    assert set(HARNESSES) == set(HARNESS_NAMES)
+    assert all(seeds(name) for name in HARNESSES)
+
+
+@pytest.mark.parametrize("name", sorted(HARNESSES))
+def test_every_seed_passes_its_harness(name: str) -> None:
+    for data in seeds(name).values():
+        run(HARNESSES[name], data)
+
+
+def test_a_real_clients_request_is_handled_without_error() -> None:
+    """Not even the documented ProtocolError: these are the bytes real clients send."""
+    for name, frame in captured().items():
+        if parse_request_header(frame).api_key in HANDLERS:
+            try:
+                handle(frame)
+            except Exception as exc:
+                raise AssertionError(f"{name}: {exc!r}") from exc
+
+
+def test_mutations_are_reproducible_and_reframed_frames_are_whole() -> None:
+    seed = next(iter(captured().values()))
+    first = [mutate(random.Random(7), seed, seed) for _ in range(50)]
+    again = [mutate(random.Random(7), seed, seed) for _ in range(50)]
+    assert first == again
+    assert any(data != seed for data in first)
+    for data in first:
+        framed = with_size_prefix(data)
+        assert struct.unpack_from(">i", framed)[0] == len(framed) - 4
+
+
+def test_a_short_coverage_guided_run_finds_nothing(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.fuzz", "--inputs", "16000", "--artifacts", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert "16,000 inputs over 8 harnesses" in result.stdout
+    assert not list(tmp_path.iterdir())
