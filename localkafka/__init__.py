@@ -332,11 +332,16 @@ class KafkaCluster:
             env={**os.environ, "LOG_DIR": str(node_dir)},
         )
 
-    def stop_broker(self, node_id: int) -> None:
-        """Stop one node as an operator would (SIGTERM: a controlled shutdown)."""
+    def stop_broker(self, node_id: int, crash: bool = False) -> None:
+        """Stop one node as an operator would (SIGTERM: a controlled shutdown), or as a crash
+        does (SIGKILL: it stays in the metadata, leading its partitions, until the controller
+        fences it after broker.session.timeout.ms)."""
         broker = self.brokers[node_id - 1]
         assert broker.process is not None
-        broker.process.terminate()
+        if crash:
+            broker.process.kill()
+        else:
+            broker.process.terminate()
         try:
             broker.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
