@@ -44,6 +44,7 @@ bench: setup
 	$(PY) -m bench.producer_ids
 	$(PY) -m bench.throughput
 	$(PY) -m bench.usage_report
+	$(PY) -m bench.hostile
 
 clean:
 	rm -rf $(VENV) .cache
