@@ -39,7 +39,8 @@ class ProxySettings:
     #: Kafka's queued.max.request.bytes: request bytes being read, over every connection;
     #: when they are used up the proxy reads no new request until memory returns
     queued_max_request_bytes: int = 256 * 1024 * 1024
-    #: Kafka's connections.max.idle.ms: a connection with no traffic this long is closed
+    #: Kafka's connections.max.idle.ms: a connection with no traffic this long is closed;
+    #: -1 never closes one (as Kafka's Selector with a negative value)
     connections_max_idle_ms: int = 600_000
     #: on SIGTERM, how long requests already sent upstream may take to be answered before
     #: the remaining connections are closed
@@ -182,7 +183,6 @@ _POSITIVE = (
     "connect_timeout_s",
     "config_poll_interval_s",
     "queued_max_request_bytes",
-    "connections_max_idle_ms",
     "max_connections",
 )
 _NOT_NEGATIVE = ("max_connections_per_ip", "drain_timeout_s")
@@ -202,6 +202,9 @@ def parse_proxy_settings(section: dict[str, Any], problems: list[str]) -> ProxyS
             continue
         elif key in _NOT_NEGATIVE and value < 0:
             problems.append(f"{where}: must be >= 0, got {value}")
+            continue
+        elif key == "connections_max_idle_ms" and value <= 0 and value != -1:
+            problems.append(f"{where}: must be > 0, or -1 to never close idle ones; got {value}")
             continue
         if key == "max_connections_per_ip_overrides":
             overrides = {

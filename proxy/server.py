@@ -37,6 +37,9 @@ from quotas.connections import ConnectionLimits, ConnectionQuotas, Verdict, cano
 from quotas.stats import MetricConfig
 
 log = logging.getLogger(__name__)
+#: the idle sweep looks at every connection: not more often than this, however short
+#: connections_max_idle_ms is
+IDLE_SWEEP_MIN_S = 0.05
 
 _INT32 = Struct(">i")
 
@@ -98,7 +101,8 @@ class ProxyServer:
 
     async def start(self) -> None:
         self._listen(None, self.settings.bootstrap_port)
-        self._idle_check = asyncio.get_running_loop().create_task(self._close_idle())
+        if self.settings.connections_max_idle_ms > 0:
+            self._idle_check = asyncio.get_running_loop().create_task(self._close_idle())
         try:
             await self.discover_brokers()
         except (OSError, TimeoutError, ValueError, EOFError, ProtocolError) as exc:
@@ -248,7 +252,8 @@ class ProxyServer:
         """connections.max.idle.ms: a connection nothing was read from, on either side, for
         that long is closed (Kafka's Selector closes its idle channels the same way)."""
         idle_ns = self.settings.connections_max_idle_ms * 1_000_000
-        interval_s = min(1.0, idle_ns / 2e9)
+        # twice per idle time, at most once a second
+        interval_s = max(min(1.0, idle_ns / 2e9), IDLE_SWEEP_MIN_S)
         while True:
             await asyncio.sleep(interval_s)
             now_ns = self.clock.now_ns()

@@ -251,6 +251,7 @@ max_connections = 0
 max_connections_per_ip = 0
 max_connections_per_ip_overrides = { "not-an-ip" = 3 }
 queued_max_request_bytes = -1
+connections_max_idle_ms = 0
 
 [ips."10.0.0.300"]
 connection_creation_rate = 5
@@ -267,7 +268,13 @@ connections = 3
     assert "[proxy] key 'max_connections_per_ip': 0 admits no client" in text
     assert "[proxy] key 'max_connections_per_ip_overrides': expected IP address" in text
     assert "[proxy] key 'queued_max_request_bytes': must be > 0, got -1" in text
+    assert "[proxy] key 'connections_max_idle_ms': must be > 0, or -1 to never" in text
     assert "ips/10.0.0.300: not an IP address" in text
     assert "ips/<default>: key 'connection_creation_rate': expected an integer >= 1" in text
     assert "ips/<default>: key 'connections': unknown quota" in text
-    assert len(text.splitlines()) == 7
+    assert len(text.splitlines()) == 8
+
+
+def test_idle_connections_are_never_closed_with_minus_one(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "[proxy]\nconnections_max_idle_ms = -1\n"))
+    assert config.proxy.connections_max_idle_ms == -1
