@@ -62,6 +62,10 @@ class VirtualClock(Clock):
     def advance(self, delay_ns: int) -> None:
         self.advance_to(self._now + delay_ns)
 
+    def pending(self) -> bool:
+        """A timer is set and not cancelled."""
+        return any(not timer.cancelled for _, _, timer in self._timers)
+
 
 class RecordingTransport:
     """Stands in for one side's asyncio transport. What the connection writes is kept in

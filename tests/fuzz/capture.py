@@ -7,8 +7,10 @@ and a recording relay on 127.0.0.5 at the proxy's ports: every client connection
 the relay, which keeps each request frame it carries. kafka-python, aiokafka,
 confluent-kafka and Kafka's Java tools then produce, consume in groups, run transactions
 and create, grow and delete topics, each authenticating with another SASL mechanism. A few
-frames of each (client, api_key, api_version) are written as `<client>-<api>-v<n>-<i>.bin`;
-the files are committed, so fuzzing needs no Kafka.
+frames of each (client, api_key, api_version) are written as `<client>-<api>-v<n>-<i>.bin`,
+and a few responses of each (api_key, api_version) as `responses/<key>-<api>-v<n>-<i>.bin`
+(the connection harness answers with them); the files are committed, so fuzzing needs no
+Kafka.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from localkafka import KafkaCluster, java_command
 from localkafka.load import PRODUCER_PERFORMANCE, producer_perf_args
 from localkafka.proxy_process import start_proxy
 from protocol.frames import FrameSplitter
-from protocol.headers import parse_request_header
+from protocol.headers import parse_request_header, response_correlation_id
 from proxy.usage import api_name
 
 CORPUS = Path(__file__).with_name("corpus")
@@ -50,28 +52,41 @@ MAX_SEED_BYTES = 64 * 1024
 
 
 class Recorder:
-    """The frames clients sent, by the client running at the time."""
+    """The frames clients sent, by the client running at the time, and the responses they
+    got, by API and version."""
 
     def __init__(self) -> None:
         self.client = "none"
         self.frames: dict[tuple[str, int, int], list[bytes]] = defaultdict(list)
+        self.responses: dict[tuple[int, int], list[bytes]] = defaultdict(list)
 
     def keep(self, frame: bytes) -> None:
         header = parse_request_header(frame)
-        kept = self.frames[(self.client, header.api_key, header.api_version)]
-        if len(kept) < PER_KIND and len(frame) <= MAX_SEED_BYTES and frame not in kept:
-            kept.append(frame)
+        _keep(self.frames[(self.client, header.api_key, header.api_version)], frame)
+
+    def keep_response(self, frame: bytes, api_key: int, version: int) -> None:
+        _keep(self.responses[(api_key, version)], frame)
 
     def write(self, out: Path) -> int:
-        out.mkdir(parents=True, exist_ok=True)
-        for old in out.glob("*.bin"):
+        responses = out / "responses"
+        responses.mkdir(parents=True, exist_ok=True)
+        for old in [*out.glob("*.bin"), *responses.glob("*.bin")]:
             old.unlink()
         written = 0
         for (client, api_key, version), frames in sorted(self.frames.items()):
             for i, frame in enumerate(frames):
                 (out / f"{client}-{api_name(api_key)}-v{version}-{i}.bin").write_bytes(frame)
                 written += 1
+        for (api_key, version), frames in sorted(self.responses.items()):
+            for i, frame in enumerate(frames):
+                (responses / f"{api_key}-{api_name(api_key)}-v{version}-{i}.bin").write_bytes(frame)
+                written += 1
         return written
+
+
+def _keep(kept: list[bytes], frame: bytes) -> None:
+    if len(kept) < PER_KIND and len(frame) <= MAX_SEED_BYTES and frame not in kept:
+        kept.append(frame)
 
 
 async def _pipe(
@@ -94,15 +109,24 @@ async def _relay(ports: list[int], recorder: Recorder) -> list[asyncio.Server]:
         c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter, port: int
     ) -> None:
         u_reader, u_writer = await asyncio.open_connection("127.0.0.1", port)
-        splitter = FrameSplitter()
+        requests, responses = FrameSplitter(), FrameSplitter()
+        asked: dict[int, tuple[int, int]] = {}  # correlation id -> (api_key, version)
 
         def record(data: bytes) -> None:
-            for frame in splitter.feed(data):
+            for frame in requests.feed(data):
                 recorder.keep(frame)
+                header = parse_request_header(frame)
+                asked[header.correlation_id] = (header.api_key, header.api_version)
+
+        def record_response(data: bytes) -> None:
+            for frame in responses.feed(data):
+                api = asked.pop(response_correlation_id(frame), None)
+                if api is not None:
+                    recorder.keep_response(frame, *api)
 
         await asyncio.gather(
             _pipe(c_reader, u_writer, record),
-            _pipe(u_reader, c_writer, None),
+            _pipe(u_reader, c_writer, record_response),
             return_exceptions=True,
         )
 

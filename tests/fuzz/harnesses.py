@@ -3,40 +3,61 @@
 A harness takes one fuzzer input and may raise only ProtocolError, the documented answer to
 bytes that are not Kafka protocol (the connection closes); any other exception is a finding.
 The per-API harnesses force their API's key into the input's header and call its handler as
-the connection does, with every quota set low, so the quota paths behind the decoders run
-too. `connection` drives a whole ConnectionCore, which must never raise at all.
+the connection does, three times, with every quota set low, so the request-side quota paths
+(bytes produced, mutations, producer ids) run too. `connection` drives a whole
+ConnectionCore and answers what it forwards with responses real brokers gave, so the
+response side runs on state built from client bytes (bytes and request time charged,
+throttle times written into responses, mutations refunded); it must never raise at all.
+Every input starts from fresh quota state, so a saved finding replays alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import struct
 from collections.abc import Callable
+from typing import NamedTuple
 
 from kafka.protocol.producer import ProduceRequest
 
 from protocol.apis import (
     CREATE_PARTITIONS,
     CREATE_TOPICS,
+    DECODED,
     DELETE_TOPICS,
     FETCH,
+    MAX_DECODABLE_VERSION,
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    response_class,
 )
 from protocol.errors import ProtocolError
 from protocol.frames import FrameSplitter
-from protocol.headers import parse_request_header, request_body_offset
+from protocol.headers import (
+    encode_response,
+    parse_request_header,
+    request_body_offset,
+    response_body_offset,
+    response_correlation_id,
+)
+from protocol.produce import produce_acks
 from protocol.sasl import PLAIN
+from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
 from proxy.handlers.base import Defer, Session
 from proxy.handlers.registry import HANDLERS
+from proxy.memory_pool import MemoryPool
 from proxy.topics import TopicCache
+from proxy.usage import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.harness import VirtualClock, connect, handler_request
+from tests.fuzz.seeds import RESPONSES
+from tests.harness import RecordingTransport, VirtualClock, connect, handler_request
 from tests.wire import request_frame
 
 Harness = Callable[[bytes], None]
@@ -44,23 +65,31 @@ Harness = Callable[[bytes], None]
 _EVERYONE = QuotaEntity(client_id=DEFAULT)
 #: every quota type low enough that fuzzed requests cross it
 _LIMITS = {
-    QuotaType.PRODUCE: 1000.0,
-    QuotaType.FETCH: 1000.0,
+    QuotaType.PRODUCE: 100.0,
+    QuotaType.FETCH: 10.0,
     QuotaType.REQUEST: 1.0,
-    QuotaType.CONTROLLER_MUTATION: 2.0,
-    QuotaType.PRODUCER_IDS: 2.0,
+    QuotaType.CONTROLLER_MUTATION: 0.5,
+    QuotaType.PRODUCER_IDS: 1.0,
 }
 _QUOTAS = QuotaConfig(
     QuotaSettings(client=MetricConfig(samples=2, window_ms=1000)),
     {quota: {_EVERYONE: limit} for quota, limit in _LIMITS.items()},
 )
-_ENFORCER = Enforcer(QuotaEngine(_QUOTAS))
-_SESSION = Session(_ENFORCER, lambda node, host, port: ("proxy.local", 20000 + node), TopicCache())
 _SASL_MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", None)
 _API_KEY = struct.Struct(">h")
-#: ms of virtual time per fuzzer input: quota windows pass, sensors expire
-_STEP_MS = 97
-_now_ms = 0
+_INT32 = struct.Struct(">i")
+#: a per-API harness hands its request to the handler this often, this far apart, so one
+#: input crosses the quotas (each input starts from nothing: a finding replays alone)
+_REPEATS, _STEP_MS = 3, 400
+#: the connection harness's pool, small enough that fuzzed frame sizes exhaust it
+_POOL_BYTES = 64 * 1024
+#: after the input: time passes in these steps until the connection has nothing left to do
+_SETTLE_NS, _SETTLE_ROUNDS = 30 * 1_000_000_000, 200
+
+
+def _session() -> Session:
+    enforcer = Enforcer(QuotaEngine(_QUOTAS))
+    return Session(enforcer, lambda node, host, port: ("proxy.local", 20000 + node), TopicCache())
 
 
 def _with_api_key(data: bytes, api_key: int) -> bytes:
@@ -70,16 +99,15 @@ def _with_api_key(data: bytes, api_key: int) -> bytes:
     return data[:4] + _API_KEY.pack(api_key) + data[6:]
 
 
-def handle(frame: bytes, session: Session = _SESSION) -> None:
-    """What the connection does with one request frame, handler and all."""
-    global _now_ms
-    _now_ms += _STEP_MS
+def handle(frame: bytes, session: Session | None = None) -> None:
+    """What the connection does with one request frame, handler and all, a few times."""
+    session = session or _session()
     header = parse_request_header(frame)
-    request = handler_request(frame, _now_ms)
     handler = HANDLERS[header.api_key]
-    outcome = handler.on_request(session, request)
-    if isinstance(outcome, Defer):
-        handler.on_request(session, request._replace(refreshed=True))
+    for repeat in range(_REPEATS):
+        request = handler_request(frame, repeat * _STEP_MS)
+        if isinstance(handler.on_request(session, request), Defer):
+            handler.on_request(session, request._replace(refreshed=True))
 
 
 def framing(data: bytes) -> None:
@@ -95,7 +123,7 @@ def framing(data: bytes) -> None:
     assert b"".join(frames) == stream[:taken], "frames are not the stream's bytes in order"
     assert taken + splitter.buffered == len(stream), "bytes lost or invented"
     for frame in frames:
-        assert struct.unpack_from(">i", frame)[0] == len(frame) - 4, "a frame is not whole"
+        assert _INT32.unpack_from(frame)[0] == len(frame) - 4, "a frame is not whole"
 
 
 def header(data: bytes) -> None:
@@ -123,7 +151,12 @@ def record_batches(data: bytes) -> None:
 
 
 def fetch(data: bytes) -> None:
-    handle(_with_api_key(data, FETCH))
+    """Over the consumer quota from the start, so the throttled answer (an empty Fetch at the
+    client's version) is written too."""
+    frame, session = _with_api_key(data, FETCH), _session()
+    principal = session.principal(parse_request_header(frame).client_id or "")
+    session.enforcer.on_fetch_response(principal, 10_000, 0)
+    handle(frame, session)
 
 
 def sasl(data: bytes) -> None:
@@ -131,7 +164,7 @@ def sasl(data: bytes) -> None:
     input's last byte picks."""
     if not data:
         return
-    session = Session(_ENFORCER, _SESSION.advertise, TopicCache())
+    session = _session()
     if data[-1] & 1:
         handle(_with_api_key(data, SASL_HANDSHAKE), session)
         return
@@ -146,22 +179,115 @@ def admin(data: bytes) -> None:
         handle(_with_api_key(data, api_key))
 
 
+class _Malformed(logging.Handler):
+    """The core turns a decoder's struct.error, IndexError or ValueError into a closed
+    connection and a log line; for the fuzzer that is a missed bounds check."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "malformed request" in message:
+            self.seen.append(message)
+
+
+def _answer(core: ConnectionCore, upstream: RecordingTransport, answered: int) -> int:
+    """Answer the requests sent upstream since `answered`, in order, with responses real
+    brokers gave to the same API and version; stop at one that has none."""
+    written = upstream.written
+    while answered < len(written) and not core.closed:
+        frame = written[answered]
+        header = parse_request_header(frame)
+        if header.api_key == PRODUCE and produce_acks(frame, header) == 0:
+            answered += 1  # expects no response
+            continue
+        kept = _responses(header.api_key, header.api_version)
+        if not kept:
+            break
+        response = kept[header.correlation_id % len(kept)]
+        core.responses_received(response[:4] + _INT32.pack(header.correlation_id) + response[8:])
+        answered += 1
+    return answered
+
+
+@functools.cache
+def _responses(api_key: int, version: int) -> list[bytes]:
+    """Captured responses of this version; else (the proxy's own requests use versions no
+    client chose) captured ones of another version, re-encoded at this one."""
+    exact = RESPONSES.get((api_key, version))
+    if exact or api_key not in DECODED or version > MAX_DECODABLE_VERSION[api_key]:
+        return exact or []  # a version the broker does not know: it would close
+    others = sorted((v, frames) for (key, v), frames in RESPONSES.items() if key == api_key)
+    if not others:
+        return []
+    other, frames = others[-1]
+    cls = response_class(api_key)
+    converted = []
+    for frame in frames:
+        msg = cls.decode(frame[response_body_offset(frame, api_key, other) :], version=other)
+        fields = {name: getattr(msg, name) for name in cls.fields}  # as keep_topics: afresh
+        body = bytes(cls(version=version, **fields).encode(version=version))
+        converted.append(encode_response(response_correlation_id(frame), api_key, version, body))
+    return converted
+
+
+class Driven(NamedTuple):
+    core: ConnectionCore
+    client: RecordingTransport
+    upstream: RecordingTransport
+    #: how many of the frames sent upstream got their response
+    answered: int
+    #: "malformed request" lines the core logged
+    malformed: list[str]
+
+
+def drive_connection(data: bytes) -> Driven:
+    """Bytes into a whole ConnectionCore (memory pool and usage recorder included), cut into
+    reads, on a virtual clock, each request answered as a broker answered it."""
+    clock = VirtualClock()
+    core, client, upstream = connect(
+        Enforcer(QuotaEngine(_QUOTAS)),
+        clock,
+        usage=UsageRecorder("fuzz", 0),
+        pool=MemoryPool(_POOL_BYTES),
+    )
+    malformed = _Malformed()
+    log = logging.getLogger("proxy")
+    log.addHandler(malformed)
+    propagate, log.propagate = log.propagate, False  # thousands of inputs, no log lines
+    answered = 0
+    try:
+        # the last two bytes pick the size of each read and the broker's time for each
+        step, step_ns = data[-1] % 251 + 1, data[-2 % len(data)] % 50 * 1_000_000
+        for start in range(0, len(data), step):
+            if client.closed:
+                break
+            core.requests_received(data[start : start + step])
+            clock.advance(step_ns)  # charged as request time
+            answered = _answer(core, upstream, answered)
+        for _ in range(_SETTLE_ROUNDS):  # throttles end, held requests go on, till all rest
+            sent = len(upstream.written)
+            clock.advance(_SETTLE_NS)
+            answered = _answer(core, upstream, answered)
+            if len(upstream.written) == sent and answered == sent and not clock.pending():
+                break
+    finally:
+        log.removeHandler(malformed)
+        log.propagate = propagate
+    return Driven(core, client, upstream, answered, malformed.seen)
+
+
 def connection(data: bytes) -> None:
-    """Bytes into a whole ConnectionCore, cut into reads, on a virtual clock: the core closes
-    the client on bad input and never raises; it sends upstream only whole frames."""
+    """The core closes the client on bad input and never raises, never meets a missed bounds
+    check, and sends upstream only whole frames."""
     if not data:
         return
-    clock = VirtualClock()
-    core, client, upstream = connect(_ENFORCER, clock)
-    step, stream = data[-1] % 251 + 1, data
-    for start in range(0, len(stream), step):
-        if client.closed:
-            break
-        core.requests_received(stream[start : start + step])
-        clock.advance(_STEP_MS * 1_000_000)
-    clock.advance(60 * 1_000_000_000)
-    for frame in upstream.written:
-        assert struct.unpack_from(">i", frame)[0] == len(frame) - 4, "a partial frame upstream"
+    driven = drive_connection(data)
+    assert not driven.malformed, driven.malformed[0]
+    for frame in driven.upstream.written:
+        assert _INT32.unpack_from(frame)[0] == len(frame) - 4, "a partial frame upstream"
 
 
 HARNESSES: dict[str, Harness] = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Final
 
 from kafka.protocol.producer import ProduceRequest
 
@@ -30,6 +31,18 @@ _APIS: dict[str, frozenset[int] | None] = {
     "admin": frozenset({CREATE_TOPICS, CREATE_PARTITIONS, DELETE_TOPICS}),
     "connection": None,
 }
+
+
+def captured_responses() -> dict[tuple[int, int], list[bytes]]:
+    """(api_key, api_version) -> responses real brokers gave to requests of them."""
+    kept: dict[tuple[int, int], list[bytes]] = defaultdict(list)
+    for path in sorted((CORPUS / "responses").glob("*.bin")):
+        parts = path.stem.split("-")  # <key>-<api>-v<version>-<i>
+        kept[(int(parts[0]), int(parts[-2].removeprefix("v")))].append(path.read_bytes())
+    return dict(kept)
+
+
+RESPONSES: Final = captured_responses()
 
 
 def captured() -> dict[str, bytes]:
