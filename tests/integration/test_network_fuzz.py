@@ -19,6 +19,7 @@ async def test_fuzzed_connections_neither_stop_the_proxy_nor_lose_a_record(
     print(report)
     assert report.proxy_exit is None, "the proxy exited"
     assert report.tracebacks == 0, "the proxy logged a traceback"
+    assert report.malformed == 0, "a decoder missed a bounds check"
     assert report.counts.connections > 100 and report.counts.refused == 0
     assert report.counts.closed_by_proxy > 0  # bad frames close their connection
     assert report.acked > 0 and report.acked_last_10s > 0  # served throughout
