@@ -30,12 +30,21 @@ class RunningProxy:
     log_path: Path
     #: http://host:port/metrics
     metrics_url: str
+    #: variables added to the proxy's environment, kept across restarts
+    env: dict[str, str]
 
     def broker_address(self, node_id: int) -> str:
         return f"{LOOPBACK}:{self.broker_port_base + node_id}"
 
     def log(self) -> str:
         return self.log_path.read_text()
+
+    def rss_bytes(self) -> int:
+        """The proxy's resident memory now (VmRSS)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError(f"no VmRSS for the proxy (pid {self.process.pid})")
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -48,9 +57,15 @@ class RunningProxy:
 
 
 def start_proxy(
-    tmp: Path, upstream: str, brokers: int, extra: str = "", name: str = "proxy"
+    tmp: Path,
+    upstream: str,
+    brokers: int,
+    extra: str = "",
+    name: str = "proxy",
+    env: dict[str, str] | None = None,
 ) -> RunningProxy:
-    """Run `kafka-quota-proxy run` as an operator would, and wait for its bootstrap line."""
+    """Run `kafka-quota-proxy run` as an operator would, and wait for its bootstrap line;
+    `env` is added to its environment (an LD_PRELOAD that counts its connections)."""
     base = free_port_block(brokers)
     config = tmp / f"{name}.toml"
     servers = ", ".join(f'"{s}"' for s in upstream.split(","))
@@ -59,24 +74,24 @@ def start_proxy(
         f"bootstrap_port = {free_port()}\nbroker_port_base = {base}\n{extra}"
         "\n[metrics]\nport = 0\n"
     )
-    return _launch(config, tmp / f"{name}.log", base)
+    return _launch(config, tmp / f"{name}.log", base, env or {})
 
 
 def restart_proxy(proxy: RunningProxy) -> RunningProxy:
     """Stop the proxy (SIGTERM: it drains) and run it again on the same config and ports, as
     a rolling restart does."""
     proxy.stop()
-    return _launch(proxy.config_path, proxy.log_path, proxy.broker_port_base)
+    return _launch(proxy.config_path, proxy.log_path, proxy.broker_port_base, proxy.env)
 
 
-def _launch(config: Path, log_path: Path, base: int) -> RunningProxy:
+def _launch(config: Path, log_path: Path, base: int, env: dict[str, str]) -> RunningProxy:
     log = log_path.open("a")
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy", "run", "--config", str(config)],
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
         cwd=config.parent,  # where its usage samples go by default ([usage] directory)
     )
     assert process.stdout is not None
@@ -96,4 +111,5 @@ def _launch(config: Path, log_path: Path, base: int) -> RunningProxy:
         config,
         log_path,
         printed["kafka-quota-proxy metrics"],
+        env,
     )

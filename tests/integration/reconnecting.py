@@ -24,7 +24,9 @@ PARTITIONS = 3
 
 def _kafka_python(bootstrap: str, topic: str, deadline: float) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="reconnecting")
+    # a group of its own: the direct and the proxied client run at once
+    group = "reconnecting-" + bootstrap.replace(":", "-").replace(",", "-")
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
     sent = 0
     while time.monotonic() < deadline:
         producer.send(topic, b"x", partition=sent % PARTITIONS)

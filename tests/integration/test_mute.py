@@ -43,13 +43,6 @@ def mute_proxy(kafka3: KafkaCluster, tmp_path: Path) -> Iterator[RunningProxy]:
     proxy.stop()
 
 
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 def flood(address: str, seconds: float) -> tuple[int, int, int, list[int]]:
     """(requests written, responses read, largest backlog in bytes, throttle_time_ms seen)."""
     host, port = address.rsplit(":", 1)
@@ -86,12 +79,12 @@ def flood(address: str, seconds: float) -> tuple[int, int, int, list[int]]:
 async def test_a_client_ignoring_throttles_is_held_and_buffers_stay_bounded(
     mute_proxy: RunningProxy,
 ) -> None:
-    rss_before = rss_bytes(mute_proxy.process.pid)
+    rss_before = mute_proxy.rss_bytes()
     flooding = asyncio.create_task(asyncio.to_thread(flood, mute_proxy.bootstrap, 10.0))
     await asyncio.sleep(2)  # the first quota window
     shares = await sample_shares(mute_proxy.metrics_url, (CLIENT_ID,), 7)
     written, answered, backlog, throttles = await flooding
-    rss_after = rss_bytes(mute_proxy.process.pid)
+    rss_after = mute_proxy.rss_bytes()
     share = statistics.mean(shares[CLIENT_ID])
     print(
         f"raw flood: {written} written, {answered} answered, largest backlog {backlog:,} B,"
