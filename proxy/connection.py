@@ -2,7 +2,7 @@
 
 asyncio Protocols rather than streams: reading is paused and resumed directly on the
 transports (back-pressure, the mute of a throttled client), and frames reach the core from
-the data_received callback without a task switch. Everything the proxy decides is in
+the read callback without a task switch. Everything the proxy decides is in
 proxy/core.py; this module only connects sockets to it.
 """
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 
 from protocol.rewrite import Advertise
 from proxy.clock import Clock
-from proxy.core import ConnectionCore, Pause
+from proxy.core import READ_BYTES, ConnectionCore, Pause
 from proxy.enforcement import Enforcer
 from proxy.memory_pool import MemoryPool
 from proxy.topics import TopicCache
@@ -29,7 +29,14 @@ log = logging.getLogger(__name__)
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 
-class ClientConnection(asyncio.Protocol):
+#: every client read lands here first: reads run one at a time on the event loop's thread,
+#: and each is copied out before the next
+_READ_BUFFER = memoryview(bytearray(READ_BYTES))
+
+
+class ClientConnection(asyncio.BufferedProtocol):
+    """A BufferedProtocol so that the core decides how much each read takes (read_limit)."""
+
     def __init__(
         self,
         upstream_targets: Callable[[], Sequence[tuple[str, int]]],
@@ -113,9 +120,13 @@ class ClientConnection(asyncio.Protocol):
         )
         core.close()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
         assert self.core is not None
-        self.core.requests_received(data)
+        return _READ_BUFFER[: self.core.read_limit()]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        assert self.core is not None
+        self.core.requests_received(_READ_BUFFER[:nbytes].tobytes())
 
     def connection_lost(self, exc: Exception | None) -> None:
         """The socket is closed and its last response flushed: only now does the connection

@@ -75,6 +75,10 @@ class Peer(Protocol):
 #: answer throttled the connection, and Kafka caps a request-time throttle at one window:
 #: with 64 a raw pipelining client got 1.15 x its request_percentage (tests/fidelity.py).
 MAX_IN_FLIGHT = 5
+#: the most one read of a client takes (asyncio's and uvloop's own read size)
+READ_BYTES = 256 * 1024
+#: the most one read takes at a frame boundary while the memory pool is short (read_limit)
+PRESSURE_READ_BYTES = 64 * 1024
 
 
 class Pause(Enum):
@@ -225,6 +229,25 @@ class ConnectionCore:
         if handled < len(frames):
             self._backlog.extend(frames[handled:])
             self.pause_reading(Pause.BACKLOG)
+
+    def read_limit(self) -> int:
+        """How many bytes the next read of the client may take.
+
+        While the pool could not grant a frame of the largest size, a read takes at most
+        PRESSURE_READ_BYTES at a frame boundary, then no more than the frame it has memory
+        for: a connection waiting for memory holds at most that much, not a whole socket
+        read of a frame it has no memory for, while requests that fit in one such read still
+        arrive whole and need no memory (Kafka's NetworkReceive reads only the size prefix,
+        so when its pool is empty every client waits).
+        """
+        pool = self._pool
+        requests = self._requests
+        if pool is None or pool.available >= requests.max_frame_bytes:
+            return READ_BYTES
+        size = requests.incomplete_frame_bytes
+        if not size:
+            return PRESSURE_READ_BYTES
+        return min(size - requests.buffered, READ_BYTES)
 
     def _account_memory(self, completed: bool) -> None:
         """Return the grant of a frame that completed; ask one for a frame left waiting for

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from proxy.core import ConnectionCore, Pause
+from proxy.core import PRESSURE_READ_BYTES, READ_BYTES, ConnectionCore, Pause
 from proxy.enforcement import Enforcer
 from proxy.memory_pool import MemoryPool
 from proxy.topics import TopicCache
@@ -117,3 +117,26 @@ def test_drain_of_a_quiet_connection_closes_at_once() -> None:
     core, client, _ = core_with(MemoryPool(10**6))
     core.drain()
     assert client.closed and core.closed
+
+
+def test_under_memory_pressure_a_read_takes_a_small_request_then_no_more_than_its_frame() -> None:
+    """A connection waiting for memory holds at most one pressure read, not a socket read
+    of a frame it has no memory for; a request that fits in one such read needs no memory."""
+    roomy, _, _ = core_with(MemoryPool(10**8))  # could grant a frame of the largest size
+    assert roomy.read_limit() == READ_BYTES
+    pool = MemoryPool(1000)  # under the largest frame size (10**8): pressure
+    core, _, upstream = core_with(pool)
+    assert core.read_limit() == PRESSURE_READ_BYTES
+    whole = frame(600)
+    core.requests_received(whole[:3])
+    assert core.read_limit() == PRESSURE_READ_BYTES  # the prefix is not in yet
+    core.requests_received(whole[3:104])
+    assert pool.available == 1000 - 604  # granted as soon as the size is known
+    assert core.read_limit() == 500  # the rest of its frame, no more
+    core.requests_received(whole[104:])
+    assert len(upstream.written) == 1 and pool.available == 1000
+    big = frame(PRESSURE_READ_BYTES * 3)
+    other, other_client, _ = core_with(MemoryPool(0))  # nothing to grant
+    other.requests_received(big[:PRESSURE_READ_BYTES])
+    assert not other_client.reading  # holding one pressure read until memory returns
+    assert other.read_limit() == len(big) - PRESSURE_READ_BYTES
