@@ -20,6 +20,8 @@ from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer
 
 PARTITIONS = 3
+#: bounds every loop in count as well as time
+MAX_SENDS = 100_000
 
 
 def _kafka_python(bootstrap: str, topic: str, deadline: float) -> None:
@@ -27,18 +29,19 @@ def _kafka_python(bootstrap: str, topic: str, deadline: float) -> None:
     # a group of its own: the direct and the proxied client run at once
     group = "reconnecting-" + bootstrap.replace(":", "-").replace(",", "-")
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
-    sent = 0
-    while time.monotonic() < deadline:
+    for sent in range(MAX_SENDS):
+        if time.monotonic() >= deadline:
+            break
         producer.send(topic, b"x", partition=sent % PARTITIONS)
-        sent += 1
         consumer.poll(timeout_ms=20)
 
 
 async def _aiokafka(bootstrap: str, topic: str, deadline: float) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await producer.start()
-    sent = 0
-    while time.monotonic() < deadline:
+    for sent in range(MAX_SENDS):
+        if time.monotonic() >= deadline:
+            break
         try:
             await asyncio.wait_for(
                 producer.send(topic, b"x", partition=sent % PARTITIONS),
@@ -46,16 +49,15 @@ async def _aiokafka(bootstrap: str, topic: str, deadline: float) -> None:
             )
         except TimeoutError:
             break
-        sent += 1
         await asyncio.sleep(0.02)
 
 
 def _confluent(bootstrap: str, topic: str, deadline: float) -> None:
     producer = ConfluentProducer({"bootstrap.servers": bootstrap, "acks": "all"})
-    sent = 0
-    while time.monotonic() < deadline:
+    for sent in range(MAX_SENDS):
+        if time.monotonic() >= deadline:
+            break
         producer.produce(topic, b"x", partition=sent % PARTITIONS)
-        sent += 1
         producer.poll(0.02)
 
 
