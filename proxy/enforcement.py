@@ -99,11 +99,14 @@ def _charge(
     manager: ClientQuotaManager, principal: Principal, value: float, now: int
 ) -> Decision | None:
     """Record `value` on the principal's sensor of this quota type, then check (Kafka's
-    order); None when no entity configures the quota type, as Kafka then records nothing."""
+    order); None when it does not throttle, and when no entity configures the quota type,
+    as Kafka then records nothing. Every charged request comes here, and nearly all of
+    them are not throttled: they build no Decision."""
     if not manager.enabled:
         return None
-    sensors = _sensors(manager, principal, now)
-    return Decision(manager, sensors, manager.record_and_get_throttle_time_ms(sensors, value, now))
+    sensors = principal.sensors[manager.slot] or _resolve(manager, principal, now)
+    throttle = manager.record_and_get_throttle_time_ms(sensors, value, now)
+    return Decision(manager, sensors, throttle) if throttle else None
 
 
 def _limited(manager: QuotaManager, principal: Principal, now: int) -> ClientSensors | None:
@@ -116,10 +119,14 @@ def _limited(manager: QuotaManager, principal: Principal, now: int) -> ClientSen
 
 
 def _sensors(manager: QuotaManager, principal: Principal, now: int) -> ClientSensors:
-    sensors = principal.sensors[manager.slot]
-    if sensors is None:
-        sensors = manager.sensors_for(principal.user, principal.client_id, now)
-        principal.sensors[manager.slot] = sensors
+    return principal.sensors[manager.slot] or _resolve(manager, principal, now)
+
+
+def _resolve(manager: QuotaManager, principal: Principal, now: int) -> ClientSensors:
+    """The first charge of a quota type on a kept Principal: Kafka's entity lookup."""
+    sensors = principal.sensors[manager.slot] = manager.sensors_for(
+        principal.user, principal.client_id, now
+    )
     return sensors
 
 
@@ -333,10 +340,10 @@ class Enforcer:
             thread_time = elapsed_ns * _NANOS_TO_PERCENTAGE
             request_time = _charge(self.engine.request, principal, thread_time, now)
         if bandwidth is not None and bandwidth.throttle_ms:
-            if request_time is not None and request_time.throttle_ms:
+            if request_time is not None:
                 return self._settle(now, request_time, bandwidth)
             return self._settle(now, bandwidth)
-        if request_time is not None and request_time.throttle_ms:
+        if request_time is not None:
             return self._settle(now, request_time)
         return 0
 

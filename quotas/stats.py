@@ -41,7 +41,7 @@ DEFAULT_METRIC_CONFIG = MetricConfig(samples=2, window_ms=30_000)
 
 
 class SampledStat:
-    """WindowedSum (values) and WindowedCount (counts) over a ring of samples+1 samples.
+    """A WindowedSum over a ring of samples+1 samples (Avg adds the WindowedCount).
 
     The samples are kept as parallel lists rather than objects so that a window sum, when
     one is needed, runs a left-to-right add in C: it must be added in slot order, exactly as
@@ -66,7 +66,6 @@ class SampledStat:
         "_oldest_event_ms",
         "_oldest_start_ms",
         "_total",
-        "counts",
         "last_events_ms",
         "starts_ms",
         "values",
@@ -76,7 +75,6 @@ class SampledStat:
         self.starts_ms: list[int] = []
         self.last_events_ms: list[int] = []
         self.values: list[float] = []
-        self.counts: list[int] = []
         self._current = 0
         #: min(starts_ms), or None until it is needed again
         self._oldest_start_ms: int | None = None
@@ -91,7 +89,6 @@ class SampledStat:
         self.starts_ms.append(now_ms)
         self.last_events_ms.append(now_ms)
         self.values.append(0.0)
-        self.counts.append(0)
         oldest = self._oldest_start_ms
         if oldest is not None and now_ms < oldest:
             self._oldest_start_ms = now_ms
@@ -107,7 +104,6 @@ class SampledStat:
         self.last_events_ms[index] = now_ms
         self._total -= self.values[index]
         self.values[index] = 0.0
-        self.counts[index] = 0
         if now_ms < self._oldest_event_ms:
             self._oldest_event_ms = now_ms
 
@@ -125,7 +121,6 @@ class SampledStat:
 
     def _add(self, current: int, value: float, now_ms: int) -> None:
         self.values[current] += value
-        self.counts[current] += 1
         self.last_events_ms[current] = now_ms
         self._total += value
         if value % 1.0 and self._integral:
@@ -196,12 +191,21 @@ class Rate(SampledStat):
         """
         current = self._current
         window_ms = config.window_ms
-        if not self.values or now_ms - self.starts_ms[current] >= window_ms:
+        values = self.values
+        if not values or now_ms - self.starts_ms[current] >= window_ms:
             self.record(config, value, now_ms)
             return self.measure_with_window(config, now_ms)
-        self._add(current, value, now_ms)
+        # _add, inline: this is the one call every charged request makes
+        values[current] += value
+        self.last_events_ms[current] = now_ms
+        total = self._total = self._total + value
+        if value % 1.0 and self._integral:
+            self._integral = False
+        oldest_event = self._oldest_event_ms
+        if now_ms < oldest_event:
+            oldest_event = self._oldest_event_ms = now_ms
         oldest = self._oldest_start_ms
-        if oldest is None or now_ms - self._oldest_event_ms >= config.samples * window_ms:
+        if oldest is None or now_ms - oldest_event >= config.samples * window_ms:
             return self.measure_with_window(config, now_ms)
         elapsed = now_ms - oldest
         if elapsed < 1:  # a clock stepped back, or the 1 ms floor
@@ -209,14 +213,33 @@ class Rate(SampledStat):
         if elapsed < (config.samples - 1) * window_ms:  # padded, as measure_with_window
             elapsed += (config.samples - 1 - elapsed // window_ms) * window_ms
         if self._integral:
-            return self._total / (elapsed / 1000.0), elapsed
-        return slot_order_sum(self.values) / (elapsed / 1000.0), elapsed
+            return total / (elapsed / 1000.0), elapsed
+        return slot_order_sum(values) / (elapsed / 1000.0), elapsed
 
 
 class Avg(SampledStat):
-    """Kafka's Avg: mean of recorded values over the retained samples; NaN when empty."""
+    """Kafka's Avg: mean of recorded values over the retained samples; NaN when empty.
 
-    __slots__ = ()
+    It alone keeps the WindowedCount, so a Rate, recorded on every request, does not.
+    """
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: list[int] = []
+
+    def _append(self, now_ms: int) -> None:
+        super()._append(now_ms)
+        self.counts.append(0)
+
+    def _reset(self, index: int, now_ms: int) -> None:
+        super()._reset(index, now_ms)
+        self.counts[index] = 0
+
+    def _add(self, current: int, value: float, now_ms: int) -> None:
+        super()._add(current, value, now_ms)
+        self.counts[current] += 1
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         self.purge(config, now_ms)
