@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from localkafka import LOOPBACK, free_port
+from localkafka import LOOPBACK, KafkaCluster, free_port
 from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration import clients
+from tests.integration.scrape import scrape, total
 
 pytestmark = pytest.mark.integration
 
@@ -109,5 +111,39 @@ async def test_unreachable_upstream_closes_the_connection_then_the_listener(tmp_
                 break
             await asyncio.sleep(0.1)
         assert "no upstream broker reachable" in proxy.log()
+    finally:
+        proxy.stop()
+
+
+async def test_an_idle_connection_is_closed_and_a_busy_one_is_not(
+    kafka3: KafkaCluster, tmp_path: Path
+) -> None:
+    """connections.max.idle.ms: a client that sends nothing is closed once that long has
+    passed without traffic, never sooner; a client that keeps talking is never closed."""
+    idle_ms = 1000
+    extra = f"connections_max_idle_ms = {idle_ms}\n"
+    proxy = await asyncio.to_thread(start_proxy, tmp_path, kafka3.brokers[0].address, 3, extra)
+    api_versions = struct.pack(">hhih", 18, 0, 1, 1) + b"c"
+    request = struct.pack(">i", len(api_versions)) + api_versions
+    try:
+        host, port = proxy.bootstrap.rsplit(":", 1)
+        idle_reader, idle_writer = await asyncio.open_connection(host, int(port))
+        opened = time.monotonic()
+        busy_reader, busy_writer = await send_raw(proxy.bootstrap, request)
+        closed = asyncio.create_task(closed_by_proxy(idle_reader))
+        answered = 0
+        while time.monotonic() - opened < 3 * idle_ms / 1000:  # three idle times, talking
+            size = struct.unpack(">i", await asyncio.wait_for(busy_reader.readexactly(4), 10))
+            await asyncio.wait_for(busy_reader.readexactly(size[0]), 10)
+            answered += 1
+            await asyncio.sleep(idle_ms / 4000)
+            busy_writer.write(request)
+        assert await closed
+        assert time.monotonic() - opened >= idle_ms / 1000  # not before its idle time
+        assert answered >= 6 and not busy_reader.at_eof()
+        samples = await asyncio.to_thread(scrape, proxy.metrics_url)
+        assert total(samples, "kafka_quota_proxy_connections_idle_closed_total") == 1
+        idle_writer.close()
+        busy_writer.close()
     finally:
         proxy.stop()
