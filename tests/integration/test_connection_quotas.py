@@ -8,6 +8,7 @@ import asyncio
 import struct
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,29 @@ async def test_an_address_at_its_maximum_is_refused_at_once(limited_proxy: Runni
     samples = scrape(limited_proxy.metrics_url)
     assert total(samples, "kafka_quota_proxy_connections_refused_total") == 1
     assert "already has max.connections.per.ip (2)" in limited_proxy.log()
+
+
+async def test_at_max_connections_a_new_client_waits_for_a_slot(
+    kafka3: KafkaCluster, tmp_path: Path
+) -> None:
+    """Kafka's max.connections: the acceptor stops while every slot is taken, so the next
+    client waits in the kernel's backlog, unanswered and not closed, until one closes."""
+    proxy = await asyncio.to_thread(
+        start_proxy, tmp_path, kafka3.brokers[0].address, 3, "max_connections = 2\n"
+    )
+    try:
+        kept: list[asyncio.StreamWriter] = []
+        assert await served(proxy.bootstrap, "127.0.0.1", kept)
+        assert await served(proxy.bootstrap, "127.0.0.1", kept)
+        host, port = proxy.bootstrap.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(reader.read(4), 1.0)
+        assert not reader.at_eof()
+        kept.pop().close()
+        assert len(await asyncio.wait_for(reader.readexactly(4), 10)) == 4  # a slot is free
+        for held in (*kept, writer):
+            held.close()
+    finally:
+        proxy.stop()
