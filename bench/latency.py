@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"round trip, one request at a time, {args.requests} per API and path (us)")
     print("| API | direct p50 / p99 / p99.9 | relay adds | proxy adds | proxy minus relay |")
     print("|---|---|---|---|---|")
-    worst = 0.0
+    worst = relay_worst = 0.0
     for name, times in results.items():
         direct, relayed, proxied = (
             [percentile(samples, p) for p in (50, 99, 99.9)] for samples in times
@@ -194,11 +194,17 @@ def main(argv: list[str] | None = None) -> int:
         proxy_adds = [b - a for a, b in zip(direct, proxied, strict=True)]
         own = [b - a for a, b in zip(relayed, proxied, strict=True)]
         worst = max(worst, proxy_adds[1])
+        relay_worst = max(relay_worst, relay_adds[1])
         print(
             f"| {name} | {_row(direct)} | {_row(relay_adds)} | {_row(proxy_adds)} | {_row(own)} |"
         )
     verdict = "met" if worst < TARGET_ADDED_P99_US else "MISSED"
     print(f"largest added p99: {worst:.0f} us, target < {TARGET_ADDED_P99_US:.0f} us: {verdict}")
+    if relay_worst >= TARGET_ADDED_P99_US:
+        print(
+            f"the bare relay alone adds {relay_worst:.0f} us at p99 here: on this machine the"
+            " target is below the floor of any proxy in its own process"
+        )
     return 0
 
 
