@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localkafka.tls import ThrowawayCA
 from protocol.apis import METADATA
 from protocol.headers import encode_request
 
@@ -199,6 +200,9 @@ class Broker:
     log_dir: Path
     #: the SASL_PLAINTEXT listener, when the cluster has SASL users
     sasl_port: int | None = None
+    #: the SSL listener, and with SASL users the SASL_SSL one, when the cluster has TLS
+    ssl_port: int | None = None
+    sasl_ssl_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -209,6 +213,16 @@ class Broker:
     def sasl_address(self) -> str:
         assert self.sasl_port is not None, "the cluster was started without sasl_users"
         return f"{LOOPBACK}:{self.sasl_port}"
+
+    @property
+    def ssl_address(self) -> str:
+        assert self.ssl_port is not None, "the cluster was started without tls"
+        return f"{LOOPBACK}:{self.ssl_port}"
+
+    @property
+    def sasl_ssl_address(self) -> str:
+        assert self.sasl_ssl_port is not None, "the cluster was started without tls and users"
+        return f"{LOOPBACK}:{self.sasl_ssl_port}"
 
 
 @dataclass
@@ -222,18 +236,29 @@ class KafkaCluster:
     #: user -> password: adds a SASL_PLAINTEXT listener taking PLAIN and SCRAM-SHA-256/512
     #: for these users, next to the PLAINTEXT one the brokers use among themselves
     sasl_users: dict[str, str] = field(default_factory=dict)
+    #: adds an SSL listener (and, with sasl_users, a SASL_SSL one) whose certificates a
+    #: throwaway CA made at start signs; its certificate, the clients' truststore, is at
+    #: ca_certificate
+    tls: bool = False
     brokers: list[Broker] = field(default_factory=list)
+    ca_certificate: Path | None = None
     _tmp: tempfile.TemporaryDirectory[str] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(b.address for b in self.brokers)
 
-    def _properties(self, broker: Broker, voters: str) -> str:
+    def _properties(self, broker: Broker, voters: str, keystore: Path | None) -> str:
         replication = min(3, self.brokers_count)
-        advertised = f"PLAINTEXT://{LOOPBACK}:{broker.port}"
-        if broker.sasl_port is not None:
-            advertised += f",SASL_PLAINTEXT://{LOOPBACK}:{broker.sasl_port}"
+        listeners = {
+            "PLAINTEXT": broker.port,
+            "SASL_PLAINTEXT": broker.sasl_port,
+            "SSL": broker.ssl_port,
+            "SASL_SSL": broker.sasl_ssl_port,
+        }
+        advertised = ",".join(
+            f"{name}://{LOOPBACK}:{port}" for name, port in listeners.items() if port is not None
+        )
         props = {
             "process.roles": "broker,controller",
             "node.id": str(broker.node_id),
@@ -242,8 +267,8 @@ class KafkaCluster:
             "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+            "listener.security.protocol.map": ",".join(
+                [f"{name}:{name}" for name in listeners] + ["CONTROLLER:PLAINTEXT"]
             ),
             "log.dirs": str(broker.log_dir),
             "num.partitions": "1",
@@ -257,13 +282,23 @@ class KafkaCluster:
         }
         if self.sasl_users:
             plain_users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
-            prefix = "listener.name.sasl_plaintext"
+            props["sasl.enabled.mechanisms"] = ",".join(SASL_MECHANISMS)
+            for name in ("SASL_PLAINTEXT", "SASL_SSL"):
+                if listeners[name] is not None:
+                    prefix = f"listener.name.{name.lower()}"
+                    props[f"{prefix}.plain.sasl.jaas.config"] = (
+                        f"{_PLAIN_LOGIN} required {plain_users};"
+                    )
+                    for scram in ("scram-sha-256", "scram-sha-512"):
+                        props[f"{prefix}.{scram}.sasl.jaas.config"] = f"{_SCRAM_LOGIN} required;"
+        if keystore is not None:
+            assert self.ca_certificate is not None
             props.update(
                 {
-                    "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
-                    f"{prefix}.plain.sasl.jaas.config": (f"{_PLAIN_LOGIN} required {plain_users};"),
-                    f"{prefix}.scram-sha-256.sasl.jaas.config": f"{_SCRAM_LOGIN} required;",
-                    f"{prefix}.scram-sha-512.sasl.jaas.config": f"{_SCRAM_LOGIN} required;",
+                    "ssl.keystore.type": "PEM",
+                    "ssl.keystore.location": str(keystore),
+                    "ssl.truststore.type": "PEM",
+                    "ssl.truststore.location": str(self.ca_certificate),
                 }
             )
         props.update(self.overrides)
@@ -275,18 +310,20 @@ class KafkaCluster:
             self._tmp = tempfile.TemporaryDirectory(prefix="localkafka-")
             self.workdir = Path(self._tmp.name)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        per_node = 3 if self.sasl_users else 2
-        ports = free_ports(per_node * self.brokers_count)
-        self.brokers = [
-            Broker(
-                i,
-                ports[per_node * (i - 1)],
-                ports[per_node * (i - 1) + 1],
-                self.workdir / f"node-{i}" / "data",
-                ports[per_node * (i - 1) + 2] if self.sasl_users else None,
+        # the PLAINTEXT and CONTROLLER listeners, then each optional one
+        optional = [bool(self.sasl_users), self.tls, self.tls and bool(self.sasl_users)]
+        per_node = 2 + sum(optional)
+        ports = iter(free_ports(per_node * self.brokers_count))
+        self.brokers = []
+        for i in range(1, self.brokers_count + 1):
+            port, controller_port = next(ports), next(ports)
+            sasl, ssl, sasl_ssl = (next(ports) if wanted else None for wanted in optional)
+            log_dir = self.workdir / f"node-{i}" / "data"
+            self.brokers.append(
+                Broker(i, port, controller_port, log_dir, sasl, ssl, sasl_ssl_port=sasl_ssl)
             )
-            for i in range(1, self.brokers_count + 1)
-        ]
+        ca = ThrowawayCA(self.workdir / "tls") if self.tls else None
+        self.ca_certificate = ca.certificate_path if ca is not None else None
         # SCRAM credentials live in the cluster metadata; KRaft writes them at format time
         scram = [
             arg
@@ -300,7 +337,8 @@ class KafkaCluster:
             node_dir = broker.log_dir.parent
             node_dir.mkdir(parents=True, exist_ok=True)
             props_file = node_dir / "server.properties"
-            props_file.write_text(self._properties(broker, voters))
+            keystore = ca.server(f"node-{broker.node_id}", LOOPBACK) if ca is not None else None
+            props_file.write_text(self._properties(broker, voters, keystore))
             subprocess.run(
                 java_command(
                     "kafka.tools.StorageTool",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer as ConfluentConsumer
@@ -33,8 +34,11 @@ def create_topic(bootstrap: str, name: str, partitions: int = 6, replication: in
 # aiokafka -------------------------------------------------------------------------------------
 
 
-async def aiokafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+async def aiokafka_produce(
+    bootstrap: str, topic: str, values: list[bytes], **settings: Any
+) -> None:
+    """`settings` are the client's own (security_protocol, ssl_context, sasl_*)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, **settings)
     await producer.start()
     try:
         futures = [await producer.send(topic, v, key=v) for v in values]
@@ -44,7 +48,7 @@ async def aiokafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> N
 
 
 async def aiokafka_consume(
-    bootstrap: str, topic: str, group: str, count: int
+    bootstrap: str, topic: str, group: str, count: int, **settings: Any
 ) -> tuple[list[bytes], set[str]]:
     consumer = AIOKafkaConsumer(
         topic,
@@ -52,6 +56,7 @@ async def aiokafka_consume(
         group_id=group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
+        **settings,
     )
     await consumer.start()
     got: list[bytes] = []
@@ -72,8 +77,9 @@ async def aiokafka_consume(
 # kafka-python ---------------------------------------------------------------------------------
 
 
-def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes], **settings: Any) -> None:
+    """`settings` are the client's own (security_protocol, ssl_cafile, sasl_*)."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, **settings)
     try:
         futures = [producer.send(topic, v, key=v) for v in values]
         for future in futures:
@@ -83,7 +89,7 @@ def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes]) -> Non
 
 
 def kafka_python_consume(
-    bootstrap: str, topic: str, group: str, count: int
+    bootstrap: str, topic: str, group: str, count: int, **settings: Any
 ) -> tuple[list[bytes], set[str]]:
     consumer = KafkaConsumer(
         topic,
@@ -91,6 +97,7 @@ def kafka_python_consume(
         group_id=group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
+        **settings,
     )
     got: list[bytes] = []
     try:
