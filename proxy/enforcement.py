@@ -123,7 +123,7 @@ def _sensors(manager: QuotaManager, principal: Principal, now: int) -> ClientSen
 
 
 def _resolve(manager: QuotaManager, principal: Principal, now: int) -> ClientSensors:
-    """The first charge of a quota type on a kept Principal: Kafka's entity lookup."""
+    """A kept Principal's first use of a quota type's sensors: Kafka's entity lookup."""
     sensors = principal.sensors[manager.slot] = manager.sensors_for(
         principal.user, principal.client_id, now
     )

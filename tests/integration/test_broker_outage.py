@@ -135,8 +135,12 @@ async def test_a_stopped_broker_is_refused_then_served_and_nothing_is_lost(
     assert summary, (tmp_path / "verifiable.err").read_text()[-3000:]
     acked = [e["value"] for e in events if e.get("name") == "producer_send_success"]
     failed = [e for e in events if e.get("name") == "producer_send_error"]
+    # SIGTERM can land between the tool's stop check and its next send(), which then meets
+    # the closed producer: that one record was never handed to Kafka
+    closed = [e for e in failed if "closed" in e.get("message", "").lower()]
     print(f"VerifiableProducer: {summary[0]['sent']} sent, {len(acked)} acked")
-    assert not failed and summary[0]["sent"] == summary[0]["acked"] == len(acked), failed[:3]
+    assert len(failed) == len(closed) <= 1, failed[:3]
+    assert summary[0]["acked"] == len(acked) == summary[0]["sent"] - len(closed)
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=cluster.bootstrap_servers,
