@@ -18,10 +18,22 @@ from config.settings import (
     parse_proxy_settings,
     parse_usage_settings,
 )
+from config.tls import TlsSettings, parse_tls
 from quotas.entities import QuotaType
 from quotas.settings import QuotaConfig
 
-_SECTIONS = ("proxy", "metrics", "usage", "enforcement", "broker", "users", "clients", "ips")
+_SECTIONS = (
+    "proxy",
+    "listener",
+    "upstream",
+    "metrics",
+    "usage",
+    "enforcement",
+    "broker",
+    "users",
+    "clients",
+    "ips",
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,9 @@ class ProxyConfig:
     usage: UsageSettings = field(default_factory=UsageSettings)
     #: connection_creation_rate by address or "<default>" ([ips], KIP-612)
     ip_connection_rates: dict[str, float] = field(default_factory=dict)
+    #: TLS towards clients ([listener]) and towards the cluster ([upstream])
+    listener: TlsSettings = field(default_factory=TlsSettings)
+    upstream: TlsSettings = field(default_factory=TlsSettings)
 
 
 def load_config(path: Path | str) -> ProxyConfig:
@@ -59,6 +74,9 @@ def load_config(path: Path | str) -> ProxyConfig:
     settings = parse_broker_settings(_table(document, "broker", problems), problems)
     limits = parse_entities(document.get("users"), document.get("clients"), problems)
     ip_rates = parse_ips(document.get("ips"), problems)
+    listener, upstream = parse_tls(
+        _table(document, "listener", problems), _table(document, "upstream", problems), problems
+    )
     if problems:
         raise ConfigError(path, problems)
     return ProxyConfig(
@@ -70,6 +88,8 @@ def load_config(path: Path | str) -> ProxyConfig:
         hold_principal=hold_principal,
         usage=usage,
         ip_connection_rates=ip_rates,
+        listener=listener,
+        upstream=upstream,
     )
 
 

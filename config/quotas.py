@@ -36,13 +36,13 @@ _CACHE_KEYS = {
 BROKER_KEYS = (*_WINDOW_KEYS, *_CACHE_KEYS)
 
 
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """`quota.window.num = 11` written unquoted is a nested table in TOML; read it back."""
     flat: dict[str, Any] = {}
     for key, value in table.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
-            flat.update(_flatten(value, f"{name}."))
+            flat.update(flatten_dotted(value, f"{name}."))
         else:
             flat[name] = value
     return flat
@@ -59,7 +59,7 @@ def parse_broker_settings(section: Mapping[str, Any], problems: list[str]) -> Qu
         "producer_ids": [11, 3600],
     }
     cache: dict[str, Any] = {}
-    for key, value in _flatten(section).items():
+    for key, value in flatten_dotted(section).items():
         where = f"[broker] key '{key}'"
         if key in _WINDOW_KEYS:
             if not isinstance(value, int) or isinstance(value, bool):

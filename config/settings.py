@@ -104,7 +104,7 @@ assert set(_USAGE_TYPES) == {f.name for f in fields(UsageSettings)}
 
 
 def parse_usage_settings(section: dict[str, Any], problems: list[str]) -> UsageSettings:
-    values = _typed_values("usage", section, _USAGE_TYPES, problems)
+    values = typed_values("usage", section, _USAGE_TYPES, problems)
     for key in ("interval_s", "rotate_interval_s", "retention_hours", "kafka_buffer_samples"):
         if key in values and not values[key] > 0:
             problems.append(f"[usage] key '{key}': must be > 0, got {values.pop(key)}")
@@ -149,7 +149,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 assert set(_TYPES) == {f.name for f in fields(ProxySettings)}
 
 
-def _typed_values(
+def typed_values(
     name: str, section: dict[str, Any], types: dict[str, tuple[type, ...]], problems: list[str]
 ) -> dict[str, Any]:
     """The keys of one table that exist and have the right type; a message for each other."""
@@ -168,7 +168,7 @@ def _typed_values(
 
 
 def parse_metrics_settings(section: dict[str, Any], problems: list[str]) -> MetricsSettings:
-    values = _typed_values("metrics", section, _METRICS_TYPES, problems)
+    values = typed_values("metrics", section, _METRICS_TYPES, problems)
     if "port" in values and not 0 <= values["port"] <= 65535:
         problems.append(f"[metrics] key 'port': {values.pop('port')} is not a TCP port")
     return MetricsSettings(**values)
@@ -191,7 +191,7 @@ _NOT_NEGATIVE = ("max_connections_per_ip", "drain_timeout_s")
 def parse_proxy_settings(section: dict[str, Any], problems: list[str]) -> ProxySettings:
     """Build settings from the [proxy] table, appending one message per bad key."""
     values: dict[str, Any] = {}
-    for key, value in _typed_values("proxy", section, _TYPES, problems).items():
+    for key, value in typed_values("proxy", section, _TYPES, problems).items():
         where = f"[proxy] key '{key}'"
         if key.endswith("_port") or key == "broker_port_base":
             if not 0 <= value <= 65535:
@@ -262,7 +262,7 @@ def parse_enforcement(
     measured and decided as usual, and the decisions are logged and counted, but no client
     is throttled for them: a way to trial quotas on live traffic.
     """
-    values = _typed_values(
+    values = typed_values(
         "enforcement", section, {"shadow": (bool, list), "hold": (str,)}, problems
     )
     hold = values.get("hold", "principal")

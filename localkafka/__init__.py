@@ -237,16 +237,21 @@ class KafkaCluster:
     #: for these users, next to the PLAINTEXT one the brokers use among themselves
     sasl_users: dict[str, str] = field(default_factory=dict)
     #: adds an SSL listener (and, with sasl_users, a SASL_SSL one) whose certificates a
-    #: throwaway CA made at start signs; its certificate, the clients' truststore, is at
-    #: ca_certificate
+    #: throwaway CA made at start signs (`ca`: it issues more, for a proxy in front)
     tls: bool = False
     brokers: list[Broker] = field(default_factory=list)
-    ca_certificate: Path | None = None
+    ca: ThrowawayCA | None = None
     _tmp: tempfile.TemporaryDirectory[str] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(b.address for b in self.brokers)
+
+    @property
+    def ca_certificate(self) -> Path:
+        """The clients' truststore: the throwaway CA's certificate."""
+        assert self.ca is not None, "the cluster was started without tls"
+        return self.ca.certificate_path
 
     def _properties(self, broker: Broker, voters: str, keystore: Path | None) -> str:
         replication = min(3, self.brokers_count)
@@ -292,7 +297,6 @@ class KafkaCluster:
                     for scram in ("scram-sha-256", "scram-sha-512"):
                         props[f"{prefix}.{scram}.sasl.jaas.config"] = f"{_SCRAM_LOGIN} required;"
         if keystore is not None:
-            assert self.ca_certificate is not None
             props.update(
                 {
                     "ssl.keystore.type": "PEM",
@@ -322,8 +326,7 @@ class KafkaCluster:
             self.brokers.append(
                 Broker(i, port, controller_port, log_dir, sasl, ssl, sasl_ssl_port=sasl_ssl)
             )
-        ca = ThrowawayCA(self.workdir / "tls") if self.tls else None
-        self.ca_certificate = ca.certificate_path if ca is not None else None
+        ca = self.ca = ThrowawayCA(self.workdir / "tls") if self.tls else None
         # SCRAM credentials live in the cluster metadata; KRaft writes them at format time
         scram = [
             arg

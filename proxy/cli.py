@@ -112,7 +112,16 @@ async def serve(config: ProxyConfig) -> None:
         except OSError as exc:
             problem = f"[usage] key 'directory': cannot write {usage.directory!r}: {exc}"
             raise ConfigError(config.path or "config", [problem]) from exc
-    server = ProxyServer(config.proxy, enforcer, stats, clock, recorder, connection_quotas)
+    server = ProxyServer(
+        config.proxy,
+        enforcer,
+        stats,
+        clock,
+        recorder,
+        connection_quotas,
+        config.listener.context,
+        config.upstream.context,
+    )
     await server.start()
     background: list[asyncio.Task[None]] = []
     kafka_sink = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
@@ -50,8 +51,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         usage: UsageRecorder | None = None,
         pool: MemoryPool | None = None,
         on_unreachable: Callable[[], None] | None = None,
+        upstream_tls: ssl.SSLContext | None = None,
     ) -> None:
         self._upstream_targets = upstream_targets
+        #: TLS towards the brokers ([upstream]); None speaks plaintext
+        self._upstream_tls = upstream_tls
         self._pool = pool
         #: told when no upstream address accepts a connection: the listener then closes
         self._on_unreachable = on_unreachable
@@ -98,7 +102,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         for host, port in self._upstream_targets():
             try:
                 transport, _ = await asyncio.wait_for(
-                    loop.create_connection(lambda: _UpstreamProtocol(core), host, port),
+                    loop.create_connection(
+                        lambda: _UpstreamProtocol(core),
+                        host,
+                        port,
+                        ssl=self._upstream_tls,
+                        server_hostname=host if self._upstream_tls is not None else None,
+                    ),
                     self._connect_timeout_s,
                 )
             except (OSError, TimeoutError) as exc:

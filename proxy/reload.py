@@ -53,6 +53,8 @@ class ConfigReloader:
         live = {key: getattr(config.proxy, key) for key in LIVE_PROXY_KEYS}
         for section, old, new in (
             ("proxy", replace(self.config.proxy, **live), config.proxy),
+            ("listener", self.config.listener, config.listener),
+            ("upstream", self.config.upstream, config.upstream),
             ("metrics", self.config.metrics, config.metrics),
             ("usage", self.config.usage, config.usage),
         ):

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Sequence
 from struct import Struct
 
@@ -60,8 +61,14 @@ class ProxyServer:
         clock: Clock,
         usage: UsageRecorder | None = None,
         connection_quotas: ConnectionQuotas | None = None,
+        listener_tls: ssl.SSLContext | None = None,
+        upstream_tls: ssl.SSLContext | None = None,
     ) -> None:
         self.settings = settings
+        #: TLS towards clients ([listener]) and towards the brokers ([upstream]); None:
+        #: plaintext. SASL needs neither: clients' exchanges pass through either way
+        self.listener_tls = listener_tls
+        self.upstream_tls = upstream_tls
         #: where every connection counts its requests for usage samples
         self.usage = usage
         self.enforcer = enforcer
@@ -207,9 +214,21 @@ class ProxyServer:
             return made[-1]
 
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(connection, sock)
-        except OSError as exc:  # the client left before it was served
-            log.debug("connection from %s lost at accept: %s", ip, exc)
+            # with TLS, returns once the handshake is done; connect_timeout_s bounds a client
+            # that stalls it
+            await asyncio.get_running_loop().connect_accepted_socket(
+                connection,
+                sock,
+                ssl=self.listener_tls,
+                ssl_handshake_timeout=self.settings.connect_timeout_s
+                if self.listener_tls is not None
+                else None,
+            )
+        except OSError as exc:  # the client left before it was served, or failed TLS
+            if self.listener_tls is not None:
+                log.warning("closing client %s: TLS handshake failed: %r", ip, exc)
+            else:
+                log.debug("connection from %s lost at accept: %s", ip, exc)
             sock.close()
             if made:
                 self._closed(made[0], ip)
@@ -235,6 +254,7 @@ class ProxyServer:
             usage=self.usage,
             pool=self.memory_pool,
             on_unreachable=listener.upstream_unreachable,
+            upstream_tls=self.upstream_tls,
         )
         self.connections.add(connection)
         self._all_closed.clear()
@@ -309,7 +329,13 @@ class ProxyServer:
         for host, port in self.settings.upstream_addresses():
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(host, port), self.settings.connect_timeout_s
+                    asyncio.open_connection(
+                        host,
+                        port,
+                        ssl=self.upstream_tls,
+                        server_hostname=host if self.upstream_tls is not None else None,
+                    ),
+                    self.settings.connect_timeout_s,
                 )
             except (OSError, TimeoutError):
                 continue

@@ -1,0 +1,191 @@
+"""The [listener] and [upstream] sections: TLS towards clients and towards the cluster.
+
+Keys are Kafka's own (security.protocol, ssl.keystore.location with ssl.keystore.type = PEM,
+ssl.truststore.location, ssl.client.auth, ssl.endpoint.identification.algorithm), so an
+operator copies them from a broker's listener config and from a client's properties. The
+SASL half of a security protocol is the clients' business: their SASL exchanges pass through
+the proxy to the brokers, so both sections must name SASL or neither.
+
+Validating a section builds its SSL context, so a file that is missing, unreadable, not PEM
+or locked by another password is reported at load, naming the key, and the contexts the
+proxy serves with are the ones validated.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.quotas import flatten_dotted
+from config.settings import typed_values
+
+PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
+_CLIENT_AUTH = {
+    "none": ssl.CERT_NONE,
+    "requested": ssl.CERT_OPTIONAL,
+    "required": ssl.CERT_REQUIRED,
+}
+#: not a Kafka key: a PLAINTEXT listener in front of a TLS cluster is refused unless set
+ALLOW_PLAINTEXT = "allow.plaintext.clients"
+
+_SHARED_KEYS: dict[str, tuple[type, ...]] = {
+    "security.protocol": (str,),
+    "ssl.keystore.type": (str,),
+    "ssl.keystore.location": (str,),
+    "ssl.key.password": (str,),
+    "ssl.truststore.type": (str,),
+    "ssl.truststore.location": (str,),
+}
+_LISTENER_KEYS = {**_SHARED_KEYS, "ssl.client.auth": (str,), ALLOW_PLAINTEXT: (bool,)}
+_UPSTREAM_KEYS = {**_SHARED_KEYS, "ssl.endpoint.identification.algorithm": (str,)}
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    """One side's security protocol and, when it is SSL or SASL_SSL, its SSL context."""
+
+    security_protocol: str = "PLAINTEXT"
+    #: built from the files when the config was loaded (equal settings compare by their keys)
+    context: ssl.SSLContext | None = field(default=None, compare=False)
+    #: [listener] only: clients may speak PLAINTEXT to a proxy whose cluster speaks TLS
+    allow_plaintext_clients: bool = False
+    #: the section's keys as written, for telling a changed section on reload
+    keys: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol.endswith("SSL")
+
+
+def parse_tls(
+    listener: dict[str, Any], upstream: dict[str, Any], problems: list[str]
+) -> tuple[TlsSettings, TlsSettings]:
+    """([listener], [upstream]), appending one message per problem."""
+    clients = _parse_side("listener", listener, _LISTENER_KEYS, problems)
+    cluster = _parse_side("upstream", upstream, _UPSTREAM_KEYS, problems)
+    if clients.sasl != cluster.sasl:
+        problems.append(
+            f"[listener] key 'security.protocol': {clients.security_protocol} in front of "
+            f"[upstream] {cluster.security_protocol}: clients' SASL exchanges pass through to "
+            "the brokers, so both name SASL or neither"
+        )
+    if cluster.tls and not clients.tls and not clients.allow_plaintext_clients:
+        problems.append(
+            f"[listener] key 'security.protocol': {clients.security_protocol} in front of "
+            f"a TLS cluster would carry clients' traffic (and SASL credentials) unencrypted "
+            f"to the proxy; set [listener] ssl.keystore.location and security.protocol = "
+            f"SSL or SASL_SSL, or {ALLOW_PLAINTEXT} = true if that network is trusted"
+        )
+    return clients, cluster
+
+
+def _parse_side(
+    name: str, section: dict[str, Any], known: dict[str, tuple[type, ...]], problems: list[str]
+) -> TlsSettings:
+    values = typed_values(name, flatten_dotted(section), known, problems)
+    protocol = values.get("security.protocol", "PLAINTEXT")
+    if protocol not in PROTOCOLS:
+        problems.append(
+            f"[{name}] key 'security.protocol': expected one of {', '.join(PROTOCOLS)}, "
+            f"got {protocol!r}"
+        )
+        protocol = "PLAINTEXT"
+    for key in ("ssl.keystore.type", "ssl.truststore.type"):
+        if values.get(key, "PEM") != "PEM":
+            problems.append(f"[{name}] key '{key}': only PEM is read, got {values[key]!r}")
+    allow = bool(values.get(ALLOW_PLAINTEXT, False))
+    if not protocol.endswith("SSL"):
+        ssl_keys = sorted(key for key in values if key.startswith("ssl."))
+        if ssl_keys:
+            problems.append(
+                f"[{name}] key '{ssl_keys[0]}': set, but security.protocol is {protocol}"
+            )
+        return TlsSettings(protocol, None, allow, tuple(sorted(values.items())))
+    if name == "listener":
+        context = _server_context(values, problems)
+    else:
+        context = _client_context(values, problems)
+    return TlsSettings(protocol, context, allow, tuple(sorted(values.items())))
+
+
+def _server_context(values: dict[str, Any], problems: list[str]) -> ssl.SSLContext | None:
+    """The listeners' context: TLS 1.2 or later, the proxy's certificate, and the clients'
+    certificates checked against the truststore when ssl.client.auth asks for them."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    keystore = values.get("ssl.keystore.location")
+    if keystore is None:
+        problems.append(
+            "[listener] key 'ssl.keystore.location': required for security.protocol "
+            f"{values['security.protocol']} (a PEM file with the key and certificate chain)"
+        )
+        return None
+    if not _load_keystore("listener", context, keystore, values, problems):
+        return None
+    auth = values.get("ssl.client.auth", "none")
+    if auth not in _CLIENT_AUTH:
+        problems.append(
+            f"[listener] key 'ssl.client.auth': expected one of {', '.join(_CLIENT_AUTH)}, "
+            f"got {auth!r}"
+        )
+        return None
+    truststore = values.get("ssl.truststore.location")
+    if auth != "none":
+        if truststore is None:
+            problems.append(
+                f"[listener] key 'ssl.truststore.location': required for ssl.client.auth = "
+                f"{auth} (the CAs whose client certificates are accepted)"
+            )
+            return None
+        if not _load_truststore("listener", context, truststore, problems):
+            return None
+        context.verify_mode = _CLIENT_AUTH[auth]
+    return context
+
+
+def _client_context(values: dict[str, Any], problems: list[str]) -> ssl.SSLContext | None:
+    """The context towards the brokers: their certificates verified against the truststore
+    (the system's CAs without one), hostnames verified unless the algorithm is "", and the
+    proxy's own certificate when the cluster asks for one."""
+    context = ssl.create_default_context()
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    algorithm = values.get("ssl.endpoint.identification.algorithm", "https")
+    if algorithm not in ("https", ""):
+        problems.append(
+            "[upstream] key 'ssl.endpoint.identification.algorithm': expected \"https\" or "
+            f'"" (no hostname verification), got {algorithm!r}'
+        )
+        return None
+    context.check_hostname = algorithm == "https"
+    truststore = values.get("ssl.truststore.location")
+    if truststore is not None and not _load_truststore("upstream", context, truststore, problems):
+        return None
+    keystore = values.get("ssl.keystore.location")
+    if keystore is not None and not _load_keystore("upstream", context, keystore, values, problems):
+        return None
+    return context
+
+
+def _load_keystore(
+    name: str, context: ssl.SSLContext, path: str, values: dict[str, Any], problems: list[str]
+) -> bool:
+    try:
+        context.load_cert_chain(path, password=values.get("ssl.key.password"))
+    except (OSError, ssl.SSLError) as exc:
+        problems.append(f"[{name}] key 'ssl.keystore.location': cannot load {path}: {exc}")
+        return False
+    return True
+
+
+def _load_truststore(name: str, context: ssl.SSLContext, path: str, problems: list[str]) -> bool:
+    try:
+        context.load_verify_locations(cafile=path)
+    except (OSError, ssl.SSLError) as exc:
+        problems.append(f"[{name}] key 'ssl.truststore.location': cannot load {path}: {exc}")
+        return False
+    return True

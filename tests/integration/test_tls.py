@@ -1,0 +1,223 @@
+"""TLS on both sides (issue 16). The local Kafka's SSL and SASL_SSL listeners use certificates
+from a throwaway CA made at start; the proxy, with a certificate from the same CA, serves
+SASL_SSL clients in front of the SASL_SSL listener: their SASL exchanges pass through inside
+its TLS sessions, the broker authenticates them, and the proxy holds each principal to its
+own quota."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiokafka.helpers import create_ssl_context
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from localkafka import LOOPBACK, KafkaCluster
+from localkafka.load import Timeline, aiokafka_flood, kafka_python_flood
+from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
+from tests.integration import clients
+from tests.integration.scrape import scrape, value
+
+pytestmark = pytest.mark.integration
+
+USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+ALICE_QUOTA = 100_000  # producer_byte_rate, B/s
+CLIENT_ID = "tls-app"
+#: [proxy] connect_timeout_s, which also bounds a client's TLS handshake
+HANDSHAKE_TIMEOUT_S = 2
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    cluster = KafkaCluster(
+        brokers_count=1, workdir=tmp_path_factory.mktemp("tls"), sasl_users=USERS, tls=True
+    )
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def tls_proxy(
+    tls_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningProxy]:
+    assert tls_cluster.ca is not None
+    keystore = tls_cluster.ca.server("proxy", LOOPBACK)
+    config = f"""connect_timeout_s = {HANDSHAKE_TIMEOUT_S}
+
+[listener]
+security.protocol = "SASL_SSL"
+ssl.keystore.type = "PEM"
+ssl.keystore.location = "{keystore}"
+
+[upstream]
+security.protocol = "SASL_SSL"
+ssl.truststore.type = "PEM"
+ssl.truststore.location = "{tls_cluster.ca_certificate}"
+
+{SHORT_QUOTA_WINDOWS}
+[users.alice]
+producer_byte_rate = {ALICE_QUOTA}
+"""
+    tmp = tmp_path_factory.mktemp("tls-proxy")
+    proxy = start_proxy(tmp, tls_cluster.brokers[0].sasl_ssl_address, 1, config)
+    yield proxy
+    proxy.stop()
+
+
+def sasl_ssl(ca: str, mechanism: str, user: str) -> dict[str, Any]:
+    """aiokafka's settings for a SASL_SSL client trusting only the throwaway CA."""
+    return {
+        "security_protocol": "SASL_SSL",
+        "ssl_context": create_ssl_context(cafile=ca),
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": user,
+        "sasl_plain_password": USERS[user],
+    }
+
+
+def handshake(address: str, context: ssl.SSLContext) -> str:
+    """The common name the server's verified certificate gives."""
+    host, port = address.rsplit(":", 1)
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        certificate = x509.load_der_x509_certificate(tls.getpeercert(binary_form=True) or b"")
+    return str(certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+
+
+async def test_clients_produce_and_consume_over_ssl_and_sasl_ssl(tls_cluster: KafkaCluster) -> None:
+    broker = tls_cluster.brokers[0]
+    ca = tls_cluster.ca_certificate
+    topic = "tls"
+    await asyncio.to_thread(clients.create_topic, broker.address, topic, 2, 1)
+
+    trusting = ssl.create_default_context(cafile=str(ca))
+    assert await asyncio.to_thread(handshake, broker.ssl_address, trusting) == "node-1"
+    with pytest.raises(ssl.SSLCertVerificationError):  # the system's CAs do not know it
+        await asyncio.to_thread(handshake, broker.ssl_address, ssl.create_default_context())
+
+    over_ssl = [f"ssl-{i}".encode() for i in range(100)]
+    aiokafka_ssl = {"security_protocol": "SSL", "ssl_context": create_ssl_context(cafile=str(ca))}
+    await clients.aiokafka_produce(broker.ssl_address, topic, over_ssl, **aiokafka_ssl)
+
+    over_sasl_ssl = [f"sasl-ssl-{i}".encode() for i in range(100)]
+    scram = {
+        "security_protocol": "SASL_SSL",
+        "ssl_cafile": str(ca),
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": USERS["alice"],
+    }
+    await asyncio.to_thread(
+        clients.kafka_python_produce, broker.sasl_ssl_address, topic, over_sasl_ssl, **scram
+    )
+
+    got, brokers = await clients.aiokafka_consume(
+        broker.ssl_address, topic, "tls-readers", 200, **aiokafka_ssl
+    )
+    assert sorted(got) == sorted(over_ssl + over_sasl_ssl)
+    assert brokers == {broker.ssl_address}  # the listener advertises itself
+
+
+async def test_sasl_ssl_clients_through_a_tls_proxy_are_held_to_their_own_quotas(
+    tls_cluster: KafkaCluster, tls_proxy: RunningProxy
+) -> None:
+    ca = str(tls_cluster.ca_certificate)
+    bootstrap = tls_proxy.bootstrap
+    topic = "through-tls"
+    await asyncio.to_thread(clients.create_topic, tls_cluster.brokers[0].address, topic, 1, 1)
+
+    exact = [f"exact-{i}".encode() for i in range(200)]
+    await clients.aiokafka_produce(bootstrap, topic, exact, **sasl_ssl(ca, "PLAIN", "bob"))
+
+    seconds = 8.0
+    timelines = {"alice": Timeline(), "bob": Timeline()}
+    kafka_python_alice = {
+        "security_protocol": "SASL_SSL",
+        "ssl_cafile": ca,
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": USERS["alice"],
+    }
+    await asyncio.gather(
+        asyncio.to_thread(
+            kafka_python_flood,
+            bootstrap,
+            CLIENT_ID,
+            topic,
+            seconds,
+            timelines["alice"],
+            **kafka_python_alice,
+        ),
+        aiokafka_flood(
+            bootstrap,
+            CLIENT_ID,
+            topic,
+            seconds,
+            timelines["bob"],
+            **sasl_ssl(ca, "SCRAM-SHA-512", "bob"),
+        ),
+    )
+    alice_rate = timelines["alice"].rate(2.0, seconds)
+    print(f"alice {alice_rate:,.0f} B/s, bob {timelines['bob'].rate(2.0, seconds):,.0f} B/s")
+    # the bound test_principals.py allows one connection held alone (README, "Enforcement")
+    assert 0 < alice_rate < 1.5 * ALICE_QUOTA
+    assert timelines["bob"].rate(2.0, seconds) > 0
+    samples = scrape(tls_proxy.metrics_url)
+    alice = value(samples, "kafka_server_produce_throttle_time", user="alice", client_id="")
+    bob = value(samples, "kafka_server_produce_throttle_time", user="bob", client_id="")
+    assert alice is not None and alice > 0
+    assert bob is not None and math.isnan(bob)  # the same client-id, never throttled
+    log = tls_proxy.log()
+    assert "authenticated as User:alice" in log and "authenticated as User:bob" in log
+
+    got, brokers = await clients.aiokafka_consume(
+        bootstrap, topic, "tls-readers", 200, **sasl_ssl(ca, "SCRAM-SHA-256", "alice")
+    )
+    assert [value for value in got if value.startswith(b"exact-")] == exact  # each, once
+    assert brokers == {tls_proxy.broker_address(1)}  # the proxy's TLS listener, rewritten
+
+
+async def closed_after(reader: asyncio.StreamReader, started: float) -> float | None:
+    """Seconds from `started` until the proxy closed the connection; None if it did not
+    within 30 s."""
+    try:
+        data = await asyncio.wait_for(reader.read(65536), 30)
+    except ConnectionResetError:
+        data = b""
+    return time.monotonic() - started if data == b"" else None
+
+
+async def test_bad_tls_input_closes_only_its_own_connection(
+    tls_cluster: KafkaCluster, tls_proxy: RunningProxy
+) -> None:
+    host, port = tls_proxy.bootstrap.rsplit(":", 1)
+    api_versions = struct.pack(">hhih", 18, 0, 1, 1) + b"c"
+    plaintext_reader, plaintext = await asyncio.open_connection(host, int(port))
+    plaintext.write(struct.pack(">i", len(api_versions)) + api_versions)
+    started = time.monotonic()
+    stalled_reader, stalled = await asyncio.open_connection(host, int(port))  # says nothing
+    refused_after = await closed_after(plaintext_reader, started)
+    assert refused_after is not None and refused_after < HANDSHAKE_TIMEOUT_S  # at its bytes
+    stalled_after = await closed_after(stalled_reader, started)
+    assert stalled_after is not None and stalled_after >= HANDSHAKE_TIMEOUT_S
+    ca = str(tls_cluster.ca_certificate)
+    await asyncio.to_thread(clients.create_topic, tls_cluster.brokers[0].address, "after", 1, 1)
+    values = [f"after-{i}".encode() for i in range(50)]  # the proxy goes on serving TLS
+    await clients.aiokafka_produce(
+        tls_proxy.bootstrap, "after", values, **sasl_ssl(ca, "PLAIN", "bob")
+    )
+    assert tls_proxy.process.poll() is None
+    assert tls_proxy.log().count("TLS handshake failed") >= 2
+    plaintext.close()
+    stalled.close()

@@ -1,0 +1,126 @@
+"""[listener] and [upstream]: Kafka's TLS keys, contexts built at load, and no silent
+downgrade; every problem names the file, the section and the key."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import pytest
+
+from config.errors import ConfigError
+from config.loader import load_config
+from localkafka.tls import ThrowawayCA
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory: pytest.TempPathFactory) -> ThrowawayCA:
+    return ThrowawayCA(tmp_path_factory.mktemp("ca"))
+
+
+def load(tmp_path: Path, text: str) -> tuple[Path, list[str]]:
+    path = tmp_path / "proxy.toml"
+    path.write_text(text)
+    try:
+        load_config(path)
+    except ConfigError as exc:
+        assert exc.path == path
+        return path, exc.problems
+    return path, []
+
+
+def test_tls_on_both_sides_builds_both_contexts(tmp_path: Path, ca: ThrowawayCA) -> None:
+    keystore = ca.server("proxy", "127.0.0.1")
+    path = tmp_path / "proxy.toml"
+    path.write_text(
+        f"""
+[listener]
+security.protocol = "SASL_SSL"
+ssl.keystore.type = "PEM"
+ssl.keystore.location = "{keystore}"
+ssl.client.auth = "required"
+ssl.truststore.location = "{ca.certificate_path}"
+
+[upstream]
+security.protocol = "SASL_SSL"
+ssl.truststore.location = "{ca.certificate_path}"
+ssl.endpoint.identification.algorithm = ""
+"""
+    )
+    config = load_config(path)
+    server, client = config.listener.context, config.upstream.context
+    assert server is not None and client is not None
+    assert server.verify_mode == ssl.CERT_REQUIRED
+    assert server.minimum_version == client.minimum_version == ssl.TLSVersion.TLSv1_2
+    # Kafka's "" turns hostname verification off, never certificate verification
+    assert not client.check_hostname and client.verify_mode == ssl.CERT_REQUIRED
+    assert load_config(path) == config  # the same files and keys: no change on reload
+
+
+def test_plaintext_is_the_default_and_builds_nothing(tmp_path: Path) -> None:
+    path, problems = load(tmp_path, "[proxy]\n")
+    config = load_config(path)
+    assert not problems and config.listener.context is None and config.upstream.context is None
+
+
+def test_a_plaintext_listener_in_front_of_tls_is_refused_unless_allowed(
+    tmp_path: Path, ca: ThrowawayCA
+) -> None:
+    truststore = ca.certificate_path
+    upstream = f'[upstream]\nsecurity.protocol = "SSL"\nssl.truststore.location = "{truststore}"\n'
+    _, problems = load(tmp_path, upstream)
+    assert len(problems) == 1
+    assert problems[0].startswith("[listener] key 'security.protocol': PLAINTEXT in front of")
+    assert "allow.plaintext.clients = true" in problems[0]
+    _, problems = load(tmp_path, upstream + "[listener]\nallow.plaintext.clients = true\n")
+    assert problems == []
+
+
+def test_every_tls_problem_names_its_section_and_key(tmp_path: Path, ca: ThrowawayCA) -> None:
+    _, problems = load(
+        tmp_path,
+        f"""
+[listener]
+security.protocol = "SASL_SSL"
+ssl.client.auth = "required"
+ssl.keystore.type = "JKS"
+ssl.cipher.suites = "x"
+
+[upstream]
+security.protocol = "SSL"
+ssl.truststore.location = "{tmp_path / "missing.pem"}"
+ssl.endpoint.identification.algorithm = "ldap"
+""",
+    )
+    assert problems[0].startswith("[listener] key 'ssl.cipher.suites': unknown key (known: ")
+    assert problems[1] == "[listener] key 'ssl.keystore.type': only PEM is read, got 'JKS'"
+    assert problems[2].startswith("[listener] key 'ssl.keystore.location': required for")
+    assert problems[3].startswith("[upstream] key 'ssl.endpoint.identification.algorithm': ")
+    assert problems[4].startswith("[listener] key 'security.protocol': SASL_SSL in front of ")
+    assert len(problems) == 5
+
+    _, problems = load(
+        tmp_path,
+        f"""
+[listener]
+security.protocol = "SSL"
+ssl.keystore.location = "{ca.certificate_path}"
+
+[upstream]
+security.protocol = "SSL"
+ssl.truststore.location = "{tmp_path / "missing.pem"}"
+""",
+    )
+    # a certificate without its key, and a truststore that is not there
+    assert problems[0].startswith(
+        f"[listener] key 'ssl.keystore.location': cannot load {ca.certificate_path}: "
+    )
+    assert problems[1].startswith("[upstream] key 'ssl.truststore.location': cannot load ")
+    assert len(problems) == 2
+
+
+def test_ssl_keys_under_a_plaintext_protocol_are_a_mistake(tmp_path: Path) -> None:
+    _, problems = load(tmp_path, '[upstream]\nssl.truststore.location = "/ca.pem"\n')
+    assert problems == [
+        "[upstream] key 'ssl.truststore.location': set, but security.protocol is PLAINTEXT"
+    ]
