@@ -19,6 +19,7 @@ from typing import Any
 
 from config.quotas import flatten_dotted
 from config.settings import typed_values
+from config.ssl_principal import SslPrincipalMapper
 
 PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 _CLIENT_AUTH = {
@@ -28,6 +29,9 @@ _CLIENT_AUTH = {
 }
 #: not a Kafka key: a PLAINTEXT listener in front of a TLS cluster is refused unless set
 ALLOW_PLAINTEXT = "allow.plaintext.clients"
+#: not a Kafka key: principals from client certificates are refused unless set (the brokers
+#: see the proxy, so their ACLs by certificate no longer tell those clients apart)
+ACKNOWLEDGE_CERTIFICATES = "acknowledge.broker.sees.proxy"
 
 _SHARED_KEYS: dict[str, tuple[type, ...]] = {
     "security.protocol": (str,),
@@ -37,7 +41,13 @@ _SHARED_KEYS: dict[str, tuple[type, ...]] = {
     "ssl.truststore.type": (str,),
     "ssl.truststore.location": (str,),
 }
-_LISTENER_KEYS = {**_SHARED_KEYS, "ssl.client.auth": (str,), ALLOW_PLAINTEXT: (bool,)}
+_LISTENER_KEYS = {
+    **_SHARED_KEYS,
+    "ssl.client.auth": (str,),
+    "ssl.principal.mapping.rules": (str,),
+    ALLOW_PLAINTEXT: (bool,),
+    ACKNOWLEDGE_CERTIFICATES: (bool,),
+}
 _UPSTREAM_KEYS = {**_SHARED_KEYS, "ssl.endpoint.identification.algorithm": (str,)}
 
 
@@ -50,6 +60,8 @@ class TlsSettings:
     context: ssl.SSLContext | None = field(default=None, compare=False)
     #: [listener] only: clients may speak PLAINTEXT to a proxy whose cluster speaks TLS
     allow_plaintext_clients: bool = False
+    #: [listener] only, with ssl.client.auth: names a client from its certificate
+    principal_mapper: SslPrincipalMapper | None = field(default=None, compare=False)
     #: the section's keys as written, for telling a changed section on reload
     keys: tuple[tuple[str, Any], ...] = ()
 
@@ -99,18 +111,41 @@ def _parse_side(
         if values.get(key, "PEM") != "PEM":
             problems.append(f"[{name}] key '{key}': only PEM is read, got {values[key]!r}")
     allow = bool(values.get(ALLOW_PLAINTEXT, False))
+    keys = tuple(sorted(values.items()))
     if not protocol.endswith("SSL"):
         ssl_keys = sorted(key for key in values if key.startswith("ssl."))
         if ssl_keys:
             problems.append(
                 f"[{name}] key '{ssl_keys[0]}': set, but security.protocol is {protocol}"
             )
-        return TlsSettings(protocol, None, allow, tuple(sorted(values.items())))
-    if name == "listener":
-        context = _server_context(values, problems)
-    else:
-        context = _client_context(values, problems)
-    return TlsSettings(protocol, context, allow, tuple(sorted(values.items())))
+        return TlsSettings(protocol, None, allow, keys=keys)
+    if name == "upstream":
+        return TlsSettings(protocol, _client_context(values, problems), allow, keys=keys)
+    context = _server_context(values, problems)
+    mapper = _principal_mapper(values, problems) if context is not None else None
+    return TlsSettings(protocol, context, allow, principal_mapper=mapper, keys=keys)
+
+
+def _principal_mapper(values: dict[str, Any], problems: list[str]) -> SslPrincipalMapper | None:
+    """Kafka names a client that presents a certificate from it (DefaultKafkaPrincipalBuilder);
+    without ssl.client.auth no client presents one, and each is User:ANONYMOUS."""
+    rules = values.get("ssl.principal.mapping.rules", "DEFAULT")
+    try:
+        mapper = SslPrincipalMapper(rules)
+    except ValueError as exc:
+        problems.append(f"[listener] key 'ssl.principal.mapping.rules': {exc}")
+        return None
+    if values.get("ssl.client.auth", "none") == "none":
+        return None
+    if not values.get(ACKNOWLEDGE_CERTIFICATES, False):
+        problems.append(
+            "[listener] key 'ssl.client.auth': clients are named from their certificates "
+            "here, but the brokers see the proxy's connection, so ACLs by certificate on the "
+            "brokers no longer tell these clients apart; set "
+            f"{ACKNOWLEDGE_CERTIFICATES} = true to run so"
+        )
+        return None
+    return mapper
 
 
 def _server_context(values: dict[str, Any], problems: list[str]) -> ssl.SSLContext | None:

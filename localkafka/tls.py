@@ -1,8 +1,9 @@
 """A throwaway certificate authority for the local Kafka's SSL and SASL_SSL listeners.
 
-Made fresh for each cluster, in its work directory, with the `cryptography` library: a CA
-and a certificate for each server, valid for the address it listens on and for localhost
-(what hostname verification checks). Every file is PEM, which Kafka reads with
+Made fresh for each cluster, in its work directory, with the `cryptography` library: a CA,
+a certificate for each server, valid for the address it listens on and for localhost (what
+hostname verification checks), and client certificates with the subjects tests map to
+principals. Every file is PEM, which Kafka reads with
 ssl.keystore.type = PEM and Python's ssl module reads as it is: a key and its certificate
 chain in one file, the CA's certificate in another.
 """
@@ -61,27 +62,45 @@ class ThrowawayCA:
         )
 
     def server(self, name: str, address: str) -> Path:
-        """A server's keystore: its private key (PKCS#8, unencrypted, as Kafka's PEM keystore
-        reads it) and its certificate chain, in one file."""
+        """A server's keystore, valid for `address` and localhost."""
+        names = x509.SubjectAlternativeName(
+            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(address))]
+        )
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        return self._issue(name, subject, ExtendedKeyUsageOID.SERVER_AUTH, names)
+
+    def client(self, name: str, subject: x509.Name, expired: bool = False) -> Path:
+        """A client's keystore with the subject its principal is named from; `expired` makes
+        one whose validity ended yesterday."""
+        return self._issue(name, subject, ExtendedKeyUsageOID.CLIENT_AUTH, None, expired)
+
+    def _issue(
+        self,
+        name: str,
+        subject: x509.Name,
+        usage: x509.ObjectIdentifier,
+        alternative_names: x509.SubjectAlternativeName | None,
+        expired: bool = False,
+    ) -> Path:
+        """A keystore: the private key (PKCS#8, unencrypted, as Kafka's PEM keystore reads
+        it) and the certificate chain, in one file."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
-        certificate = (
+        if expired:
+            now -= _VALIDITY + datetime.timedelta(days=1)
+        builder = (
             x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .subject_name(subject)
             .issuer_name(self._certificate.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + _VALIDITY)
-            .add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(address))]
-                ),
-                critical=False,
-            )
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(self._key, hashes.SHA256())
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         )
+        if alternative_names is not None:
+            builder = builder.add_extension(alternative_names, critical=False)
+        certificate = builder.sign(self._key, hashes.SHA256())
         path = self.directory / f"{name}.pem"
         path.write_bytes(
             key.private_bytes(

@@ -121,6 +121,7 @@ async def serve(config: ProxyConfig) -> None:
         connection_quotas,
         config.listener.context,
         config.upstream.context,
+        config.listener.principal_mapper,
     )
     await server.start()
     background: list[asyncio.Task[None]] = []

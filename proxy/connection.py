@@ -14,6 +14,7 @@ import ssl
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
+from config.ssl_principal import SslPrincipalMapper, distinguished_name
 from protocol.rewrite import Advertise
 from proxy.clock import Clock
 from proxy.core import READ_BYTES, ConnectionCore, Pause
@@ -52,8 +53,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         pool: MemoryPool | None = None,
         on_unreachable: Callable[[], None] | None = None,
         upstream_tls: ssl.SSLContext | None = None,
+        principal_mapper: SslPrincipalMapper | None = None,
     ) -> None:
         self._upstream_targets = upstream_targets
+        #: names a client from the certificate it presented ([listener] ssl.client.auth)
+        self._principal_mapper = principal_mapper
         #: TLS towards the brokers ([upstream]); None speaks plaintext
         self._upstream_tls = upstream_tls
         self._pool = pool
@@ -91,6 +95,32 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._start_connecting,
         )
         self.seen_at_ns = self._clock.now_ns()
+        if self._principal_mapper is not None:
+            self._name_from_certificate(client, self.core)
+
+    def _name_from_certificate(self, client: Transport, core: ConnectionCore) -> None:
+        """User: + the certificate's subject through ssl.principal.mapping.rules, as Kafka's
+        DefaultKafkaPrincipalBuilder; a client without one is User:ANONYMOUS, and a subject
+        no rule maps fails, as the client's authentication fails on a broker. A SASL
+        exchange on top names the client again, as on a SASL_SSL broker."""
+        assert self._principal_mapper is not None
+        tls = client.get_extra_info("ssl_object")
+        certificate = tls.getpeercert(binary_form=True) if tls is not None else None
+        if not certificate:
+            return
+        try:
+            core.session.user = self._principal_mapper.name(distinguished_name(certificate))
+        except ValueError as exc:  # NoMatchingRule, or a replacement Java would refuse
+            log.warning(
+                "closing client %s: no principal for its certificate: %s", core.session.peer, exc
+            )
+            core.close()
+            return
+        log.info(
+            "client %s authenticated as User:%s by its certificate",
+            core.session.peer,
+            core.session.user,
+        )
 
     def _start_connecting(self) -> None:
         assert self.core is not None

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from struct import Struct
 
 from config.settings import ProxySettings
+from config.ssl_principal import SslPrincipalMapper
 from protocol.apis import METADATA
 from protocol.errors import ProtocolError
 from protocol.headers import encode_request, response_body_offset
@@ -63,12 +64,14 @@ class ProxyServer:
         connection_quotas: ConnectionQuotas | None = None,
         listener_tls: ssl.SSLContext | None = None,
         upstream_tls: ssl.SSLContext | None = None,
+        principal_mapper: SslPrincipalMapper | None = None,
     ) -> None:
         self.settings = settings
         #: TLS towards clients ([listener]) and towards the brokers ([upstream]); None:
         #: plaintext. SASL needs neither: clients' exchanges pass through either way
         self.listener_tls = listener_tls
         self.upstream_tls = upstream_tls
+        self.principal_mapper = principal_mapper
         #: where every connection counts its requests for usage samples
         self.usage = usage
         self.enforcer = enforcer
@@ -255,6 +258,7 @@ class ProxyServer:
             pool=self.memory_pool,
             on_unreachable=listener.upstream_unreachable,
             upstream_tls=self.upstream_tls,
+            principal_mapper=self.principal_mapper,
         )
         self.connections.add(connection)
         self._all_closed.clear()

@@ -13,6 +13,7 @@ import ssl
 import struct
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from cryptography.x509.oid import NameOID
 from localkafka import LOOPBACK, KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, kafka_python_flood
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
+from localkafka.tls import ThrowawayCA
 from tests.integration import clients
 from tests.integration.scrape import scrape, value
 
@@ -71,6 +73,53 @@ producer_byte_rate = {ALICE_QUOTA}
     proxy = start_proxy(tmp, tls_cluster.brokers[0].sasl_ssl_address, 1, config)
     yield proxy
     proxy.stop()
+
+
+#: principals from client certificates: CN=<name>,OU=apps names User:<name>
+WRITERS = {"writer-a": 100_000, "writer-b": 300_000}  # producer_byte_rate, B/s
+
+
+@pytest.fixture(scope="module")
+def mtls_proxy(
+    tls_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningProxy]:
+    """SSL clients presenting certificates, in front of the cluster's SSL listener."""
+    assert tls_cluster.ca is not None
+    keystore = tls_cluster.ca.server("mtls-proxy", LOOPBACK)
+    ca = tls_cluster.ca_certificate
+    quotas = "".join(
+        f'[users."{name}"]\nproducer_byte_rate = {rate}\n' for name, rate in WRITERS.items()
+    )
+    config = f"""
+[listener]
+security.protocol = "SSL"
+ssl.keystore.location = "{keystore}"
+ssl.client.auth = "required"
+ssl.truststore.location = "{ca}"
+ssl.principal.mapping.rules = "RULE:^CN=(.*?),OU=apps$/$1/L, DEFAULT"
+acknowledge.broker.sees.proxy = true
+
+[upstream]
+security.protocol = "SSL"
+ssl.truststore.location = "{ca}"
+
+{SHORT_QUOTA_WINDOWS}
+{quotas}"""
+    tmp = tmp_path_factory.mktemp("mtls-proxy")
+    proxy = start_proxy(tmp, tls_cluster.brokers[0].ssl_address, 1, config)
+    yield proxy
+    proxy.stop()
+
+
+def client_certificate(cluster: KafkaCluster, name: str, expired: bool = False) -> str:
+    assert cluster.ca is not None
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "apps"),
+            x509.NameAttribute(NameOID.COMMON_NAME, name.upper()),
+        ]
+    )
+    return str(cluster.ca.client(name, subject, expired))
 
 
 def sasl_ssl(ca: str, mechanism: str, user: str) -> dict[str, Any]:
@@ -221,3 +270,71 @@ async def test_bad_tls_input_closes_only_its_own_connection(
     assert tls_proxy.log().count("TLS handshake failed") >= 2
     plaintext.close()
     stalled.close()
+
+
+async def test_client_certificates_name_principals_held_to_their_own_quotas(
+    tls_cluster: KafkaCluster, mtls_proxy: RunningProxy
+) -> None:
+    ca = str(tls_cluster.ca_certificate)
+    topic = "mtls"
+    await asyncio.to_thread(clients.create_topic, tls_cluster.brokers[0].address, topic, 1, 1)
+    seconds = 8.0
+    timelines = {name: Timeline() for name in WRITERS}
+
+    def settings(name: str) -> dict[str, Any]:
+        keystore = client_certificate(tls_cluster, name)
+        context = create_ssl_context(cafile=ca, certfile=keystore, keyfile=keystore)
+        return {"security_protocol": "SSL", "ssl_context": context}
+
+    await asyncio.gather(
+        *(
+            aiokafka_flood(
+                mtls_proxy.bootstrap, CLIENT_ID, topic, seconds, timelines[name], **settings(name)
+            )
+            for name in WRITERS
+        )
+    )
+    rates = {name: timeline.rate(2.0, seconds) for name, timeline in timelines.items()}
+    print({name: f"{rate:,.0f} B/s" for name, rate in rates.items()})
+    for name, quota in WRITERS.items():
+        assert 0 < rates[name] < 1.5 * quota, name  # each held to its own quota
+    assert rates["writer-b"] > 1.5 * WRITERS["writer-a"]  # not to the other's
+    samples = scrape(mtls_proxy.metrics_url)
+    for name in WRITERS:
+        throttle = value(samples, "kafka_server_produce_throttle_time", user=name, client_id="")
+        assert throttle is not None and throttle > 0, name
+    assert "authenticated as User:writer-a by its certificate" in mtls_proxy.log()
+
+
+async def refused_after_handshake(address: str, context: ssl.SSLContext) -> bool:
+    """True when the proxy ends the connection of a client presenting this certificate (in
+    TLS 1.3 the client's side of the handshake completes before the server has checked it)."""
+    host, port = address.rsplit(":", 1)
+    api_versions = struct.pack(">hhih", 18, 0, 1, 1) + b"c"
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, int(port), ssl=context, server_hostname=host), 10
+        )
+        writer.write(struct.pack(">i", len(api_versions)) + api_versions)
+        answer = await asyncio.wait_for(reader.read(4), 10)
+    except (ssl.SSLError, ConnectionResetError):
+        return True
+    writer.close()
+    return answer == b""
+
+
+async def test_an_untrusted_or_expired_client_certificate_is_refused(
+    tls_cluster: KafkaCluster, mtls_proxy: RunningProxy, tmp_path: Path
+) -> None:
+    ca = str(tls_cluster.ca_certificate)
+    stranger = ThrowawayCA(tmp_path / "stranger").client(
+        "stranger", x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "stranger")])
+    )
+    expired = client_certificate(tls_cluster, "writer-old", expired=True)
+    for keystore in (str(stranger), expired):
+        context = create_ssl_context(cafile=ca, certfile=keystore, keyfile=keystore)
+        assert await refused_after_handshake(mtls_proxy.bootstrap, context), keystore
+    trusted = client_certificate(tls_cluster, "writer-a")
+    context = create_ssl_context(cafile=ca, certfile=trusted, keyfile=trusted)
+    assert not await refused_after_handshake(mtls_proxy.bootstrap, context)
+    assert mtls_proxy.log().count("TLS handshake failed") >= 2

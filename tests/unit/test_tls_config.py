@@ -40,6 +40,8 @@ ssl.keystore.type = "PEM"
 ssl.keystore.location = "{keystore}"
 ssl.client.auth = "required"
 ssl.truststore.location = "{ca.certificate_path}"
+ssl.principal.mapping.rules = "RULE:^CN=(.*?),OU=apps$/$1/L, DEFAULT"
+acknowledge.broker.sees.proxy = true
 
 [upstream]
 security.protocol = "SASL_SSL"
@@ -55,6 +57,8 @@ ssl.endpoint.identification.algorithm = ""
     # Kafka's "" turns hostname verification off, never certificate verification
     assert not client.check_hostname and client.verify_mode == ssl.CERT_REQUIRED
     assert load_config(path) == config  # the same files and keys: no change on reload
+    mapper = config.listener.principal_mapper
+    assert mapper is not None and mapper.name("CN=Writer-A,OU=apps") == "writer-a"
 
 
 def test_plaintext_is_the_default_and_builds_nothing(tmp_path: Path) -> None:
@@ -123,4 +127,33 @@ def test_ssl_keys_under_a_plaintext_protocol_are_a_mistake(tmp_path: Path) -> No
     _, problems = load(tmp_path, '[upstream]\nssl.truststore.location = "/ca.pem"\n')
     assert problems == [
         "[upstream] key 'ssl.truststore.location': set, but security.protocol is PLAINTEXT"
+    ]
+
+
+def test_principals_from_certificates_need_the_operator_to_acknowledge_it(
+    tmp_path: Path, ca: ThrowawayCA
+) -> None:
+    """The brokers see the proxy, not the client: their ACLs by certificate stop telling
+    clients apart, which an operator must accept knowingly."""
+    keystore = ca.server("proxy", "127.0.0.1")
+    listener = f"""
+[listener]
+security.protocol = "SSL"
+ssl.keystore.location = "{keystore}"
+ssl.client.auth = "requested"
+ssl.truststore.location = "{ca.certificate_path}"
+"""
+    _, problems = load(tmp_path, listener)
+    assert len(problems) == 1
+    assert problems[0].startswith("[listener] key 'ssl.client.auth': clients are named from")
+    assert "acknowledge.broker.sees.proxy = true" in problems[0]
+    path, problems = load(tmp_path, listener + "acknowledge.broker.sees.proxy = true\n")
+    assert problems == [] and load_config(path).listener.principal_mapper is not None
+    _, problems = load(
+        tmp_path,
+        listener + 'acknowledge.broker.sees.proxy = true\nssl.principal.mapping.rules = "DEFAUL"\n',
+    )
+    assert problems == [
+        "[listener] key 'ssl.principal.mapping.rules': Invalid rule: `DEFAUL`, "
+        "unmatched substring: `DEFAUL`"
     ]
