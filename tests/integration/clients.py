@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -117,8 +118,12 @@ def kafka_python_consume(
 # confluent-kafka (librdkafka) -----------------------------------------------------------------
 
 
-def confluent_produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = ConfluentProducer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+def confluent_produce(bootstrap: str, topic: str, values: list[bytes], **settings: Any) -> None:
+    """`settings` are librdkafka's own (security.protocol, ssl.ca.location, sasl.*), passed
+    as **{"security.protocol": ...}."""
+    producer = ConfluentProducer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **settings}
+    )
     errors: list[object] = []
 
     def delivered(error: object, _message: object) -> None:
@@ -144,7 +149,7 @@ def confluent_values(messages: Iterable[Message]) -> list[bytes]:
 
 
 def confluent_consume(
-    bootstrap: str, topic: str, group: str, count: int
+    bootstrap: str, topic: str, group: str, count: int, **settings: Any
 ) -> tuple[list[bytes], set[str]]:
     consumer = ConfluentConsumer(
         {
@@ -152,6 +157,7 @@ def confluent_consume(
             "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            **settings,
         }
     )
     consumer.subscribe([topic])
@@ -172,9 +178,17 @@ def confluent_consume(
 # Kafka's Java tools ---------------------------------------------------------------------------
 
 
-def java_produce(cluster: KafkaCluster, bootstrap: str, topic: str, values: list[bytes]) -> None:
-    """VerifiableProducer writes its own values; `values` must be str(i) for i in range(n)."""
+def java_produce(
+    cluster: KafkaCluster,
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    properties: Path | None = None,
+) -> None:
+    """VerifiableProducer writes its own values; `values` must be str(i) for i in range(n).
+    `properties`: a client properties file (security.protocol, ssl.*, sasl.*)."""
     assert values == [str(i).encode() for i in range(len(values))]
+    config = ["--producer.config", str(properties)] if properties is not None else []
     out = cluster.tool(
         "org.apache.kafka.tools.VerifiableProducer",
         "--bootstrap-server",
@@ -185,14 +199,21 @@ def java_produce(cluster: KafkaCluster, bootstrap: str, topic: str, values: list
         str(len(values)),
         "--acks",
         "-1",
+        *config,
     )
     acked = out.count('"name":"producer_send_success"')
     assert acked == len(values), out[-2000:]
 
 
 def java_consume(
-    cluster: KafkaCluster, bootstrap: str, topic: str, group: str, count: int
+    cluster: KafkaCluster,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    count: int,
+    properties: Path | None = None,
 ) -> list[bytes]:
+    config = ["--consumer.config", str(properties)] if properties is not None else []
     out = cluster.tool(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         "--bootstrap-server",
@@ -206,5 +227,6 @@ def java_consume(
         str(count),
         "--timeout-ms",
         "60000",
+        *config,
     )
     return [line.encode() for line in out.splitlines() if line]

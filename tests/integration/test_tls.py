@@ -338,3 +338,63 @@ async def test_an_untrusted_or_expired_client_certificate_is_refused(
     context = create_ssl_context(cafile=ca, certfile=trusted, keyfile=trusted)
     assert not await refused_after_handshake(mtls_proxy.bootstrap, context)
     assert mtls_proxy.log().count("TLS handshake failed") >= 2
+
+
+async def test_every_client_library_produces_and_consumes_through_the_tls_proxy(
+    tls_cluster: KafkaCluster, tls_proxy: RunningProxy, tmp_path: Path
+) -> None:
+    """aiokafka, kafka-python, librdkafka and Kafka's Java clients, SASL_SSL to the proxy
+    and the proxy SASL_SSL to the broker: every record arrives once, with its contents."""
+    ca = str(tls_cluster.ca_certificate)
+    bootstrap = tls_proxy.bootstrap
+    topic = "four-clients"
+    await asyncio.to_thread(clients.create_topic, tls_cluster.brokers[0].address, topic, 3, 1)
+    librdkafka = {
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": ca,
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "bob",
+        "sasl.password": USERS["bob"],
+    }
+    java = tmp_path / "client.properties"
+    java.write_text(
+        "security.protocol=SASL_SSL\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={ca}\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="alice" password="{USERS["alice"]}";\n'
+    )
+    values = {
+        name: [f"{name}-{i}".encode() for i in range(100)]
+        for name in ("aiokafka", "kafka-python", "confluent")
+    }
+    values["java"] = [str(i).encode() for i in range(100)]  # VerifiableProducer's own
+    await clients.aiokafka_produce(
+        bootstrap, topic, values["aiokafka"], **sasl_ssl(ca, "SCRAM-SHA-512", "alice")
+    )
+    kafka_python = {
+        "security_protocol": "SASL_SSL",
+        "ssl_cafile": ca,
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "bob",
+        "sasl_plain_password": USERS["bob"],
+    }
+    await asyncio.to_thread(
+        clients.kafka_python_produce, bootstrap, topic, values["kafka-python"], **kafka_python
+    )
+    await asyncio.to_thread(
+        clients.confluent_produce, bootstrap, topic, values["confluent"], **librdkafka
+    )
+    await asyncio.to_thread(
+        clients.java_produce, tls_cluster, bootstrap, topic, values["java"], java
+    )
+    everything = sorted(v for produced in values.values() for v in produced)
+    by_confluent, brokers = await asyncio.to_thread(
+        clients.confluent_consume, bootstrap, topic, "tls-confluent", 400, **librdkafka
+    )
+    assert sorted(by_confluent) == everything
+    assert brokers == {tls_proxy.broker_address(1)}
+    by_java = await asyncio.to_thread(
+        clients.java_consume, tls_cluster, bootstrap, topic, "tls-java", 400, java
+    )
+    assert sorted(by_java) == everything
