@@ -53,6 +53,12 @@ class ProxyConfig:
     listener: TlsSettings = field(default_factory=TlsSettings)
     upstream: TlsSettings = field(default_factory=TlsSettings)
 
+    def watched_files(self) -> list[Path]:
+        """What a change of reloads the config: the file, and the TLS files it names (a
+        renewed certificate is taken without a restart)."""
+        files = [Path(name) for name in (*self.listener.files, *self.upstream.files)]
+        return [self.path, *files] if self.path is not None else files
+
 
 def load_config(path: Path | str) -> ProxyConfig:
     """Parse and validate; raises ConfigError listing every problem found, not just the first."""

@@ -73,6 +73,14 @@ class TlsSettings:
     def tls(self) -> bool:
         return self.security_protocol.endswith("SSL")
 
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The keystore and truststore this side reads, watched for renewal."""
+        keys = dict(self.keys)
+        return tuple(
+            keys[key] for key in ("ssl.keystore.location", "ssl.truststore.location") if key in keys
+        )
+
 
 def parse_tls(
     listener: dict[str, Any], upstream: dict[str, Any], problems: list[str]

@@ -1,7 +1,9 @@
 """Config reload on SIGHUP and on file change: new limits for live connections, or nothing.
 
 A file that does not validate is refused with the same errors start-up would print, and
-the running config stays in force; connections never drop for a reload.
+the running config stays in force; connections never drop for a reload. The certificate,
+key and truststore files of [listener] and [upstream] are watched too: a renewed
+certificate is taken by the connections made after it, as Kafka's dynamic SSL configs are.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from proxy.metrics import ProxyStats
 log = logging.getLogger(__name__)
 
 _FileState = tuple[int, int, int] | None
+#: what of a section a reload applies at once, for the warning about the rest
+_LIVE = {
+    "proxy": f" (except {', '.join(LIVE_PROXY_KEYS)})",
+    "listener": " (its certificates, truststore and client authentication apply at once)",
+    "upstream": " (its certificates and truststore apply at once)",
+}
 
 
 def _file_state(path: Path) -> _FileState:
@@ -40,10 +48,14 @@ class ConfigReloader:
         self.config = config
         self._apply = apply
         self._stats = stats
-        self._seen = _file_state(self.path)
+        self._seen = self._states(config)
+
+    @staticmethod
+    def _states(config: ProxyConfig) -> dict[Path, _FileState]:
+        return {path: _file_state(path) for path in config.watched_files()}
 
     def reload(self, reason: str) -> bool:
-        self._seen = _file_state(self.path)
+        self._seen = self._states(self.config)  # a refused file is not retried until it changes
         try:
             config = load_config(self.path)
         except ConfigError as exc:
@@ -53,8 +65,8 @@ class ConfigReloader:
         live = {key: getattr(config.proxy, key) for key in LIVE_PROXY_KEYS}
         for section, old, new in (
             ("proxy", replace(self.config.proxy, **live), config.proxy),
-            ("listener", self.config.listener, config.listener),
-            ("upstream", self.config.upstream, config.upstream),
+            ("listener", self.config.listener.security_protocol, config.listener.security_protocol),
+            ("upstream", self.config.upstream.security_protocol, config.upstream.security_protocol),
             ("metrics", self.config.metrics, config.metrics),
             ("usage", self.config.usage, config.usage),
         ):
@@ -63,17 +75,20 @@ class ConfigReloader:
                     "config reload (%s): [%s] changes apply after a restart%s",
                     reason,
                     section,
-                    f" (except {', '.join(LIVE_PROXY_KEYS)})" if section == "proxy" else "",
+                    _LIVE.get(section, ""),
                 )
         self._apply(config)
         self.config = config
+        self._seen = self._states(config)
         self._stats.reloads_succeeded += 1
         log.info("config reloaded (%s) from %s", reason, self.path)
         return True
 
     async def watch(self, interval_s: float) -> None:
-        """Poll the file's mtime, size and inode (editors often replace rather than write)."""
+        """Poll the files' mtime, size and inode (editors and certificate renewals often
+        replace a file rather than write it)."""
         while True:
             await asyncio.sleep(interval_s)
-            if _file_state(self.path) != self._seen:
-                self.reload("file changed")
+            changed = [path for path, seen in self._seen.items() if _file_state(path) != seen]
+            if changed:
+                self.reload(f"{', '.join(map(str, changed))} changed")

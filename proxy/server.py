@@ -171,6 +171,18 @@ class ProxyServer:
             self._slot_freed.clear()
             await self._slot_freed.wait()
 
+    def update_tls(
+        self,
+        listener_tls: ssl.SSLContext | None,
+        upstream_tls: ssl.SSLContext | None,
+        principal_mapper: SslPrincipalMapper | None,
+    ) -> None:
+        """A reload: connections made from now on use the renewed certificates and rules;
+        those already made keep the sessions they have."""
+        self.listener_tls = listener_tls
+        self.upstream_tls = upstream_tls
+        self.principal_mapper = principal_mapper
+
     def update_connection_limits(self, limits: ConnectionLimits, window: MetricConfig) -> None:
         """A reload: a raised max.connections lets waiting acceptors go on at once."""
         self.connection_quotas.update(limits, window)

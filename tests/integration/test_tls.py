@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import socket
 import ssl
 import struct
@@ -398,3 +399,53 @@ async def test_every_client_library_produces_and_consumes_through_the_tls_proxy(
         clients.java_consume, tls_cluster, bootstrap, topic, "tls-java", 400, java
     )
     assert sorted(by_java) == everything
+
+
+async def test_a_renewed_certificate_is_served_without_dropping_connections(
+    tls_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """A certificate renewal replaces the keystore file: new connections get the new
+    certificate, connections already made go on with their sessions."""
+    assert tls_cluster.ca is not None
+    keystore = tmp_path / "proxy.pem"
+    os.replace(tls_cluster.ca.server("before-renewal", LOOPBACK), keystore)
+    ca = str(tls_cluster.ca_certificate)
+    config = f"""config_poll_interval_s = 0.2
+
+[listener]
+security.protocol = "SSL"
+ssl.keystore.location = "{keystore}"
+
+[upstream]
+security.protocol = "SSL"
+ssl.truststore.location = "{ca}"
+"""
+    proxy = await asyncio.to_thread(
+        start_proxy, tmp_path, tls_cluster.brokers[0].ssl_address, 1, config
+    )
+    try:
+        trusting = ssl.create_default_context(cafile=ca)
+        assert await asyncio.to_thread(handshake, proxy.bootstrap, trusting) == "before-renewal"
+        host, port = proxy.bootstrap.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(
+            host, int(port), ssl=trusting, server_hostname=host
+        )
+        api_versions = struct.pack(">hhih", 18, 0, 1, 1) + b"c"
+
+        async def answered() -> bool:
+            writer.write(struct.pack(">i", len(api_versions)) + api_versions)
+            size: int = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))[0]
+            body = await asyncio.wait_for(reader.readexactly(size), 10)
+            return len(body) == size
+
+        assert await answered()
+        os.replace(tls_cluster.ca.server("after-renewal", LOOPBACK), keystore)
+        deadline = time.monotonic() + 30
+        while await asyncio.to_thread(handshake, proxy.bootstrap, trusting) != "after-renewal":
+            assert time.monotonic() < deadline, "the renewed certificate was not served"
+            await asyncio.sleep(0.2)
+        assert await answered()  # the connection made before the renewal goes on
+        writer.close()
+        assert "config reloaded" in proxy.log()
+    finally:
+        proxy.stop()
