@@ -6,7 +6,9 @@ rate latency is the producer's own queueing, which hides what the proxy adds), a
 each process spent per MB moved (from /proc: the broker's, direct and proxied, and the
 proxy's), so the proxy's cost reads beside the broker's own. Two proxies run side by side,
 one recording usage samples (issue 14, the default) and one with [usage] enabled = false,
-so the cost of sampling reads as the difference between them.
+so the cost of sampling reads as the difference between them. With --tls the broker listens
+with SSL (a throwaway CA's certificate), the proxies serve SSL and speak SSL upstream, and the
+perf tools trust that CA: the cost of TLS reads beside direct TLS to the broker.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from localkafka import KafkaCluster
+from localkafka import LOOPBACK, KafkaCluster
 from localkafka.load import (
     CONSUMER_PERFORMANCE,
     PRODUCER_PERFORMANCE,
@@ -58,6 +60,17 @@ def cpu_ms(pid: int) -> float:
     return ticks * 1000 / os.sysconf("SC_CLK_TCK")
 
 
+def client_properties(cluster: KafkaCluster) -> list[str]:
+    """The perf tools' security settings: SSL trusting the throwaway CA, or none."""
+    if cluster.ca is None:
+        return []
+    return [
+        "security.protocol=SSL",
+        "ssl.truststore.type=PEM",
+        f"ssl.truststore.location={cluster.ca_certificate}",
+    ]
+
+
 def produce(
     cluster: KafkaCluster, bootstrap: str, topic: str, records: int, rate: int, linger_ms: int
 ) -> ProduceResult:
@@ -71,6 +84,7 @@ def produce(
             f"bootstrap.servers={bootstrap}",
             "acks=1",
             f"linger.ms={linger_ms}",
+            *client_properties(cluster),
         ),
         timeout=600,
     )
@@ -82,9 +96,16 @@ def produce(
 
 
 def consume(cluster: KafkaCluster, bootstrap: str, topic: str, records: int) -> ConsumeResult:
+    options = ["--hide-header"]
+    properties = client_properties(cluster)
+    if properties:
+        assert cluster.workdir is not None
+        config = cluster.workdir / "consumer.properties"
+        config.write_text("".join(f"{line}\n" for line in properties))
+        options += ["--consumer.config", str(config)]
     out = cluster.tool(
         CONSUMER_PERFORMANCE,
-        *consumer_perf_args(bootstrap, topic, records, "--hide-header"),
+        *consumer_perf_args(bootstrap, topic, records, *options),
         timeout=600,
     )
     fields = out.strip().splitlines()[-1].split(",")
@@ -99,25 +120,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--latency-rate", type=int, default=2000, help="records/s")
     parser.add_argument("--latency-records", type=int, default=20_000)
+    parser.add_argument("--tls", action="store_true", help="SSL on every hop")
     args = parser.parse_args(argv)
 
-    cluster = KafkaCluster(brokers_count=1, heap="2g").start()
+    cluster = KafkaCluster(brokers_count=1, heap="2g", tls=args.tls).start()
+    direct = cluster.brokers[0].ssl_address if args.tls else cluster.bootstrap_servers
     proxies: list[RunningProxy] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            tls = ""
+            if cluster.ca is not None:
+                keystore = cluster.ca.server("proxy", LOOPBACK)
+                tls = (
+                    f'[listener]\nsecurity.protocol = "SSL"\nssl.keystore.location = "{keystore}"\n'
+                    f'[upstream]\nsecurity.protocol = "SSL"\n'
+                    f'ssl.truststore.location = "{cluster.ca_certificate}"\n'
+                )
             for name, enabled in (("proxy", "false"), ("sampled", "true")):
                 proxies.append(
                     start_proxy(
                         Path(tmp),
-                        cluster.bootstrap_servers,
+                        direct,
                         brokers=1,
-                        extra=f"[usage]\nenabled = {enabled}\n",
+                        extra=f"{tls}[usage]\nenabled = {enabled}\n",
                         name=name,
                     )
                 )
             proxy, sampled = proxies
             targets = {
-                "direct": cluster.bootstrap_servers,
+                "direct": direct,
                 "proxy": proxy.bootstrap,
                 "sampled": sampled.bootstrap,
             }
@@ -182,7 +213,7 @@ def report(results: dict[str, dict[str, list[object]]], args: argparse.Namespace
 
     print(
         f"\n{args.records} records of 1 KiB, {args.partitions} partitions, "
-        f"{args.rounds} alternating rounds (means)"
+        f"{args.rounds} alternating rounds (means){', SSL on every hop' if args.tls else ''}"
     )
     print("proxy: usage samples off; sampled: on (every 10 s, to files)")
     print(

@@ -134,9 +134,15 @@ async def serve(config: ProxyConfig) -> None:
     sampling = None
     if recorder is not None:
         if usage.kafka_topic:
+            # to the upstream cluster by default, over the proxy's own [upstream] TLS
+            upstream = not usage.kafka_bootstrap_servers
             servers = usage.kafka_bootstrap_servers or config.proxy.upstream_bootstrap_servers
             kafka_sink = UsageKafkaSink(
-                servers, usage.kafka_topic, usage.kafka_buffer_samples, stats
+                servers,
+                usage.kafka_topic,
+                usage.kafka_buffer_samples,
+                stats,
+                config.upstream.context if upstream else None,
             )
             background.append(asyncio.create_task(kafka_sink.run()))
         sampling = asyncio.create_task(record_usage(recorder, usage, files, kafka_sink, stats))

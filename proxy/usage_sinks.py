@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import re
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -96,8 +97,11 @@ class UsageKafkaSink:
         topic: str,
         capacity: int,
         stats: ProxyStats,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.bootstrap_servers = list(bootstrap_servers)
+        #: on the upstream cluster, the proxy's own [upstream] TLS; None: plaintext
+        self._tls = tls
         self.topic = topic
         self._buffer: deque[UsageSample] = deque()
         self._capacity = capacity
@@ -123,6 +127,8 @@ class UsageKafkaSink:
                 client_id="kafka-quota-proxy-usage",
                 acks=1,
                 linger_ms=100,
+                security_protocol="SSL" if self._tls is not None else "PLAINTEXT",
+                ssl_context=self._tls,
             )
             try:
                 await producer.start()

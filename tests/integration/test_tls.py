@@ -7,6 +7,7 @@ own quota."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import socket
@@ -447,5 +448,47 @@ ssl.truststore.location = "{ca}"
         assert await answered()  # the connection made before the renewal goes on
         writer.close()
         assert "config reloaded" in proxy.log()
+    finally:
+        proxy.stop()
+
+
+async def test_usage_samples_reach_a_tls_cluster_over_the_proxys_upstream_tls(
+    tls_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """[usage] kafka_topic on the upstream cluster: written with [upstream]'s TLS."""
+    assert tls_cluster.ca is not None
+    plaintext = tls_cluster.brokers[0].address  # the test reads the cluster directly
+    for topic in ("tls-traffic", "tls-usage"):
+        await asyncio.to_thread(clients.create_topic, plaintext, topic, 1, 1)
+    ca = str(tls_cluster.ca_certificate)
+    config = f"""
+[listener]
+security.protocol = "SSL"
+ssl.keystore.location = "{tls_cluster.ca.server("usage-proxy", LOOPBACK)}"
+
+[upstream]
+security.protocol = "SSL"
+ssl.truststore.location = "{ca}"
+
+[usage]
+interval_s = 1
+directory = ""
+kafka_topic = "tls-usage"
+"""
+    proxy = await asyncio.to_thread(
+        start_proxy, tmp_path, tls_cluster.brokers[0].ssl_address, 1, config
+    )
+    try:
+        values = [f"traffic-{i}".encode() for i in range(20)]
+        ssl_settings = {"security_protocol": "SSL", "ssl_context": create_ssl_context(cafile=ca)}
+        await clients.aiokafka_produce(proxy.bootstrap, "tls-traffic", values, **ssl_settings)
+        deadline = time.monotonic() + 30
+        produce_samples: list[dict[str, Any]] = []
+        while not produce_samples:
+            assert time.monotonic() < deadline, "no usage sample reached the TLS cluster"
+            records, _ = await clients.aiokafka_consume(plaintext, "tls-usage", "reader", 1)
+            samples = [json.loads(record) for record in records]
+            produce_samples = [sample for sample in samples if sample["api"] == "Produce"]
+        assert sum(sample["requests"] for sample in produce_samples) >= 1
     finally:
         proxy.stop()

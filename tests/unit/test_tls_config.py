@@ -157,3 +157,23 @@ ssl.truststore.location = "{ca.certificate_path}"
         "[listener] key 'ssl.principal.mapping.rules': Invalid rule: `DEFAUL`, "
         "unmatched substring: `DEFAUL`"
     ]
+
+
+def test_usage_samples_cannot_go_to_a_sasl_cluster_without_credentials(tmp_path: Path) -> None:
+    _, problems = load(
+        tmp_path,
+        '[usage]\nkafka_topic = "usage"\n'
+        '[listener]\nsecurity.protocol = "SASL_PLAINTEXT"\n'
+        '[upstream]\nsecurity.protocol = "SASL_PLAINTEXT"\n',
+    )
+    assert len(problems) == 1
+    assert problems[0].startswith(
+        "[usage] key 'kafka_topic': the upstream cluster speaks SASL_PLAINTEXT"
+    )
+    _, problems = load(
+        tmp_path,
+        '[usage]\nkafka_topic = "usage"\nkafka_bootstrap_servers = ["10.0.0.1:9092"]\n'
+        '[listener]\nsecurity.protocol = "SASL_PLAINTEXT"\n'
+        '[upstream]\nsecurity.protocol = "SASL_PLAINTEXT"\n',
+    )
+    assert problems == []
