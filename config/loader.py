@@ -86,8 +86,8 @@ def load_config(path: Path | str) -> ProxyConfig:
     if usage.kafka_topic and not usage.kafka_bootstrap_servers and upstream.sasl:
         problems.append(
             f"[usage] key 'kafka_topic': the upstream cluster speaks {upstream.security_protocol}"
-            " and the proxy holds no SASL credentials of its own; name a listener it can "
-            "write to without SASL in kafka_bootstrap_servers"
+            " and the proxy holds no SASL credentials of its own; name a PLAINTEXT listener "
+            "of a cluster it can write to in kafka_bootstrap_servers"
         )
     if problems:
         raise ConfigError(path, problems)

@@ -88,7 +88,8 @@ def _parse(rule: str) -> _Rule | None:
     if match.group(2) is None:
         return None  # empty rules are ignored
     try:
-        pattern = re.compile(match.group(2))
+        # Java's \w, \d, \s and (?i) are ASCII unless a pattern asks otherwise
+        pattern = re.compile(match.group(2), re.ASCII)
     except re.error as exc:
         raise ValueError(f"Invalid rule: {rule}: {exc}") from exc
     flag = match.group(6)
@@ -160,7 +161,7 @@ _KEYWORDS = {
 #: the string types Java writes as text (AVA.isDerString, not canonical)
 _TEXT_TAGS = frozenset({0x13, 0x14, 0x16, 0x1B, 0x1E, 0x0C})
 #: how each string type's content octets carry its characters
-_CODECS = {0x1E: "utf-16-be", 0x1C: "utf-32-be", 0x14: "latin-1"}
+_CODECS = {0x1E: "utf-16-be", 0x1C: "utf-32-be"}
 _ESCAPED = ',=+<>#;"\\'
 
 

@@ -74,6 +74,11 @@ class TlsSettings:
         return self.security_protocol.endswith("SSL")
 
     @property
+    def acknowledged(self) -> bool:
+        """[listener] only: the operator knows the brokers see the proxy, not its clients."""
+        return bool(dict(self.keys).get(ACKNOWLEDGE_CERTIFICATES, False))
+
+    @property
     def files(self) -> tuple[str, ...]:
         """The keystore and truststore this side reads, watched for renewal."""
         keys = dict(self.keys)
@@ -93,6 +98,16 @@ def parse_tls(
             f"[listener] key 'security.protocol': {clients.security_protocol} in front of "
             f"[upstream] {cluster.security_protocol}: clients' SASL exchanges pass through to "
             "the brokers, so both name SASL or neither"
+        )
+    if (
+        "ssl.keystore.location" in dict(cluster.keys)
+        and not cluster.sasl
+        and not clients.acknowledged
+    ):
+        problems.append(
+            "[upstream] key 'ssl.keystore.location': every client reaches the brokers as the "
+            "proxy's certificate and gets that principal's ACLs there; set [listener] "
+            f"{ACKNOWLEDGE_CERTIFICATES} = true to run so"
         )
     if cluster.tls and not clients.tls and not clients.allow_plaintext_clients:
         problems.append(
@@ -195,7 +210,7 @@ def _client_context(values: dict[str, Any], problems: list[str]) -> ssl.SSLConte
     """The context towards the brokers: their certificates verified against the truststore
     (the system's CAs without one), hostnames verified unless the algorithm is "", and the
     proxy's own certificate when the cluster asks for one."""
-    context = ssl.create_default_context()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # certificates and hostnames verified
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     algorithm = values.get("ssl.endpoint.identification.algorithm", "https")
     if algorithm not in ("https", ""):
@@ -206,7 +221,9 @@ def _client_context(values: dict[str, Any], problems: list[str]) -> ssl.SSLConte
         return None
     context.check_hostname = algorithm == "https"
     truststore = values.get("ssl.truststore.location")
-    if truststore is not None and not _load_truststore("upstream", context, truststore, problems):
+    if truststore is None:
+        context.load_default_certs()  # as Java's default truststore; with one, only it
+    elif not _load_truststore("upstream", context, truststore, problems):
         return None
     keystore = values.get("ssl.keystore.location")
     if keystore is not None and not _load_keystore("upstream", context, keystore, values, problems):

@@ -94,11 +94,8 @@ async def serve(config: ProxyConfig) -> None:
         if not enforcer.apply(new.quotas, new.shadow, new.hold_principal):
             log.warning("quota window settings changed: every quota sensor starts afresh")
         server.update_connection_limits(connection_limits(new), new.quotas.settings.client)
-        protocols = (new.listener.security_protocol, new.upstream.security_protocol)
-        if protocols == (config.listener.security_protocol, config.upstream.security_protocol):
-            server.update_tls(
-                new.listener.context, new.upstream.context, new.listener.principal_mapper
-            )
+        # the reloader refuses a new security.protocol: these are renewed files and rules
+        server.update_tls(new.listener.context, new.upstream.context, new.listener.principal_mapper)
 
     clock = LoopClock()
     usage = config.usage

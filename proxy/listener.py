@@ -16,6 +16,7 @@ import contextlib
 import errno
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class Listener:
         admit: Admit,
         wait_for_slot: Callable[[], Awaitable[None]],
         connect_timeout_s: float,
+        upstream_tls: Callable[[], ssl.SSLContext | None] = lambda: None,
     ) -> None:
         #: the label of this listener's metrics: "bootstrap" or "broker-<node id>"
         self.name = name
@@ -51,6 +53,9 @@ class Listener:
         self._admit = admit
         self._wait_for_slot = wait_for_slot
         self._connect_timeout_s = connect_timeout_s
+        #: the probe makes the connection clients' would: one that fails TLS (a broker's
+        #: expired certificate) is no more reachable than one refused
+        self._upstream_tls = upstream_tls
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._probing: asyncio.Task[None] | None = None
@@ -128,9 +133,13 @@ class Listener:
         while True:
             await asyncio.sleep(PROBE_INTERVAL_S)
             for host, port in self.targets():
+                tls = self._upstream_tls()
                 try:
                     _, writer = await asyncio.wait_for(
-                        asyncio.open_connection(host, port), self._connect_timeout_s
+                        asyncio.open_connection(
+                            host, port, ssl=tls, server_hostname=host if tls is not None else None
+                        ),
+                        self._connect_timeout_s,
                     )
                 except (OSError, TimeoutError):
                     continue

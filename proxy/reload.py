@@ -24,11 +24,24 @@ log = logging.getLogger(__name__)
 
 _FileState = tuple[int, int, int] | None
 #: what of a section a reload applies at once, for the warning about the rest
-_LIVE = {
-    "proxy": f" (except {', '.join(LIVE_PROXY_KEYS)})",
-    "listener": " (its certificates, truststore and client authentication apply at once)",
-    "upstream": " (its certificates and truststore apply at once)",
-}
+_LIVE = {"proxy": f" (except {', '.join(LIVE_PROXY_KEYS)})"}
+
+
+def _refuse_protocol_changes(running: ProxyConfig, new: ProxyConfig) -> None:
+    """A reload takes renewed certificates, truststores and mapping rules, never a new
+    security.protocol: listeners and upstream connections would change what they speak
+    under clients already connected."""
+    problems = [
+        f"[{side}] key 'security.protocol': {old.security_protocol} -> "
+        f"{changed.security_protocol} needs a restart"
+        for side, old, changed in (
+            ("listener", running.listener, new.listener),
+            ("upstream", running.upstream, new.upstream),
+        )
+        if old.security_protocol != changed.security_protocol
+    ]
+    if problems:
+        raise ConfigError(running.path or "config", problems)
 
 
 def _file_state(path: Path) -> _FileState:
@@ -55,9 +68,11 @@ class ConfigReloader:
         return {path: _file_state(path) for path in config.watched_files()}
 
     def reload(self, reason: str) -> bool:
+        # taken before the files are read: one replaced while they are is seen as changed
         self._seen = self._states(self.config)  # a refused file is not retried until it changes
         try:
             config = load_config(self.path)
+            _refuse_protocol_changes(self.config, config)
         except ConfigError as exc:
             self._stats.reloads_failed += 1
             log.error("config reload (%s) refused; the running config stays:\n%s", reason, exc)
@@ -65,8 +80,6 @@ class ConfigReloader:
         live = {key: getattr(config.proxy, key) for key in LIVE_PROXY_KEYS}
         for section, old, new in (
             ("proxy", replace(self.config.proxy, **live), config.proxy),
-            ("listener", self.config.listener.security_protocol, config.listener.security_protocol),
-            ("upstream", self.config.upstream.security_protocol, config.upstream.security_protocol),
             ("metrics", self.config.metrics, config.metrics),
             ("usage", self.config.usage, config.usage),
         ):
@@ -79,7 +92,11 @@ class ConfigReloader:
                 )
         self._apply(config)
         self.config = config
-        self._seen = self._states(config)
+        seen = self._seen  # files the new config names for the first time are read now
+        self._seen = {
+            path: seen[path] if path in seen else _file_state(path)
+            for path in config.watched_files()
+        }
         self._stats.reloads_succeeded += 1
         log.info("config reloaded (%s) from %s", reason, self.path)
         return True

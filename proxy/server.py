@@ -161,6 +161,7 @@ class ProxyServer:
             self._admit,
             self._wait_for_slot,
             self.settings.connect_timeout_s,
+            lambda: self.upstream_tls,
         )
         listener.open()
         self.listeners[node_id] = listener

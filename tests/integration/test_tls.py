@@ -36,7 +36,7 @@ USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 ALICE_QUOTA = 100_000  # producer_byte_rate, B/s
 CLIENT_ID = "tls-app"
 #: [proxy] connect_timeout_s, which also bounds a client's TLS handshake
-HANDSHAKE_TIMEOUT_S = 2
+HANDSHAKE_TIMEOUT_S = 5
 
 
 @pytest.fixture(scope="module")

@@ -121,6 +121,13 @@ def test_a_back_reference_past_the_groups_is_literal() -> None:
     assert mapper.name("CN=a,OU=b,O=c") == "a@$4"
 
 
+def test_classes_are_ascii_as_in_java() -> None:
+    """Java's \\w is [a-zA-Z_0-9]: a name with other letters falls through to DEFAULT."""
+    mapper = SslPrincipalMapper("RULE:^CN=(\\w+),OU=apps$/$1/, DEFAULT")
+    assert mapper.name("CN=jose,OU=apps") == "jose"
+    assert mapper.name("CN=josé,OU=apps") == "CN=josé,OU=apps"
+
+
 def test_a_name_no_rule_matches_fails() -> None:
     with pytest.raises(NoMatchingRule, match="No rules apply to CN=x"):
         SslPrincipalMapper("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/").name("CN=x")

@@ -3,14 +3,17 @@ downgrade; every problem names the file, the section and the key."""
 
 from __future__ import annotations
 
+import os
 import ssl
 from pathlib import Path
 
 import pytest
 
 from config.errors import ConfigError
-from config.loader import load_config
+from config.loader import ProxyConfig, load_config
 from localkafka.tls import ThrowawayCA
+from proxy.metrics import ProxyStats
+from proxy.reload import ConfigReloader
 
 
 @pytest.fixture(scope="module")
@@ -177,3 +180,56 @@ def test_usage_samples_cannot_go_to_a_sasl_cluster_without_credentials(tmp_path:
         '[upstream]\nsecurity.protocol = "SASL_PLAINTEXT"\n',
     )
     assert problems == []
+
+
+def test_the_upstream_truststore_replaces_the_systems_cas(tmp_path: Path, ca: ThrowawayCA) -> None:
+    """As a Kafka client's: a publicly trusted certificate for a broker's name is not enough."""
+    path, problems = load(
+        tmp_path,
+        f'[upstream]\nsecurity.protocol = "SSL"\n'
+        f'ssl.truststore.location = "{ca.certificate_path}"\n'
+        "[listener]\nallow.plaintext.clients = true\n",
+    )
+    context = load_config(path).upstream.context
+    assert problems == [] and context is not None and len(context.get_ca_certs()) == 1
+
+
+def test_the_proxys_own_certificate_upstream_needs_the_acknowledgement(
+    tmp_path: Path, ca: ThrowawayCA
+) -> None:
+    """Without SASL, every client reaches the brokers as the proxy's certificate."""
+    keystore = ca.server("proxy-client", "127.0.0.1")
+    upstream = (
+        f'[upstream]\nsecurity.protocol = "SSL"\n'
+        f'ssl.truststore.location = "{ca.certificate_path}"\n'
+        f'ssl.keystore.location = "{keystore}"\n'
+        "[listener]\nallow.plaintext.clients = true\n"
+    )
+    _, problems = load(tmp_path, upstream)
+    assert len(problems) == 1
+    assert problems[0].startswith("[upstream] key 'ssl.keystore.location': every client reaches")
+    _, problems = load(tmp_path, upstream + "acknowledge.broker.sees.proxy = true\n")
+    assert problems == []
+
+
+def test_a_reload_takes_renewed_files_but_refuses_a_new_protocol(
+    tmp_path: Path, ca: ThrowawayCA
+) -> None:
+    keystore = tmp_path / "proxy.pem"
+    os.replace(ca.server("first", "127.0.0.1"), keystore)
+    path = tmp_path / "proxy.toml"
+    path.write_text(
+        f'[listener]\nsecurity.protocol = "SSL"\nssl.keystore.location = "{keystore}"\n'
+    )
+    applied: list[ProxyConfig] = []
+    stats = ProxyStats()
+    reloader = ConfigReloader(load_config(path), applied.append, stats)
+    assert keystore in reloader.config.watched_files()
+    before = reloader.config.listener.context
+    os.replace(ca.server("renewed", "127.0.0.1"), keystore)
+    assert reloader.reload("renewed")
+    renewed = applied[-1].listener.context
+    assert renewed is not None and renewed is not before
+    path.write_text('[listener]\nsecurity.protocol = "PLAINTEXT"\n')
+    assert not reloader.reload("protocol") and stats.reloads_failed == 1
+    assert reloader.config.listener.security_protocol == "SSL" and len(applied) == 1
