@@ -119,6 +119,20 @@ def parse_tls(
     return clients, cluster
 
 
+def unencrypted_upstream(clients: TlsSettings, cluster: TlsSettings) -> str | None:
+    """The warning for TLS clients in front of a plaintext cluster: allowed (the proxy often
+    sits beside the brokers), but what the clients encrypted, SASL credentials included,
+    crosses the network to the brokers in clear."""
+    if not clients.tls or cluster.tls:
+        return None
+    return (
+        f"[listener] speaks {clients.security_protocol} but [upstream] "
+        f"{cluster.security_protocol}: clients' traffic"
+        + (", SASL credentials included," if clients.sasl else "")
+        + " crosses the network to the brokers unencrypted"
+    )
+
+
 def _parse_side(
     name: str, section: dict[str, Any], known: dict[str, tuple[type, ...]], problems: list[str]
 ) -> TlsSettings:

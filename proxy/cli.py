@@ -13,6 +13,7 @@ from pathlib import Path
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
 from config.report import effective_quotas
+from config.tls import unencrypted_upstream
 from proxy.clock import Clock, LoopClock
 from proxy.enforcement import Enforcer
 from proxy.log_limit import RepeatedLineFilter
@@ -86,6 +87,8 @@ async def _forget_producer_ids(enforcer: Enforcer, clock: Clock) -> None:
 
 
 async def serve(config: ProxyConfig) -> None:
+    if (unencrypted := unencrypted_upstream(config.listener, config.upstream)) is not None:
+        log.warning(unencrypted)
     enforcer = Enforcer(QuotaEngine(config.quotas), config.shadow, config.hold_principal)
     stats = ProxyStats()
     connection_quotas = ConnectionQuotas(connection_limits(config), config.quotas.settings.client)

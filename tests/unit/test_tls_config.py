@@ -11,6 +11,7 @@ import pytest
 
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
+from config.tls import unencrypted_upstream
 from localkafka.tls import ThrowawayCA
 from proxy.metrics import ProxyStats
 from proxy.reload import ConfigReloader
@@ -233,3 +234,27 @@ def test_a_reload_takes_renewed_files_but_refuses_a_new_protocol(
     path.write_text('[listener]\nsecurity.protocol = "PLAINTEXT"\n')
     assert not reloader.reload("protocol") and stats.reloads_failed == 1
     assert reloader.config.listener.security_protocol == "SSL" and len(applied) == 1
+
+
+def test_tls_clients_in_front_of_a_plaintext_cluster_are_warned_about(
+    tmp_path: Path, ca: ThrowawayCA
+) -> None:
+    keystore = ca.server("proxy", "127.0.0.1")
+    listener = f'[listener]\nssl.keystore.location = "{keystore}"\n'
+    path, _ = load(
+        tmp_path,
+        listener
+        + 'security.protocol = "SASL_SSL"\n[upstream]\nsecurity.protocol = "SASL_PLAINTEXT"\n',
+    )
+    config = load_config(path)
+    assert unencrypted_upstream(config.listener, config.upstream) == (
+        "[listener] speaks SASL_SSL but [upstream] SASL_PLAINTEXT: clients' traffic, SASL "
+        "credentials included, crosses the network to the brokers unencrypted"
+    )
+    path, _ = load(tmp_path, listener + 'security.protocol = "SSL"\n')
+    config = load_config(path)
+    assert unencrypted_upstream(config.listener, config.upstream) == (
+        "[listener] speaks SSL but [upstream] PLAINTEXT: clients' traffic crosses the network "
+        "to the brokers unencrypted"
+    )
+    assert unencrypted_upstream(config.upstream, config.upstream) is None
