@@ -48,7 +48,8 @@ _LISTENER_KEYS = {
     ALLOW_PLAINTEXT: (bool,),
     ACKNOWLEDGE_CERTIFICATES: (bool,),
 }
-_UPSTREAM_KEYS = {**_SHARED_KEYS, "ssl.endpoint.identification.algorithm": (str,)}
+_ALGORITHM = "ssl.endpoint.identification.algorithm"
+_UPSTREAM_KEYS = {**_SHARED_KEYS, _ALGORITHM: (str,)}
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,13 @@ class TlsSettings:
     security_protocol: str = "PLAINTEXT"
     #: built from the files when the config was loaded (equal settings compare by their keys)
     context: ssl.SSLContext | None = field(default=None, compare=False)
-    #: [listener] only: clients may speak PLAINTEXT to a proxy whose cluster speaks TLS
-    allow_plaintext_clients: bool = False
     #: [listener] only, with ssl.client.auth: names a client from its certificate
     principal_mapper: SslPrincipalMapper | None = field(default=None, compare=False)
-    #: the section's keys as written, for telling a changed section on reload
+    #: the section's keys as written (Kafka's names), valid ones only
     keys: tuple[tuple[str, Any], ...] = ()
+
+    def value(self, key: str) -> Any:
+        return dict(self.keys).get(key)
 
     @property
     def sasl(self) -> bool:
@@ -74,17 +76,10 @@ class TlsSettings:
         return self.security_protocol.endswith("SSL")
 
     @property
-    def acknowledged(self) -> bool:
-        """[listener] only: the operator knows the brokers see the proxy, not its clients."""
-        return bool(dict(self.keys).get(ACKNOWLEDGE_CERTIFICATES, False))
-
-    @property
     def files(self) -> tuple[str, ...]:
         """The keystore and truststore this side reads, watched for renewal."""
-        keys = dict(self.keys)
-        return tuple(
-            keys[key] for key in ("ssl.keystore.location", "ssl.truststore.location") if key in keys
-        )
+        paths = (self.value("ssl.keystore.location"), self.value("ssl.truststore.location"))
+        return tuple(path for path in paths if path is not None)
 
 
 def parse_tls(
@@ -99,17 +94,14 @@ def parse_tls(
             f"[upstream] {cluster.security_protocol}: clients' SASL exchanges pass through to "
             "the brokers, so both name SASL or neither"
         )
-    if (
-        "ssl.keystore.location" in dict(cluster.keys)
-        and not cluster.sasl
-        and not clients.acknowledged
-    ):
+    acknowledged = clients.value(ACKNOWLEDGE_CERTIFICATES)
+    if cluster.value("ssl.keystore.location") and not cluster.sasl and not acknowledged:
         problems.append(
             "[upstream] key 'ssl.keystore.location': every client reaches the brokers as the "
             "proxy's certificate and gets that principal's ACLs there; set [listener] "
             f"{ACKNOWLEDGE_CERTIFICATES} = true to run so"
         )
-    if cluster.tls and not clients.tls and not clients.allow_plaintext_clients:
+    if cluster.tls and not clients.tls and not clients.value(ALLOW_PLAINTEXT):
         problems.append(
             f"[listener] key 'security.protocol': {clients.security_protocol} in front of "
             f"a TLS cluster would carry clients' traffic (and SASL credentials) unencrypted "
@@ -133,6 +125,23 @@ def unencrypted_upstream(clients: TlsSettings, cluster: TlsSettings) -> str | No
     )
 
 
+def describe(clients: TlsSettings, cluster: TlsSettings) -> list[str]:
+    """What check-config says of the two sides; nothing when both are PLAINTEXT."""
+    if not clients.tls and not cluster.tls:
+        return []
+    listener = f"[listener] {clients.security_protocol}"
+    if clients.principal_mapper is not None:
+        auth = clients.value("ssl.client.auth")
+        listener += f", client certificates {auth}, principals by {clients.principal_mapper}"
+    upstream = f"[upstream] {cluster.security_protocol}"
+    if cluster.tls:
+        checked = "hostnames verified" if cluster.value(_ALGORITHM) != "" else "no hostname check"
+        trusted = cluster.value("ssl.truststore.location") or "the system's CAs"
+        upstream += f", trusting {trusted}, {checked}"
+    warning = unencrypted_upstream(clients, cluster)
+    return [listener, upstream, *([f"warning: {warning}"] if warning else [])]
+
+
 def _parse_side(
     name: str, section: dict[str, Any], known: dict[str, tuple[type, ...]], problems: list[str]
 ) -> TlsSettings:
@@ -147,7 +156,6 @@ def _parse_side(
     for key in ("ssl.keystore.type", "ssl.truststore.type"):
         if values.get(key, "PEM") != "PEM":
             problems.append(f"[{name}] key '{key}': only PEM is read, got {values[key]!r}")
-    allow = bool(values.get(ALLOW_PLAINTEXT, False))
     keys = tuple(sorted(values.items()))
     if not protocol.endswith("SSL"):
         ssl_keys = sorted(key for key in values if key.startswith("ssl."))
@@ -155,12 +163,12 @@ def _parse_side(
             problems.append(
                 f"[{name}] key '{ssl_keys[0]}': set, but security.protocol is {protocol}"
             )
-        return TlsSettings(protocol, None, allow, keys=keys)
+        return TlsSettings(protocol, keys=keys)
     if name == "upstream":
-        return TlsSettings(protocol, _client_context(values, problems), allow, keys=keys)
+        return TlsSettings(protocol, _client_context(values, problems), keys=keys)
     context = _server_context(values, problems)
     mapper = _principal_mapper(values, problems) if context is not None else None
-    return TlsSettings(protocol, context, allow, principal_mapper=mapper, keys=keys)
+    return TlsSettings(protocol, context, mapper, keys)
 
 
 def _principal_mapper(values: dict[str, Any], problems: list[str]) -> SslPrincipalMapper | None:
@@ -226,7 +234,7 @@ def _client_context(values: dict[str, Any], problems: list[str]) -> ssl.SSLConte
     proxy's own certificate when the cluster asks for one."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # certificates and hostnames verified
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    algorithm = values.get("ssl.endpoint.identification.algorithm", "https")
+    algorithm = values.get(_ALGORITHM, "https")
     if algorithm not in ("https", ""):
         problems.append(
             "[upstream] key 'ssl.endpoint.identification.algorithm': expected \"https\" or "
