@@ -13,7 +13,7 @@ from pathlib import Path
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
 from config.report import effective_quotas
-from config.tls import unencrypted_upstream
+from config.tls import describe, unencrypted_upstream
 from proxy.clock import Clock, LoopClock
 from proxy.enforcement import Enforcer
 from proxy.log_limit import RepeatedLineFilter
@@ -216,6 +216,8 @@ def check_config(path: Path) -> int:
         print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
         return 2
     print(f"{path}: valid")
+    for line in describe(config.listener, config.upstream):
+        print(line)
     if config.shadow:
         keys = ", ".join(quota_type.key for quota_type in QuotaType if quota_type in config.shadow)
         print(f"shadow mode (decided and reported, not enforced): {keys}")

@@ -11,7 +11,7 @@ import pytest
 
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
-from config.tls import unencrypted_upstream
+from config.tls import describe, unencrypted_upstream
 from localkafka.tls import ThrowawayCA
 from proxy.metrics import ProxyStats
 from proxy.reload import ConfigReloader
@@ -258,3 +258,32 @@ def test_tls_clients_in_front_of_a_plaintext_cluster_are_warned_about(
         "to the brokers unencrypted"
     )
     assert unencrypted_upstream(config.upstream, config.upstream) is None
+
+
+def test_check_config_describes_both_sides(tmp_path: Path, ca: ThrowawayCA) -> None:
+    keystore = ca.server("proxy", "127.0.0.1")
+    path, problems = load(
+        tmp_path,
+        f"""
+[listener]
+security.protocol = "SSL"
+ssl.keystore.location = "{keystore}"
+ssl.client.auth = "required"
+ssl.truststore.location = "{ca.certificate_path}"
+ssl.principal.mapping.rules = "RULE:^CN=(.*?),OU=apps$/$1/L, DEFAULT"
+acknowledge.broker.sees.proxy = true
+""",
+    )
+    config = load_config(path)
+    assert problems == []
+    assert describe(config.listener, config.upstream) == [
+        "[listener] SSL, client certificates required, principals by "
+        "[RULE:^CN=(.*?),OU=apps$/$1/L, DEFAULT]",
+        "[upstream] PLAINTEXT",
+        "warning: [listener] speaks SSL but [upstream] PLAINTEXT: clients' traffic crosses the "
+        "network to the brokers unencrypted",
+    ]
+    path, _ = load(tmp_path, "[proxy]\n")
+    config = load_config(path)
+    assert problems == []
+    assert describe(config.listener, config.upstream) == []
