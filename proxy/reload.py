@@ -23,8 +23,6 @@ from proxy.metrics import ProxyStats
 log = logging.getLogger(__name__)
 
 _FileState = tuple[int, int, int] | None
-#: what of a section a reload applies at once, for the warning about the rest
-_LIVE = {"proxy": f" (except {', '.join(LIVE_PROXY_KEYS)})"}
 
 
 def _refuse_protocol_changes(running: ProxyConfig, new: ProxyConfig) -> None:
@@ -88,7 +86,7 @@ class ConfigReloader:
                     "config reload (%s): [%s] changes apply after a restart%s",
                     reason,
                     section,
-                    _LIVE.get(section, ""),
+                    f" (except {', '.join(LIVE_PROXY_KEYS)})" if section == "proxy" else "",
                 )
         self._apply(config)
         self.config = config
