@@ -30,7 +30,7 @@ from localkafka.load import (
     consumer_perf_args,
     producer_perf_args,
 )
-from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.proxy_process import RunningProxy, start_proxy, tls_sections
 
 _PRODUCER_SUMMARY = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
@@ -131,11 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             tls = ""
             if cluster.ca is not None:
                 keystore = cluster.ca.server("proxy", LOOPBACK)
-                tls = (
-                    f'[listener]\nsecurity.protocol = "SSL"\nssl.keystore.location = "{keystore}"\n'
-                    f'[upstream]\nsecurity.protocol = "SSL"\n'
-                    f'ssl.truststore.location = "{cluster.ca_certificate}"\n'
-                )
+                tls = tls_sections(keystore, cluster.ca_certificate)
             for name, enabled in (("proxy", "false"), ("sampled", "true")):
                 proxies.append(
                     start_proxy(

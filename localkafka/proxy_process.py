@@ -16,6 +16,18 @@ from localkafka import LOOPBACK, free_port, free_ports
 SHORT_QUOTA_WINDOWS = "[broker]\nquota.window.num = 2\nquota.window.size.seconds = 1\n"
 
 
+def tls_sections(
+    keystore: Path, truststore: Path, protocol: str = "SSL", listener: str = ""
+) -> str:
+    """[listener] and [upstream] of a proxy serving `protocol` with `keystore` in front of a
+    cluster whose certificates `truststore` signs; `listener` adds lines to [listener]."""
+    return (
+        f'\n[listener]\nsecurity.protocol = "{protocol}"\nssl.keystore.location = "{keystore}"\n'
+        f'{listener}\n[upstream]\nsecurity.protocol = "{protocol}"\n'
+        f'ssl.truststore.location = "{truststore}"\n'
+    )
+
+
 def free_port_block(count: int) -> int:
     """A base port such that base+1 .. base+count are all free (for broker listeners)."""
     return free_ports(count, contiguous=True)[0] - 1

@@ -25,7 +25,7 @@ from cryptography.x509.oid import NameOID
 
 from localkafka import LOOPBACK, KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, kafka_python_flood
-from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
+from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy, tls_sections
 from localkafka.tls import ThrowawayCA
 from tests.integration import clients
 from tests.integration.scrape import scrape, value
@@ -55,18 +55,9 @@ def tls_proxy(
 ) -> Iterator[RunningProxy]:
     assert tls_cluster.ca is not None
     keystore = tls_cluster.ca.server("proxy", LOOPBACK)
+    tls = tls_sections(keystore, tls_cluster.ca_certificate, "SASL_SSL")
     config = f"""connect_timeout_s = {HANDSHAKE_TIMEOUT_S}
-
-[listener]
-security.protocol = "SASL_SSL"
-ssl.keystore.type = "PEM"
-ssl.keystore.location = "{keystore}"
-
-[upstream]
-security.protocol = "SASL_SSL"
-ssl.truststore.type = "PEM"
-ssl.truststore.location = "{tls_cluster.ca_certificate}"
-
+{tls}
 {SHORT_QUOTA_WINDOWS}
 [users.alice]
 producer_byte_rate = {ALICE_QUOTA}
@@ -92,19 +83,12 @@ def mtls_proxy(
     quotas = "".join(
         f'[users."{name}"]\nproducer_byte_rate = {rate}\n' for name, rate in WRITERS.items()
     )
-    config = f"""
-[listener]
-security.protocol = "SSL"
-ssl.keystore.location = "{keystore}"
-ssl.client.auth = "required"
+    client_certificates = f"""ssl.client.auth = "required"
 ssl.truststore.location = "{ca}"
 ssl.principal.mapping.rules = "RULE:^CN=(.*?),OU=apps$/$1/L, DEFAULT"
 acknowledge.broker.sees.proxy = true
-
-[upstream]
-security.protocol = "SSL"
-ssl.truststore.location = "{ca}"
-
+"""
+    config = f"""{tls_sections(keystore, ca, listener=client_certificates)}
 {SHORT_QUOTA_WINDOWS}
 {quotas}"""
     tmp = tmp_path_factory.mktemp("mtls-proxy")
@@ -411,16 +395,7 @@ async def test_a_renewed_certificate_is_served_without_dropping_connections(
     keystore = tmp_path / "proxy.pem"
     os.replace(tls_cluster.ca.server("before-renewal", LOOPBACK), keystore)
     ca = str(tls_cluster.ca_certificate)
-    config = f"""config_poll_interval_s = 0.2
-
-[listener]
-security.protocol = "SSL"
-ssl.keystore.location = "{keystore}"
-
-[upstream]
-security.protocol = "SSL"
-ssl.truststore.location = "{ca}"
-"""
+    config = f"config_poll_interval_s = 0.2\n{tls_sections(keystore, tls_cluster.ca_certificate)}"
     proxy = await asyncio.to_thread(
         start_proxy, tmp_path, tls_cluster.brokers[0].ssl_address, 1, config
     )
@@ -461,15 +436,8 @@ async def test_usage_samples_reach_a_tls_cluster_over_the_proxys_upstream_tls(
     for topic in ("tls-traffic", "tls-usage"):
         await asyncio.to_thread(clients.create_topic, plaintext, topic, 1, 1)
     ca = str(tls_cluster.ca_certificate)
-    config = f"""
-[listener]
-security.protocol = "SSL"
-ssl.keystore.location = "{tls_cluster.ca.server("usage-proxy", LOOPBACK)}"
-
-[upstream]
-security.protocol = "SSL"
-ssl.truststore.location = "{ca}"
-
+    keystore = tls_cluster.ca.server("usage-proxy", LOOPBACK)
+    config = f"""{tls_sections(keystore, tls_cluster.ca_certificate)}
 [usage]
 interval_s = 1
 directory = ""
