@@ -3,15 +3,35 @@
 The proxy's own requests (start-up broker discovery, topic refreshes on a client's upstream
 connection) and the topic cache fed by clients' Metadata responses use these, so there is one
 way to ask a broker about brokers and topics.
+
+A Metadata response is read by its lengths, not decoded into objects, and the proxy's
+addresses are spliced in where the brokers' were: the rest of the frame, every topic and
+partition, is copied as it came. The answer to a client's Metadata request describes every
+partition it asked about (often the whole cluster), and decoding and re-encoding all of them
+to change a host and port per broker cost more than the rest of the round trip (issue 10).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from struct import Struct
+from struct import error as struct_error
+from typing import NamedTuple
 
 from kafka.protocol.metadata import MetadataRequest
+
+from protocol.apis import METADATA
+from protocol.errors import ProtocolError
+from protocol.headers import response_body_offset
+from protocol.primitives import (
+    encode_string,
+    read_length,
+    read_string,
+    skip_string,
+    skip_tagged_fields,
+)
+from protocol.rewrite import Advertise
 
 #: the proxy's own Metadata requests: topic ids from v10, flexible from v9; Kafka 4 serves it
 OWN_METADATA_VERSION = 12
@@ -54,34 +74,139 @@ def metadata_request_body(
 #: Kafka's UNKNOWN_TOPIC_OR_PARTITION and UNKNOWN_TOPIC_ID
 UNKNOWN_TOPIC = 3
 UNKNOWN_TOPIC_ID = 100
+_INT16 = Struct(">h")
+_INT32 = Struct(">i")
+_FIRST_FLEXIBLE = 9
+_UUID = 16
 
 
-def unknown_topics(msg: Any) -> list[str]:
-    """The topics a decoded Metadata response says do not exist."""
-    return [str(t.name) for t in msg.topics or () if t.error_code == UNKNOWN_TOPIC and t.name]
+class Broker(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    #: where in the frame its host string starts and its port ends: what a splice replaces
+    host_at: int
+    port_end: int
 
 
-def unknown_topic_ids(msg: Any) -> list[uuid.UUID]:
-    """The topic ids a decoded Metadata response says do not exist."""
-    return [
-        t.topic_id
-        for t in msg.topics or ()
-        if t.error_code == UNKNOWN_TOPIC_ID and getattr(t, "topic_id", None) is not None
-    ]
+class MetadataAnswer(NamedTuple):
+    """What the proxy takes from a Metadata response."""
+
+    brokers: list[Broker]
+    #: the topics described without error
+    topics: list[TopicPartitions]
+    #: the topics, by name and by id, the cluster says do not exist
+    unknown_topics: list[str]
+    unknown_topic_ids: list[uuid.UUID]
 
 
-def broker_ids(msg: Any) -> list[int]:
-    return [int(broker.node_id) for broker in msg.brokers or ()]
+def read_metadata_response(frame: bytes, version: int) -> MetadataAnswer:
+    """Read a Metadata response frame of any version (0-13) by its lengths."""
+    try:
+        answer, end = _read(frame, version)
+    except (IndexError, struct_error, ValueError) as exc:  # a bad UTF-8 name is a ValueError
+        if isinstance(exc, ProtocolError):
+            raise
+        raise ProtocolError(f"undecodable Metadata v{version} response: {exc!r}") from exc
+    if end > len(frame):
+        raise ProtocolError(f"Metadata v{version} response runs past its frame")
+    return answer
 
 
-def topic_partitions(msg: Any) -> list[TopicPartitions]:
-    """The partition count of every topic a decoded Metadata response describes without error."""
-    found = []
-    for topic in msg.topics or ():
-        if topic.error_code != 0 or topic.name is None:
+def _read(frame: bytes, version: int) -> tuple[MetadataAnswer, int]:
+    flexible = version >= _FIRST_FLEXIBLE
+    pos = response_body_offset(frame, METADATA, version)
+    if version >= 3:
+        pos += 4  # throttle_time_ms
+    brokers = []
+    count, pos = read_length(frame, pos, flexible, _INT32)
+    for _ in range(count):
+        node_id: int = _INT32.unpack_from(frame, pos)[0]
+        host_at = pos + 4
+        host, pos = read_string(frame, host_at, flexible)
+        if host is None:
+            raise ProtocolError(f"Metadata v{version} response names a broker with no host")
+        port: int = _INT32.unpack_from(frame, pos)[0]
+        pos += 4
+        brokers.append(Broker(node_id, host, port, host_at, pos))
+        if version >= 1:
+            pos = skip_string(frame, pos, flexible)  # rack
+        if flexible:
+            pos = skip_tagged_fields(frame, pos)
+    if version >= 2:
+        pos = skip_string(frame, pos, flexible)  # cluster_id
+    if version >= 1:
+        pos += 4  # controller_id
+    described: list[TopicPartitions] = []
+    unknown: list[str] = []
+    unknown_ids: list[uuid.UUID] = []
+    count, pos = read_length(frame, pos, flexible, _INT32)
+    for _ in range(count):
+        error_code: int = _INT16.unpack_from(frame, pos)[0]
+        name, pos = read_string(frame, pos + 2, flexible)
+        topic_id = None
+        if version >= 10:
+            raw = bytes(frame[pos : pos + _UUID])
+            pos += _UUID
+            if raw != _NO_TOPIC_ID.bytes:
+                topic_id = uuid.UUID(bytes=raw)
+        if version >= 1:
+            pos += 1  # is_internal
+        partitions, pos = read_length(frame, pos, flexible, _INT32)
+        for _ in range(partitions):
+            pos = _skip_partition(frame, pos, version, flexible)
+        if version >= 8:
+            pos += 4  # topic_authorized_operations
+        if flexible:
+            pos = skip_tagged_fields(frame, pos)
+        if error_code == 0 and name is not None:
+            described.append(TopicPartitions(name, topic_id, max(partitions, 0)))
+        elif error_code == UNKNOWN_TOPIC and name:
+            unknown.append(name)
+        elif error_code == UNKNOWN_TOPIC_ID and topic_id is not None:
+            unknown_ids.append(topic_id)
+    if 8 <= version <= 10:
+        pos += 4  # cluster_authorized_operations
+    if version >= 13:
+        pos += 2  # error_code
+    if flexible:
+        pos = skip_tagged_fields(frame, pos)
+    return MetadataAnswer(brokers, described, unknown, unknown_ids), pos
+
+
+def _skip_partition(frame: bytes, pos: int, version: int, flexible: bool) -> int:
+    """error_code, partition_index, leader_id, leader_epoch (v7+), then the replica, ISR
+    and offline replica (v5+) arrays of int32; a cluster's answer can hold many thousands,
+    so a one-byte compact length is read in place."""
+    pos += 14 if version >= 7 else 10
+    for _ in range(3 if version >= 5 else 2):
+        if flexible and frame[pos] < 0x80:
+            pos += 1 + 4 * max(frame[pos] - 1, 0)
+        else:
+            nodes, pos = read_length(frame, pos, flexible, _INT32)
+            pos += 4 * max(nodes, 0)
+    if flexible:
+        pos = skip_tagged_fields(frame, pos)
+    return pos
+
+
+def with_proxy_addresses(
+    frame: bytes, brokers: Sequence[Broker], version: int, advertise: Advertise
+) -> bytes | None:
+    """The response frame naming the proxy's address for every broker, or None when it
+    names no broker. Only the hosts and ports change: racks, tagged fields and topics are
+    the broker's bytes."""
+    flexible = version >= _FIRST_FLEXIBLE
+    parts: list[bytes] = []
+    copied = 4  # from after the size prefix
+    for broker in brokers:
+        if broker.node_id < 0:
             continue
-        topic_id = getattr(topic, "topic_id", None)
-        if topic_id == _NO_TOPIC_ID:
-            topic_id = None
-        found.append(TopicPartitions(str(topic.name), topic_id, len(topic.partitions or ())))
-    return found
+        host, port = advertise(broker.node_id, broker.host, broker.port)
+        parts += (frame[copied : broker.host_at], encode_string(host, flexible), _INT32.pack(port))
+        copied = broker.port_end
+    if not parts:
+        return None
+    parts.append(frame[copied:])
+    body = b"".join(parts)
+    return _INT32.pack(len(body)) + body

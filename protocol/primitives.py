@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from struct import Struct
+
 from protocol.errors import ProtocolError
+
+_INT16 = Struct(">h")
 
 
 def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
@@ -42,3 +46,39 @@ def skip_tagged_fields(data: bytes, pos: int) -> int:
     if pos > len(data):
         raise ProtocolError("tagged fields run past the frame")
     return pos
+
+
+def read_length(frame: bytes, pos: int, flexible: bool, classic: Struct) -> tuple[int, int]:
+    """An array count or a string or bytes length: a uvarint of length + 1 when flexible,
+    else `classic` (-1 for null either way)."""
+    if flexible:
+        length, pos = read_uvarint(frame, pos)
+        return length - 1, pos
+    value: int = classic.unpack_from(frame, pos)[0]
+    return value, pos + classic.size
+
+
+def skip_string(frame: bytes, pos: int, flexible: bool) -> int:
+    length, pos = read_length(frame, pos, flexible, _INT16)
+    return pos + max(length, 0)
+
+
+def read_string(frame: bytes, pos: int, flexible: bool) -> tuple[str | None, int]:
+    """A (nullable) string; a length past the frame is left to the caller's end check."""
+    length, pos = read_length(frame, pos, flexible, _INT16)
+    if length < 0:
+        return None, pos
+    return bytes(frame[pos : pos + length]).decode(), pos + length
+
+
+def encode_string(value: str, flexible: bool) -> bytes:
+    data = value.encode()
+    if not flexible:
+        return _INT16.pack(len(data)) + data
+    length = len(data) + 1
+    prefix = bytearray()
+    while length >= 0x80:
+        prefix.append(length & 0x7F | 0x80)
+        length >>= 7
+    prefix.append(length)
+    return bytes(prefix) + data

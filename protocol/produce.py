@@ -10,7 +10,7 @@ from typing import Final
 from protocol.apis import DECODED, PRODUCE
 from protocol.errors import ProtocolError
 from protocol.headers import RequestHeader, encode_response, request_body_offset
-from protocol.primitives import read_uvarint, skip_tagged_fields
+from protocol.primitives import read_length, read_string, skip_string, skip_tagged_fields
 
 _INT16 = Struct(">h")
 
@@ -24,7 +24,7 @@ def produce_acks(frame: bytes, header: RequestHeader) -> int:
     pos = request_body_offset(frame, header)
     if header.api_version >= 3:
         try:
-            pos = _skip_string(frame, pos, header.api_version >= 9)
+            pos = skip_string(frame, pos, header.api_version >= 9)
         except struct_error as exc:
             raise ProtocolError("Produce request truncated before transactional_id") from exc
     if pos + 2 > len(frame):
@@ -73,20 +73,20 @@ def _walk(frame: bytes, header: RequestHeader, topics: ProducedTopics | None) ->
         return []  # v0-v2 carry message formats 0 and 1, which have no producer id
     try:
         pos = request_body_offset(frame, header)
-        pos = _skip_string(frame, pos, flexible) + 6  # transactional_id, acks, timeout_ms
-        topic_count, pos = _length(frame, pos, flexible, _INT32)
+        pos = skip_string(frame, pos, flexible) + 6  # transactional_id, acks, timeout_ms
+        topic_count, pos = read_length(frame, pos, flexible, _INT32)
         for _ in range(topic_count):
             named = pos
             if version >= 13:
                 pos += _UUID
             else:
-                pos = _skip_string(frame, pos, flexible)
+                pos = skip_string(frame, pos, flexible)
             partitions: list[int] = []
-            partition_count, pos = _length(frame, pos, flexible, _INT32)
+            partition_count, pos = read_length(frame, pos, flexible, _INT32)
             for _ in range(partition_count):
                 if topics is not None:
                     partitions.append(_INT32.unpack_from(frame, pos)[0])
-                length, pos = _length(frame, pos + 4, flexible, _INT32)
+                length, pos = read_length(frame, pos + 4, flexible, _INT32)
                 if length > 0:
                     _batch_producer_ids(frame, pos, pos + length, found)
                     pos += length
@@ -99,7 +99,10 @@ def _walk(frame: bytes, header: RequestHeader, topics: ProducedTopics | None) ->
                 if version >= 13:
                     topic = uuid.UUID(bytes=bytes(frame[named : named + _UUID]))
                 else:
-                    topic, _ = _string(frame, named, flexible)
+                    name, _ = read_string(frame, named, flexible)
+                    if name is None:
+                        raise ProtocolError(f"Produce request v{version} names a null topic")
+                    topic = name
                 topics.append((topic, partitions))
     except (IndexError, struct_error, UnicodeDecodeError) as exc:
         raise ProtocolError(f"Produce request v{version} truncated or malformed") from exc
@@ -120,26 +123,6 @@ def _batch_producer_ids(frame: bytes, pos: int, end: int, found: dict[int, None]
         if batch_end <= pos:
             raise ProtocolError("record batch with a negative length")
         pos = batch_end
-
-
-def _length(frame: bytes, pos: int, flexible: bool, classic: Struct) -> tuple[int, int]:
-    """An array count or a string or bytes length: a uvarint of length + 1 when flexible,
-    else `classic` (-1 for null either way)."""
-    if flexible:
-        length, pos = read_uvarint(frame, pos)
-        return length - 1, pos
-    value: int = classic.unpack_from(frame, pos)[0]
-    return value, pos + classic.size
-
-
-def _skip_string(frame: bytes, pos: int, flexible: bool) -> int:
-    length, pos = _length(frame, pos, flexible, _INT16)
-    return pos + max(length, 0)
-
-
-def _string(frame: bytes, pos: int, flexible: bool) -> tuple[str, int]:
-    length, pos = _length(frame, pos, flexible, _INT16)
-    return bytes(frame[pos : pos + length]).decode(), pos + length
 
 
 def refuse_produce(

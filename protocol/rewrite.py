@@ -2,10 +2,11 @@
 
 A broker names itself or its peers in Metadata, FindCoordinator (single node before v4, a
 batch of coordinators from v4), DescribeCluster, and in the KIP-951 NodeEndpoints tagged
-field of Produce (v10+) and Fetch (v16+) responses. Each of those is decoded with
-kafka-python's schema-generated codec, every address is replaced by the one `advertise`
-returns for that node, and the body is re-encoded; unknown tagged fields survive the round
-trip. Responses with nothing to rewrite are forwarded as the original bytes.
+field of Produce (v10+) and Fetch (v16+) responses. Metadata's addresses are spliced in by
+protocol.metadata, which reads those responses for the topic cache too. The others are
+decoded with kafka-python's schema-generated codec, every address is replaced by the one
+`advertise` returns for that node, and the body is re-encoded; unknown tagged fields survive
+the round trip. Responses with nothing to rewrite are forwarded as the original bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from protocol.apis import (
     DESCRIBE_CLUSTER,
     FETCH,
     FIND_COORDINATOR,
-    METADATA,
     PRODUCE,
     response_class,
 )
@@ -46,10 +46,6 @@ def _rewrite_nodes(nodes: Any, advertise: Advertise, id_field: str = "node_id") 
     return changed
 
 
-def _metadata(msg: Any, version: int, advertise: Advertise) -> bool:
-    return _rewrite_nodes(msg.brokers, advertise)
-
-
 def _find_coordinator(msg: Any, version: int, advertise: Advertise) -> bool:
     if version >= 4:
         return _rewrite_nodes(msg.coordinators, advertise)
@@ -71,7 +67,6 @@ def _node_endpoints(msg: Any, version: int, advertise: Advertise) -> bool:
 
 _REWRITERS: dict[int, tuple[int, Callable[[Any, int, Advertise], bool]]] = {
     # api_key -> (first version that can carry addresses, rewriter)
-    METADATA: (0, _metadata),
     FIND_COORDINATOR: (0, _find_coordinator),
     DESCRIBE_CLUSTER: (0, _describe_cluster),
     PRODUCE: (10, _node_endpoints),
@@ -96,7 +91,7 @@ def rewrite_addresses(
     if api_key in _TAGGED_ONLY and not has_top_level_tags(frame, offset, api_key, api_version):
         return None
     msg = decode_response(frame, offset, api_key, api_version)
-    if not rewrite_decoded(msg, api_key, api_version, advertise):
+    if not _REWRITERS[api_key][1](msg, api_version, advertise):
         return None
     return reframe(frame, offset, bytes(msg.encode()))
 
@@ -109,11 +104,6 @@ def decode_response(frame: bytes, offset: int, api_key: int, api_version: int) -
         raise ProtocolError(
             f"undecodable response api_key={api_key} v{api_version}: {exc}"
         ) from exc
-
-
-def rewrite_decoded(msg: Any, api_key: int, api_version: int, advertise: Advertise) -> bool:
-    """Replace the addresses in a decoded response; whether it named any broker."""
-    return _REWRITERS[api_key][1](msg, api_version, advertise)
 
 
 def reframe(frame: bytes, body_offset: int, body: bytes) -> bytes:

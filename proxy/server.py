@@ -23,9 +23,8 @@ from config.settings import ProxySettings
 from config.ssl_principal import SslPrincipalMapper
 from protocol.apis import METADATA
 from protocol.errors import ProtocolError
-from protocol.headers import encode_request, response_body_offset
-from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body
-from protocol.rewrite import decode_response
+from protocol.headers import encode_request
+from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body, read_metadata_response
 from proxy.clock import Clock
 from proxy.connection import ClientConnection
 from proxy.core import OWN_CLIENT_ID
@@ -364,9 +363,7 @@ class ProxyServer:
                 frame = _INT32.pack(size) + await reader.readexactly(size)
             finally:
                 writer.close()
-            offset = response_body_offset(frame, METADATA, version)
-            metadata = decode_response(frame, offset, METADATA, version)
-            for broker in metadata.brokers:
+            for broker in read_metadata_response(frame, version).brokers:
                 self.advertise(broker.node_id, broker.host, broker.port)
             return
         raise OSError("no upstream bootstrap server reachable")

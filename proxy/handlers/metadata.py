@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-from protocol.apis import METADATA
-from protocol.headers import response_body_offset
-from protocol.metadata import broker_ids, topic_partitions, unknown_topic_ids, unknown_topics
-from protocol.rewrite import decode_response, reframe, rewrite_decoded
+from protocol.metadata import read_metadata_response, with_proxy_addresses
 from proxy.handlers.base import Exchange, Handler, Reply, Session
 
 
 def read_metadata(session: Session, frame: bytes, api_version: int) -> bytes:
-    """Decode once: record the topics' partition counts, rewrite the brokers' addresses."""
-    offset = response_body_offset(frame, METADATA, api_version)
-    msg = decode_response(frame, offset, METADATA, api_version)
+    """Read once: record the topics' partition counts, splice in the proxy's addresses."""
+    answer = read_metadata_response(frame, api_version)
     topics = session.topics
-    topics.learn(topic_partitions(msg))
-    topics.forget(unknown_topics(msg))
-    topics.forget_ids(unknown_topic_ids(msg))
-    if msg.brokers:
-        topics.broker_ids = broker_ids(msg)
-    if rewrite_decoded(msg, METADATA, api_version, session.advertise):
-        return reframe(frame, offset, bytes(msg.encode()))
-    return frame
+    topics.learn(answer.topics)
+    topics.forget(answer.unknown_topics)
+    topics.forget_ids(answer.unknown_topic_ids)
+    if answer.brokers:
+        topics.broker_ids = [broker.node_id for broker in answer.brokers]
+    spliced = with_proxy_addresses(frame, answer.brokers, api_version, session.advertise)
+    return frame if spliced is None else spliced
 
 
 class MetadataHandler(Handler):

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.consumer import FetchResponse
-from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse, MetadataResponse
+from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 from kafka.protocol.producer import ProduceResponse
 
 from protocol.api_versions import cap_api_versions, unsupported_version_response
@@ -29,29 +29,6 @@ def advertise(node_id: int, host: str, port: int) -> tuple[str, int]:
 def decode(cls: Any, frame: bytes, api_key: int, version: int) -> Any:
     assert response_correlation_id(frame) == 9  # correlation id kept
     return decode_response(cls, frame, api_key, version)
-
-
-@pytest.mark.parametrize("version", [0, 1, 9, 12, 13])
-def test_metadata_brokers_rewritten(version: int) -> None:
-    broker = MetadataResponse.MetadataResponseBroker
-    msg = MetadataResponse(
-        version=version,
-        throttle_time_ms=0,
-        brokers=[
-            broker(version=version, node_id=n, host=f"kafka-{n}", port=9092, rack=None)
-            for n in (1, 2, 3)
-        ],
-        cluster_id="c",
-        controller_id=1,
-        topics=[],
-    )
-    out = rewrite_addresses(response_frame(3, version, msg), 3, version, advertise)
-    assert out is not None
-    brokers = decode(MetadataResponse, out, 3, version).brokers
-    assert [(b.node_id, b.host, b.port) for b in brokers] == [
-        (n, "proxy.local", 20000 + n) for n in (1, 2, 3)
-    ]
-    assert ADVERTISED[2] == ("kafka-2", 9092)
 
 
 @pytest.mark.parametrize("version", [1, 3])
