@@ -102,11 +102,16 @@ def request_is_flexible(api_key: int, api_version: int) -> bool:
     return api_version >= _REQUEST_FLEXIBLE_FROM[api_key]
 
 
+def response_is_flexible(api_key: int, api_version: int) -> bool:
+    """Whether the response body uses compact encodings and tagged fields."""
+    return api_version >= _RESPONSE_FLEXIBLE_FROM[api_key]
+
+
 def response_header_is_flexible(api_key: int, api_version: int) -> bool:
     """ApiVersions responses keep header v0 at every version so any client can read them."""
     if api_key == API_VERSIONS:
         return False
-    return api_version >= _RESPONSE_FLEXIBLE_FROM[api_key]
+    return response_is_flexible(api_key, api_version)
 
 
 def response_class(api_key: int) -> Any:

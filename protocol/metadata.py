@@ -9,6 +9,8 @@ addresses are spliced in where the brokers' were: the rest of the frame, every t
 partition, is copied as it came. The answer to a client's Metadata request describes every
 partition it asked about (often the whole cluster), and decoding and re-encoding all of them
 to change a host and port per broker cost more than the rest of the round trip (issue 10).
+It is written out rather than built on protocol.skip's schema walker because it needs the
+positions of the hosts and ports and the few facts it keeps, at a few operations a partition.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import NamedTuple
 
 from kafka.protocol.metadata import MetadataRequest
 
-from protocol.apis import METADATA
+from protocol.apis import METADATA, response_is_flexible
 from protocol.errors import ProtocolError
 from protocol.headers import response_body_offset
 from protocol.primitives import (
@@ -76,7 +78,6 @@ UNKNOWN_TOPIC = 3
 UNKNOWN_TOPIC_ID = 100
 _INT16 = Struct(">h")
 _INT32 = Struct(">i")
-_FIRST_FLEXIBLE = 9
 _UUID = 16
 
 
@@ -104,9 +105,9 @@ def read_metadata_response(frame: bytes, version: int) -> MetadataAnswer:
     """Read a Metadata response frame of any version (0-13) by its lengths."""
     try:
         answer, end = _read(frame, version)
+    except ProtocolError:
+        raise
     except (IndexError, struct_error, ValueError) as exc:  # a bad UTF-8 name is a ValueError
-        if isinstance(exc, ProtocolError):
-            raise
         raise ProtocolError(f"undecodable Metadata v{version} response: {exc!r}") from exc
     if end > len(frame):
         raise ProtocolError(f"Metadata v{version} response runs past its frame")
@@ -114,7 +115,7 @@ def read_metadata_response(frame: bytes, version: int) -> MetadataAnswer:
 
 
 def _read(frame: bytes, version: int) -> tuple[MetadataAnswer, int]:
-    flexible = version >= _FIRST_FLEXIBLE
+    flexible = response_is_flexible(METADATA, version)
     pos = response_body_offset(frame, METADATA, version)
     if version >= 3:
         pos += 4  # throttle_time_ms
@@ -196,7 +197,7 @@ def with_proxy_addresses(
     """The response frame naming the proxy's address for every broker, or None when it
     names no broker. Only the hosts and ports change: racks, tagged fields and topics are
     the broker's bytes."""
-    flexible = version >= _FIRST_FLEXIBLE
+    flexible = response_is_flexible(METADATA, version)
     parts: list[bytes] = []
     copied = 4  # from after the size prefix
     for broker in brokers:

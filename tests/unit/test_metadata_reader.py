@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import struct
 import uuid
 from typing import Any
 
@@ -24,6 +25,7 @@ from protocol.metadata import (
     read_metadata_response,
     with_proxy_addresses,
 )
+from protocol.primitives import encode_string
 from protocol.rewrite import Advertise
 from proxy.handlers.registry import DECODED_VERSIONS
 from tests.wire import response_frame
@@ -144,6 +146,36 @@ def test_tagged_fields_the_proxy_does_not_know_pass_through() -> None:
     answer = read_metadata_response(tagged, 12)
     spliced = with_proxy_addresses(tagged, answer.brokers, 12, lambda *_: ("proxy.local", 20001))
     assert spliced is not None and spliced.endswith(b"\x01\x05\x02ab")
+
+
+def v12_frame(brokers: list[tuple[int, str, int]], tags: bytes) -> bytes:
+    """A Metadata v12 response kafka-python cannot make: `tags` at every level (header,
+    broker, topic, partition, body), a replica array of 200 (a two-byte compact length)."""
+    replicas = struct.pack(">200i", *range(200))
+    partition = struct.pack(">hiii", 0, 0, 1, 3) + b"\xc9\x01" + replicas + b"\x02" + replicas[:4]
+    partition += b"\x01" + tags  # no offline replicas
+    topic = struct.pack(">h", 0) + encode_string("t", True) + uuid.UUID(int=1).bytes
+    topic += b"\x00"  # not internal
+    topic += b"\x02" + partition + struct.pack(">i", -(2**31)) + tags  # one partition
+    body = struct.pack(">i", 0) + bytes([len(brokers) + 1])
+    for node_id, host, port in brokers:
+        body += struct.pack(">i", node_id) + encode_string(host, True) + struct.pack(">i", port)
+        body += b"\x00" + tags  # no rack
+    body += b"\x00" + struct.pack(">i", 1) + b"\x02" + topic + tags  # no cluster id
+    header = struct.pack(">i", 9) + tags
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def test_tagged_fields_at_every_level_long_arrays_and_a_broker_without_id() -> None:
+    tags = b"\x02\x00\x03abc\x07\x01z"  # two tagged fields the proxy does not know
+    brokers = [(1, "kafka-1", 9092), (-1, "x" * 300, 1), (2, "brøker", 9093)]
+    frame = v12_frame(brokers, tags)
+    answer = read_metadata_response(frame, 12)
+    assert [(b.node_id, b.host, b.port) for b in answer.brokers] == brokers
+    assert [(t.name, t.partitions) for t in answer.topics] == [("t", 1)]
+    spliced = with_proxy_addresses(frame, answer.brokers, 12, lambda n, h, p: ("é", 20000 + n))
+    proxied = [(1, "é", 20001), (-1, "x" * 300, 1), (2, "é", 20002)]
+    assert spliced == v12_frame(proxied, tags)
 
 
 @pytest.mark.parametrize("version", [0, 9, 12])
