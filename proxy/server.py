@@ -93,8 +93,9 @@ class ProxyServer:
         self._slot_freed = asyncio.Event()
         self._all_closed = asyncio.Event()
         self._idle_check: asyncio.Task[None] | None = None
-        #: accepted sockets being handed to their connections
-        self._serving: set[asyncio.Task[None]] = set()
+        #: accepted sockets being handed to their connections (made once the TLS handshake
+        #: starts, and told of it once it is done)
+        self._serving: dict[asyncio.Task[None], list[ClientConnection]] = {}
 
     @property
     def bootstrap_address(self) -> str:
@@ -133,6 +134,13 @@ class ProxyServer:
         for sock in self._throttled:
             sock.close()
         self._throttled.clear()
+        # a client still in its TLS handshake has sent no request: nothing to drain
+        handshaking = [
+            task for task, made in self._serving.items() if not made or made[0].core is None
+        ]
+        for task in handshaking:
+            task.cancel()
+        await asyncio.gather(*handshaking, return_exceptions=True)
         for connection in list(self.connections):
             connection.drain()
         if self.connections and drain_timeout_s > 0:
@@ -217,12 +225,16 @@ class ProxyServer:
             sock.close()
             return
         self.stats.connections_accepted[listener.name] += 1
-        task = asyncio.get_running_loop().create_task(self._serve(listener, sock, ip))
-        self._serving.add(task)
-        task.add_done_callback(self._serving.discard)
-
-    async def _serve(self, listener: Listener, sock: socket.socket, ip: str) -> None:
         made: list[ClientConnection] = []
+        task = asyncio.get_running_loop().create_task(self._serve(listener, sock, ip, made))
+        self._serving[task] = made
+        task.add_done_callback(self._serving.pop)
+
+    async def _serve(
+        self, listener: Listener, sock: socket.socket, ip: str, made: list[ClientConnection]
+    ) -> None:
+        """Hand an accepted socket to its connection, made into `made` (with TLS, before the
+        handshake, while the connection itself hears of it only after)."""
 
         def connection() -> ClientConnection:
             made.append(self._connection(listener, ip))
@@ -244,12 +256,20 @@ class ProxyServer:
                 log.warning("closing client %s: TLS handshake failed: %r", ip, exc)
             else:
                 log.debug("connection from %s lost at accept: %s", ip, exc)
-            sock.close()
-            if made:
-                self._closed(made[0], ip)
-            else:
-                self.connection_quotas.release(ip)
-                self._slot_freed.set()
+            self._not_served(sock, made, ip)
+        except asyncio.CancelledError:  # the proxy stops
+            self._not_served(sock, made, ip)
+            raise
+
+    def _not_served(self, sock: socket.socket, made: list[ClientConnection], ip: str) -> None:
+        """An accepted socket that never reached its connection: a TLS client's protocol is
+        told of the connection only after the handshake, so its loss is counted here."""
+        sock.close()
+        if made:
+            self._closed(made[0], ip)
+        else:
+            self.connection_quotas.release(ip)
+            self._slot_freed.set()
 
     def _end_throttle(self, sock: socket.socket) -> None:
         if sock in self._throttled:

@@ -10,6 +10,7 @@ import asyncio
 import json
 import math
 import os
+import signal
 import socket
 import ssl
 import struct
@@ -28,7 +29,7 @@ from localkafka.load import Timeline, aiokafka_flood, kafka_python_flood
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy, tls_sections
 from localkafka.tls import ThrowawayCA
 from tests.integration import clients
-from tests.integration.scrape import scrape, value
+from tests.integration.scrape import scrape, value, wait_for_metric
 
 pytestmark = pytest.mark.integration
 
@@ -37,6 +38,7 @@ ALICE_QUOTA = 100_000  # producer_byte_rate, B/s
 CLIENT_ID = "tls-app"
 #: [proxy] connect_timeout_s, which also bounds a client's TLS handshake
 HANDSHAKE_TIMEOUT_S = 5
+ACCEPTED = "kafka_quota_proxy_connections_accepted_total"
 
 
 @pytest.fixture(scope="module")
@@ -423,6 +425,37 @@ async def test_a_renewed_certificate_is_served_without_dropping_connections(
         assert await answered()  # the connection made before the renewal goes on
         writer.close()
         assert "config reloaded" in proxy.log()
+    finally:
+        proxy.stop()
+
+
+async def test_a_client_stalled_in_its_handshake_does_not_hold_up_the_drain(
+    tls_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """SIGTERM drains the requests clients have sent; a client still in its TLS handshake has
+    sent none, so the proxy neither waits out its handshake timeout nor its drain timeout."""
+    assert tls_cluster.ca is not None
+    keystore = tls_cluster.ca.server("proxy", LOOPBACK)
+    config = f"""connect_timeout_s = 120
+drain_timeout_s = 120
+{tls_sections(keystore, tls_cluster.ca_certificate)}"""
+    proxy = await asyncio.to_thread(
+        start_proxy, tmp_path, tls_cluster.brokers[0].ssl_address, 1, config
+    )
+    try:
+        host, port = proxy.bootstrap.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))  # says nothing
+        await wait_for_metric(
+            proxy.metrics_url,
+            lambda s: value(s, ACCEPTED, listener="bootstrap") == 1,
+        )
+        started = time.monotonic()
+        proxy.process.send_signal(signal.SIGTERM)
+        exit_code = await asyncio.to_thread(proxy.process.wait, 60)
+        assert time.monotonic() - started < 10
+        assert exit_code == 0
+        assert await closed_after(reader, started) is not None
+        writer.close()
     finally:
         proxy.stop()
 
