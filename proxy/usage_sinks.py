@@ -107,6 +107,8 @@ class UsageKafkaSink:
         self._capacity = capacity
         self._stats = stats
         self._ready = asyncio.Event()
+        #: set by a reload of the [upstream] files: the producer is made again with them
+        self._renewed = asyncio.Event()
 
     def offer(self, samples: Sequence[UsageSample]) -> None:
         """Never waits: what does not fit in the buffer is dropped and counted."""
@@ -118,10 +120,21 @@ class UsageKafkaSink:
         if self._buffer:
             self._ready.set()
 
+    def renew_tls(self, tls: ssl.SSLContext | None) -> None:
+        """A reload re-read the [upstream] files: aiokafka keeps the context it was made with
+        for every connection it opens, so the producer is made again with the new one, as
+        the proxy's own connections use it from now on."""
+        if tls is None and self._tls is None:
+            return
+        self._tls = tls
+        self._renewed.set()
+        self._ready.set()
+
     async def run(self) -> None:
         """Produce until cancelled; a cluster that cannot be reached is tried again, while
         the buffer fills and then drops."""
         while True:
+            self._renewed.clear()
             producer = AIOKafkaProducer(
                 bootstrap_servers=self.bootstrap_servers,
                 client_id="kafka-quota-proxy-usage",
@@ -137,11 +150,12 @@ class UsageKafkaSink:
                 log.warning("usage samples to Kafka topic %s: %r; retrying", self.topic, exc)
             finally:
                 await producer.stop()
-            await asyncio.sleep(_RETRY_S)
+            if not self._renewed.is_set():
+                await asyncio.sleep(_RETRY_S)
 
     async def _produce(self, producer: AIOKafkaProducer) -> None:
         counts = self._stats
-        while True:
+        while not self._renewed.is_set():
             await self._ready.wait()
             self._ready.clear()
             deliveries = []

@@ -10,6 +10,7 @@ import asyncio
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -460,17 +461,22 @@ drain_timeout_s = 120
         proxy.stop()
 
 
-async def test_usage_samples_reach_a_tls_cluster_over_the_proxys_upstream_tls(
+async def test_usage_samples_reach_a_tls_cluster_over_the_proxys_upstream_tls_as_renewed(
     tls_cluster: KafkaCluster, tmp_path: Path
 ) -> None:
-    """[usage] kafka_topic on the upstream cluster: written with [upstream]'s TLS."""
+    """[usage] kafka_topic on the upstream cluster: written with [upstream]'s TLS, and with
+    its files as a reload renews them (a truststore that does not trust the cluster stops the
+    samples; the right one back, they flow again)."""
     assert tls_cluster.ca is not None
     plaintext = tls_cluster.brokers[0].address  # the test reads the cluster directly
     for topic in ("tls-traffic", "tls-usage"):
         await asyncio.to_thread(clients.create_topic, plaintext, topic, 1, 1)
     ca = str(tls_cluster.ca_certificate)
     keystore = tls_cluster.ca.server("usage-proxy", LOOPBACK)
-    config = f"""{tls_sections(keystore, tls_cluster.ca_certificate)}
+    truststore = tmp_path / "truststore.pem"
+    shutil.copyfile(tls_cluster.ca_certificate, truststore)
+    config = f"""config_poll_interval_s = 0.2
+{tls_sections(keystore, truststore)}
 [usage]
 interval_s = 1
 directory = ""
@@ -479,17 +485,41 @@ kafka_topic = "tls-usage"
     proxy = await asyncio.to_thread(
         start_proxy, tmp_path, tls_cluster.brokers[0].ssl_address, 1, config
     )
-    try:
-        values = [f"traffic-{i}".encode() for i in range(20)]
-        ssl_settings = {"security_protocol": "SSL", "ssl_context": create_ssl_context(cafile=ca)}
-        await clients.aiokafka_produce(proxy.bootstrap, "tls-traffic", values, **ssl_settings)
+    ssl_settings = {"security_protocol": "SSL", "ssl_context": create_ssl_context(cafile=ca)}
+
+    async def produce_and_await_samples(client_id: str) -> None:
+        """Produce through the proxy as `client_id`; await its Produce samples in Kafka."""
+        values = [f"{client_id}-{i}".encode() for i in range(20)]
+        await clients.aiokafka_produce(
+            proxy.bootstrap, "tls-traffic", values, client_id=client_id, **ssl_settings
+        )
         deadline = time.monotonic() + 30
-        produce_samples: list[dict[str, Any]] = []
-        while not produce_samples:
-            assert time.monotonic() < deadline, "no usage sample reached the TLS cluster"
-            records, _ = await clients.aiokafka_consume(plaintext, "tls-usage", "reader", 1)
+        while True:  # the group's committed offset moves on: each read takes new samples
+            assert time.monotonic() < deadline, f"no usage sample of {client_id} reached Kafka"
+            records, _ = await clients.aiokafka_consume(plaintext, "tls-usage", client_id, 1)
             samples = [json.loads(record) for record in records]
-            produce_samples = [sample for sample in samples if sample["api"] == "Produce"]
-        assert sum(sample["requests"] for sample in produce_samples) >= 1
+            if any(s["api"] == "Produce" and s["client_id"] == client_id for s in samples):
+                return
+
+    try:
+        await produce_and_await_samples("first")
+        stranger = ThrowawayCA(tmp_path / "stranger").certificate_path
+        os.replace(stranger, truststore)  # a reload renews it: the sink's producer too
+        deadline = time.monotonic() + 30
+        while "usage samples to Kafka topic tls-usage" not in proxy.log():
+            assert time.monotonic() < deadline, "the usage sink kept its old truststore"
+            await asyncio.sleep(0.2)
+        shutil.copyfile(tls_cluster.ca_certificate, truststore)
+
+        def renewed_back() -> bool:  # reloaded, and no listener left closed by the stranger
+            log = proxy.log()
+            closed, reopened = log.count("is unreachable; probing"), log.count(" open again: ")
+            return log.count("config reloaded") == 2 and closed == reopened
+
+        deadline = time.monotonic() + 30
+        while not renewed_back():
+            assert time.monotonic() < deadline, "the proxy did not take the truststore back"
+            await asyncio.sleep(0.2)
+        await produce_and_await_samples("after-renewal")
     finally:
         proxy.stop()
