@@ -24,8 +24,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from config.settings import UsageSettings
+from pipeline.usage_sample import UsageSample
 from proxy.metrics import ProxyStats
-from proxy.usage import UsageRecorder, UsageSample
+from proxy.usage import UsageRecorder
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
-from proxy.usage import SCHEMA_VERSION, UsageSample, api_name
+from pipeline.usage_sample import SCHEMA_VERSION, UsageSample, api_name
 
 #: a Tuesday, 00:00 UTC, in ms: generated windows start on multiples of the interval
 T0 = 1_763_424_000_000

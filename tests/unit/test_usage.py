@@ -12,13 +12,14 @@ from pathlib import Path
 from kafka.protocol.producer import ProduceResponse
 
 from config.settings import UsageSettings
+from pipeline.usage_sample import SAMPLE_FIELDS, SCHEMA_VERSION, UsageSample
 from protocol.apis import CREATE_TOPICS, PRODUCE
 from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
 from proxy.handlers.base import Answer, Forward
 from proxy.handlers.registry import HANDLERS
 from proxy.metrics import ProxyStats
-from proxy.usage import SAMPLE_FIELDS, SCHEMA_VERSION, UsageRecorder, UsageSample
+from proxy.usage import UsageRecorder
 from proxy.usage_sinks import UsageFileSink, record_usage, wall_ms
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
