@@ -61,7 +61,13 @@ class Request(NamedTuple):
     usage: UsageCounters | None = None
 
 
-@dataclass(frozen=True, slots=True)
+# The outcomes are plain slotted dataclasses, not frozen ones: a frozen dataclass sets each
+# field through object.__setattr__, and a Forward made per request cost 0.7 us where this
+# costs 0.16 (0.6 us of the core's 9 us per Produce round trip). Nothing changes an outcome
+# after its handler returns it.
+
+
+@dataclass(slots=True)
 class Forward:
     """Send `frame` upstream (the request, or a rewritten one)."""
 
@@ -79,7 +85,7 @@ class Forward:
     mute_ms: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Answer:
     """Answer the client here, in order with the responses to its earlier requests."""
 
@@ -87,14 +93,14 @@ class Answer:
     mute_ms: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Drop:
     """Neither forward nor answer: a request refused that expects no response (acks=0)."""
 
     mute_ms: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Defer:
     """Ask the cluster about these topics, holding this request and every later one of the
     connection until the answer is in the topic cache; then the request is handled again.
