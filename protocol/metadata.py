@@ -22,17 +22,12 @@ from struct import error as struct_error
 from typing import NamedTuple
 
 from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.schemas.fields.codecs.types import String
 
 from protocol.apis import METADATA, response_is_flexible
 from protocol.errors import ProtocolError
 from protocol.headers import response_body_offset
-from protocol.primitives import (
-    encode_string,
-    read_length,
-    read_string,
-    skip_string,
-    skip_tagged_fields,
-)
+from protocol.primitives import read_length, read_string, skip_string, skip_tagged_fields
 from protocol.rewrite import Advertise
 
 #: the proxy's own Metadata requests: topic ids from v10, flexible from v9; Kafka 4 serves it
@@ -79,6 +74,8 @@ UNKNOWN_TOPIC_ID = 100
 _INT16 = Struct(">h")
 _INT32 = Struct(">i")
 _UUID = 16
+#: kafka-python's string codec, classic or compact, for the hosts spliced in
+_STRING = String()
 
 
 class Broker(NamedTuple):
@@ -204,7 +201,11 @@ def with_proxy_addresses(
         if broker.node_id < 0:
             continue
         host, port = advertise(broker.node_id, broker.host, broker.port)
-        parts += (frame[copied : broker.host_at], encode_string(host, flexible), _INT32.pack(port))
+        parts += (
+            frame[copied : broker.host_at],
+            _STRING.encode(host, compact=flexible),
+            _INT32.pack(port),
+        )
         copied = broker.port_end
     if not parts:
         return None

@@ -69,16 +69,3 @@ def read_string(frame: bytes, pos: int, flexible: bool) -> tuple[str | None, int
     if length < 0:
         return None, pos
     return bytes(frame[pos : pos + length]).decode(), pos + length
-
-
-def encode_string(value: str, flexible: bool) -> bytes:
-    data = value.encode()
-    if not flexible:
-        return _INT16.pack(len(data)) + data
-    length = len(data) + 1
-    prefix = bytearray()
-    while length >= 0x80:
-        prefix.append(length & 0x7F | 0x80)
-        length >>= 7
-    prefix.append(length)
-    return bytes(prefix) + data

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from kafka.protocol.metadata import MetadataResponse
+from kafka.protocol.schemas.fields.codecs.types import String
 
 from protocol.apis import METADATA
 from protocol.errors import ProtocolError
@@ -25,7 +26,6 @@ from protocol.metadata import (
     read_metadata_response,
     with_proxy_addresses,
 )
-from protocol.primitives import encode_string
 from protocol.rewrite import Advertise
 from proxy.handlers.registry import DECODED_VERSIONS
 from tests.wire import response_frame
@@ -148,18 +148,22 @@ def test_tagged_fields_the_proxy_does_not_know_pass_through() -> None:
     assert spliced is not None and spliced.endswith(b"\x01\x05\x02ab")
 
 
+def compact(text: str) -> bytes:
+    return bytes(String().encode(text, compact=True))
+
+
 def v12_frame(brokers: list[tuple[int, str, int]], tags: bytes) -> bytes:
     """A Metadata v12 response kafka-python cannot make: `tags` at every level (header,
     broker, topic, partition, body), a replica array of 200 (a two-byte compact length)."""
     replicas = struct.pack(">200i", *range(200))
     partition = struct.pack(">hiii", 0, 0, 1, 3) + b"\xc9\x01" + replicas + b"\x02" + replicas[:4]
     partition += b"\x01" + tags  # no offline replicas
-    topic = struct.pack(">h", 0) + encode_string("t", True) + uuid.UUID(int=1).bytes
+    topic = struct.pack(">h", 0) + compact("t") + uuid.UUID(int=1).bytes
     topic += b"\x00"  # not internal
     topic += b"\x02" + partition + struct.pack(">i", -(2**31)) + tags  # one partition
     body = struct.pack(">i", 0) + bytes([len(brokers) + 1])
     for node_id, host, port in brokers:
-        body += struct.pack(">i", node_id) + encode_string(host, True) + struct.pack(">i", port)
+        body += struct.pack(">i", node_id) + compact(host) + struct.pack(">i", port)
         body += b"\x00" + tags  # no rack
     body += b"\x00" + struct.pack(">i", 1) + b"\x02" + topic + tags  # no cluster id
     header = struct.pack(">i", 9) + tags
