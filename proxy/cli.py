@@ -99,7 +99,7 @@ async def serve(config: ProxyConfig) -> None:
         server.update_connection_limits(connection_limits(new), new.quotas.settings.client)
         # the reloader refuses a new security.protocol: these are renewed files and rules
         server.update_tls(new.listener.context, new.upstream.context, new.listener.principal_mapper)
-        if kafka_sink is not None and not usage.kafka_bootstrap_servers:
+        if kafka_sink is not None:
             kafka_sink.renew_tls(new.upstream.context)
 
     clock = LoopClock()

@@ -124,8 +124,10 @@ class UsageKafkaSink:
     def renew_tls(self, tls: ssl.SSLContext | None) -> None:
         """A reload re-read the [upstream] files: aiokafka keeps the context it was made with
         for every connection it opens, so the producer is made again with the new one, as
-        the proxy's own connections use it from now on."""
-        if tls is None and self._tls is None:
+        the proxy's own connections use it from now on. A sink made without TLS (a plaintext
+        cluster, or kafka_bootstrap_servers) has none to renew, and a reload cannot turn
+        TLS on (it refuses a new security.protocol)."""
+        if self._tls is None:
             return
         self._tls = tls
         self._renewed.set()
