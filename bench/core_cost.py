@@ -1,0 +1,99 @@
+"""The connection core's own Python cost per round trip, without sockets.
+
+bench.latency measures what the proxy adds on the wire, which on a 2-core machine shared with
+the broker swings by hundreds of microseconds; this drives the real connection core (handlers,
+enforcement under quotas that never throttle, usage counting) in-process on recording
+transports with one request and its response at a time, so what it prints is the Python work
+of the proxy per request and nothing else. Run it at two commits to compare a change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from kafka.protocol.metadata import MetadataResponse
+from kafka.protocol.producer import ProduceResponse
+
+from protocol.apis import METADATA, PRODUCE
+from proxy.enforcement import Enforcer
+from proxy.usage import UsageRecorder
+from quotas.engine import QuotaEngine
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.settings import QuotaConfig
+from tests.harness import VirtualClock, connect
+from tests.wire import produce_request, record_batch, request_frame, response_frame
+
+_PRODUCE_VERSION = 9
+_METADATA_VERSION = 12
+
+
+def _frames() -> dict[str, tuple[bytes, bytes]]:
+    """(request, response) per API, as a client and a three-broker cluster send them."""
+    produce = produce_request(_PRODUCE_VERSION, {0: record_batch(-1, records=8, value=b"v" * 128)})
+    produced = ProduceResponse(version=_PRODUCE_VERSION, responses=[], throttle_time_ms=0)
+    metadata = request_frame(METADATA, _METADATA_VERSION, b"\x01\x00\x00\x00")  # no topics
+    brokers = [(node, f"broker-{node}.local", 9092, None) for node in range(3)]
+    answer = MetadataResponse(
+        version=_METADATA_VERSION,
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id="bench",
+        controller_id=0,
+        topics=[],
+    )
+    return {
+        "Produce": (produce, response_frame(PRODUCE, _PRODUCE_VERSION, produced, 1)),
+        "Metadata": (metadata, response_frame(METADATA, _METADATA_VERSION, answer, 1)),
+    }
+
+
+def _engine() -> QuotaEngine:
+    every_pair = QuotaEntity(DEFAULT, DEFAULT)
+    return QuotaEngine(
+        QuotaConfig(
+            limits={
+                QuotaType.PRODUCE: {every_pair: 1e15},
+                QuotaType.FETCH: {every_pair: 1e15},
+                QuotaType.REQUEST: {every_pair: 1e9},
+            }
+        )
+    )
+
+
+def run(api: str, round_trips: int, rounds: int) -> list[float]:
+    """us per round trip, one figure per round."""
+    request, response = _frames()[api]
+    clock = VirtualClock(10**12)
+    core, client, upstream = connect(Enforcer(_engine()), clock, usage=UsageRecorder("bench", 0))
+    results = []
+    for _ in range(rounds):
+        started = time.perf_counter_ns()
+        for _ in range(round_trips):
+            core.requests_received(request)
+            clock.advance(50_000)
+            core.responses_received(response)
+        results.append((time.perf_counter_ns() - started) / round_trips / 1000)
+        client.written.clear()
+        upstream.written.clear()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.core_cost", description=__doc__)
+    parser.add_argument("--round-trips", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    print(f"connection core, Python per round trip (us), {args.round_trips} per round")
+    for api in _frames():
+        results = run(api, args.round_trips, args.rounds)
+        print(
+            f"  {api:<9} median {statistics.median(results):.2f}  best {min(results):.2f}"
+            f"  rounds: {', '.join(f'{r:.2f}' for r in results)}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
