@@ -21,6 +21,7 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     DescribeConfigsResponse,
 )
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
@@ -116,3 +117,12 @@ def response_header_is_flexible(api_key: int, api_version: int) -> bool:
 
 def response_class(api_key: int) -> Any:
     return DECODED[api_key][1]
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of an API (Produce, Fetch...), as usage samples and logs name it."""
+    try:
+        name: str = ApiKey(api_key).name
+    except ValueError:
+        return f"api-{api_key}"
+    return name

@@ -12,54 +12,8 @@ counter idle for a whole window is retired; whoever still holds it looks it up a
 
 from __future__ import annotations
 
-from pipeline.usage_sample import SCHEMA_VERSION, UsageSample, api_name
-
-
-class UsageCounters:
-    """One (user, client_id, api_key)'s counts since its window began."""
-
-    __slots__ = (
-        "bytes_in",
-        "bytes_out",
-        "key",
-        "mutations_admitted",
-        "mutations_rejected",
-        "producer_ids_admitted",
-        "producer_ids_rejected",
-        "request_time_ns",
-        "requests",
-        "retired",
-        "throttle_time_ms",
-        "throttled_requests",
-    )
-
-    def __init__(self, key: tuple[str, str, int]) -> None:
-        self.key = key
-        #: dropped from the recorder after an idle window: look the key up again
-        self.retired = False
-        self.zero()
-
-    def zero(self) -> None:
-        self.requests = 0
-        self.bytes_in = 0
-        self.bytes_out = 0
-        self.request_time_ns = 0
-        self.throttle_time_ms = 0
-        self.throttled_requests = 0
-        self.mutations_admitted = 0
-        self.mutations_rejected = 0
-        self.producer_ids_admitted = 0
-        self.producer_ids_rejected = 0
-
-    def throttled(self, throttle_ms: int) -> None:
-        if throttle_ms:
-            self.throttle_time_ms += throttle_ms
-            self.throttled_requests += 1
-
-    @property
-    def idle(self) -> bool:
-        """Nothing counted: everything else comes with a request or a response."""
-        return not (self.requests or self.bytes_out or self.throttle_time_ms)
+from protocol.apis import api_name
+from quotas.usage import SCHEMA_VERSION, UsageCounters, UsageSample
 
 
 class UsageRecorder:

@@ -24,9 +24,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from config.settings import UsageSettings
-from pipeline.usage_sample import UsageSample
 from proxy.metrics import ProxyStats
 from proxy.usage import UsageRecorder
+from quotas.usage import UsageSample
 
 log = logging.getLogger(__name__)
 

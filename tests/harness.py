@@ -18,7 +18,8 @@ from proxy.enforcement import Enforcer
 from proxy.handlers.base import Exchange, Request
 from proxy.memory_pool import MemoryPool
 from proxy.topics import TopicCache
-from proxy.usage import UsageCounters, UsageRecorder
+from proxy.usage import UsageRecorder
+from quotas.usage import UsageCounters
 
 
 class _VirtualTimer:

@@ -6,7 +6,8 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipeline.usage_sample import SCHEMA_VERSION, UsageSample, api_name
+from protocol.apis import api_name
+from quotas.usage import SCHEMA_VERSION, UsageSample
 
 #: a Tuesday, 00:00 UTC, in ms: generated windows start on multiples of the interval
 T0 = 1_763_424_000_000

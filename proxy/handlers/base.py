@@ -17,7 +17,7 @@ from protocol.rewrite import Advertise
 from protocol.sasl import SaslExchange
 from proxy.enforcement import Decision, Enforcer, Principal
 from proxy.topics import TopicCache
-from proxy.usage import UsageCounters
+from quotas.usage import UsageCounters
 
 
 @dataclass(slots=True)

@@ -39,7 +39,7 @@ from kafka.admin import NewTopic
 from localkafka import KafkaCluster, java_command
 from localkafka.load import PRODUCER_PERFORMANCE, producer_perf_args
 from localkafka.proxy_process import start_proxy
-from pipeline.usage_sample import api_name
+from protocol.apis import api_name
 from protocol.frames import FrameSplitter
 from protocol.headers import parse_request_header, response_correlation_id
 

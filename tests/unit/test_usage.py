@@ -12,7 +12,6 @@ from pathlib import Path
 from kafka.protocol.producer import ProduceResponse
 
 from config.settings import UsageSettings
-from pipeline.usage_sample import SAMPLE_FIELDS, SCHEMA_VERSION, UsageSample
 from protocol.apis import CREATE_TOPICS, PRODUCE
 from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcer
@@ -25,6 +24,7 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
+from quotas.usage import SAMPLE_FIELDS, SCHEMA_VERSION, UsageSample
 from tests.harness import RecordingTransport, VirtualClock, connect
 from tests.harness import handler_request as request
 from tests.unit.test_connection_order import produce

@@ -1,16 +1,15 @@
-"""One usage sample as the proxy writes it and the pipeline reads it: the one description of
-the samples' schema (docs/usage-samples.md), so writer and reader cannot drift apart.
+"""What each principal used, per API and sampling window: the counters the proxy adds into as
+requests pass, and the sample they become, as the proxy writes it and the pipeline reads it.
 
-It imports neither pyspark nor the proxy: the proxy writes samples without the pipeline's
-extra, and the pipeline reads them without the proxy's I/O shell.
+This is the one description of the samples' schema (docs/usage-samples.md), so writer and
+reader cannot drift apart. It sits below both: the proxy writes samples without the pipeline's
+pyspark extra, and the pipeline reads them without the proxy's I/O shell.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Final, NamedTuple, get_type_hints
-
-from kafka.protocol.api_key import ApiKey
 
 #: the samples' schema version, written into every sample; a reader refuses what it does not
 #: know. Adding a field is a new version; see docs/usage-samples.md.
@@ -58,9 +57,48 @@ class UsageSample(NamedTuple):
 SAMPLE_FIELDS: Final[tuple[tuple[str, type], ...]] = tuple(get_type_hints(UsageSample).items())
 
 
-def api_name(api_key: int) -> str:
-    try:
-        name: str = ApiKey(api_key).name
-    except ValueError:
-        return f"api-{api_key}"
-    return name
+class UsageCounters:
+    """One (user, client_id, api_key)'s counts since its window began."""
+
+    __slots__ = (
+        "bytes_in",
+        "bytes_out",
+        "key",
+        "mutations_admitted",
+        "mutations_rejected",
+        "producer_ids_admitted",
+        "producer_ids_rejected",
+        "request_time_ns",
+        "requests",
+        "retired",
+        "throttle_time_ms",
+        "throttled_requests",
+    )
+
+    def __init__(self, key: tuple[str, str, int]) -> None:
+        self.key = key
+        #: dropped from the recorder after an idle window: look the key up again
+        self.retired = False
+        self.zero()
+
+    def zero(self) -> None:
+        self.requests = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.request_time_ns = 0
+        self.throttle_time_ms = 0
+        self.throttled_requests = 0
+        self.mutations_admitted = 0
+        self.mutations_rejected = 0
+        self.producer_ids_admitted = 0
+        self.producer_ids_rejected = 0
+
+    def throttled(self, throttle_ms: int) -> None:
+        if throttle_ms:
+            self.throttle_time_ms += throttle_ms
+            self.throttled_requests += 1
+
+    @property
+    def idle(self) -> bool:
+        """Nothing counted: everything else comes with a request or a response."""
+        return not (self.requests or self.bytes_out or self.throttle_time_ms)
