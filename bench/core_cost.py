@@ -17,7 +17,7 @@ from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 
 from protocol.apis import METADATA, PRODUCE
-from proxy.enforcement import Enforcer
+from proxy.enforcement import Enforcement
 from proxy.usage import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
@@ -66,7 +66,7 @@ def run(api: str, round_trips: int, rounds: int) -> list[float]:
     """us per round trip, one figure per round."""
     request, response = _frames()[api]
     clock = VirtualClock(10**12)
-    core, client, upstream = connect(Enforcer(_engine()), clock, usage=UsageRecorder("bench", 0))
+    core, client, upstream = connect(Enforcement(_engine()), clock, usage=UsageRecorder("bench", 0))
     results = []
     for _ in range(rounds):
         started = time.perf_counter_ns()

@@ -17,11 +17,8 @@ import argparse
 import time
 
 from protocol.apis import PRODUCE
-from protocol.headers import parse_request_header
-from proxy.enforcement import Enforcer
-from proxy.handlers.base import Request, Session
+from proxy.enforcement import Enforcement
 from proxy.handlers.registry import HANDLERS
-from proxy.topics import TopicCache
 from quotas.bloom import (
     MAX_LAYER_IDS,
     BloomShape,
@@ -33,6 +30,7 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import ProducerIdCacheSettings, QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
+from tests.harness import handler_request, handler_session, proxy_context
 from tests.wire import produce_request, record_batch
 
 HOUR_WINDOWS = MetricConfig(samples=11, window_ms=3_600_000)
@@ -120,18 +118,16 @@ def produce_frame(producer_id: int, correlation_id: int, record_bytes: int) -> b
 def produce_cpu(rate: float | None, requests: int, producers: int) -> float:
     """CPU seconds per MiB of Produce requests through the handler, each producer on a
     connection of its own as clients connect, the connections taking turns."""
-    enforcer = Enforcer(engine(rate))
+    context = proxy_context(Enforcement(engine(rate)))
     connections = []
     for p in range(1, producers + 1):
-        session = Session(enforcer, lambda node, host, port: (host, port), TopicCache())
-        frame = produce_frame(p, p, 16 * 1024)
-        connections.append((session, frame, parse_request_header(frame)))
+        connections.append((handler_session(context), produce_frame(p, p, 16 * 1024)))
     handler = HANDLERS[PRODUCE]
     total = 0
     started = time.process_time()
     for n in range(requests):
-        session, frame, header = connections[n % producers]
-        handler.on_request(session, Request(frame, header, "bench", n // 100))
+        session, frame = connections[n % producers]
+        handler.on_request(session, handler_request(session, frame, n // 100))
         total += len(frame)
     return (time.process_time() - started) / (total / 2**20)
 

@@ -19,12 +19,14 @@ import statistics
 import time
 
 from protocol.apis import FETCH, METADATA, PRODUCE
-from proxy.enforcement import Enforcer
-from proxy.handlers.base import Session
-from proxy.topics import TopicCache
+from protocol.headers import parse_request_header
+from proxy.enforcement import Enforcement
+from proxy.handlers.base import Request
+from proxy.handlers.registry import ROUTES
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
+from tests.wire import request_frame
 
 TARGET_US = 2.0
 
@@ -44,36 +46,42 @@ def build_engine() -> QuotaEngine:
 
 def run(principals: int, decisions: int, rounds: int) -> list[float]:
     engine = build_engine()
-    enforcer = Enforcer(engine)
-    topics = TopicCache()
+    enforcement = Enforcement(engine)
+    sensors, settlement = enforcement.sensors, enforcement.settlement
+    apis = [PRODUCE, PRODUCE, FETCH, METADATA]
     connections = []
     for i in range(principals):
-        session = Session(enforcer, lambda node, host, port: (host, port), topics)
-        session.user = f"user-{i}"
-        connections.append((session, f"client-{i % 97}"))
-    apis = [PRODUCE, PRODUCE, FETCH, METADATA]
+        user, client_id = f"user-{i}", f"client-{i % 97}"
+        principal = sensors.principal(None, user, client_id)
+        requests = {}
+        for api_key in set(apis):  # each connection's request of each API, as the core reads it
+            frame = request_frame(api_key, 0, b"", client_id=client_id.encode())
+            header = parse_request_header(frame)
+            requests[api_key] = Request(frame, header, ROUTES[api_key], principal, 0)
+        connections.append((user, client_id, requests))
     now = 1_000_000
 
-    def decide(session: Session, client_id: str, api_key: int, elapsed_ns: int, now: int) -> int:
-        """What the Produce and Fetch handlers and the connection's settlement do."""
+    def decide(user: str, client_id: str, request: Request, elapsed_ns: int, now: int) -> int:
+        """What the core, the Produce and Fetch handlers and settlement do: the connection's
+        kept principal, the charge, and the throttle settled."""
+        request.principal = sensors.principal(request.principal, user, client_id)
+        request.now_ms, request.verdict = now, None
+        api_key = request.header.api_key
         if api_key == PRODUCE:
-            bandwidth = enforcer.on_produce(session.principal(client_id), 1024, now)
+            enforcement.produce.charge(request, 1024)
         elif api_key == FETCH:
-            bandwidth = enforcer.on_fetch_response(session.principal(client_id), 512, now)
-        else:
-            bandwidth = None
-        principal = session.principal(client_id)
-        return enforcer.settle_response(principal, api_key, bandwidth, elapsed_ns, now)
+            enforcement.fetch.charge(request, 512)
+        return settlement.settle(request, elapsed_ns, now)
 
-    for session, client_id in connections:  # every principal has live sensors
-        decide(session, client_id, PRODUCE, 200_000, now)
+    for user, client_id, requests in connections:  # every principal has live sensors
+        decide(user, client_id, requests[PRODUCE], 200_000, now)
     order = [random.randrange(principals) for _ in range(decisions)]
     results = []
     for _ in range(rounds):  # time runs on: 64 decisions per ms, new and long-lived sensors
         started = time.perf_counter_ns()
         for index, connection in enumerate(order):
-            session, client_id = connections[connection]
-            decide(session, client_id, apis[index & 3], 150_000, now + (index >> 6))
+            user, client_id, requests = connections[connection]
+            decide(user, client_id, requests[apis[index & 3]], 150_000, now + (index >> 6))
         elapsed = time.perf_counter_ns() - started
         results.append(elapsed / decisions / 1000)
         now += decisions >> 6

@@ -11,7 +11,7 @@ from struct import Struct
 
 from protocol.apis import FETCH, response_class
 from protocol.errors import ProtocolError
-from protocol.headers import RequestHeader, encode_response, request_body_offset
+from protocol.headers import RequestHeader, encode_response
 
 _WAIT_MIN_MAX = Struct(">iii")  # max_wait_ms, min_bytes, max_bytes (v3+)
 _INT32_PAIR = Struct(">ii")  # max_wait_ms, min_bytes before v3; min_bytes, max_bytes to patch
@@ -20,7 +20,7 @@ INVALID_SESSION_ID = 0
 
 
 def prepare_fetch(
-    frame: bytes, header: RequestHeader, max_bytes_cap: int | None
+    frame: bytes, header: RequestHeader, body_offset: int, max_bytes_cap: int | None
 ) -> tuple[bytes, int]:
     """(the request to send upstream, how long the broker may hold it waiting for data).
 
@@ -31,7 +31,7 @@ def prepare_fetch(
     request's thread time, and a Fetch parked in purgatory uses none; the proxy cannot tell
     waiting from working, so this much of a Fetch's time is not charged.
     """
-    pos = request_body_offset(frame, header)
+    pos = body_offset
     if header.api_version <= 14:
         pos += 4  # replica_id
     layout = _WAIT_MIN_MAX if header.api_version >= 3 else _INT32_PAIR

@@ -25,7 +25,6 @@ from protocol.errors import ProtocolError
 from protocol.headers import (
     RequestHeader,
     encode_response,
-    request_body_offset,
     response_body_offset,
 )
 from protocol.rewrite import decode_response, reframe
@@ -105,8 +104,7 @@ def _mutation(api_key: int, version: int, entry: Any) -> TopicMutation:
     return TopicMutation(entry.name, entry.topic_id, None)
 
 
-def read_mutations(frame: bytes, header: RequestHeader) -> MutationRequest:
-    offset = request_body_offset(frame, header)
+def read_mutations(frame: bytes, header: RequestHeader, offset: int) -> MutationRequest:
     api_key, version = header.api_key, header.api_version
     try:
         msg = DECODED[api_key][0].decode(memoryview(frame)[offset:], version=version)

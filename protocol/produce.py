@@ -5,32 +5,41 @@ from __future__ import annotations
 import uuid
 from struct import Struct
 from struct import error as struct_error
-from typing import Final
+from typing import Final, NamedTuple
 
 from protocol.apis import DECODED, PRODUCE
 from protocol.errors import ProtocolError
-from protocol.headers import RequestHeader, encode_response, request_body_offset
+from protocol.headers import RequestHeader, encode_response
 from protocol.primitives import read_length, read_string, skip_string, skip_tagged_fields
 
 _INT16 = Struct(">h")
 
 
-def produce_acks(frame: bytes, header: RequestHeader) -> int:
-    """acks of a Produce request; acks=0 requests get no response from the broker.
+class ProduceRequestView(NamedTuple):
+    """What a Produce request's handling reads before its records: read once."""
+
+    version: int
+    acks: int
+    #: where the topics array starts, past transactional_id, acks and timeout_ms
+    topics_at: int
+
+
+def read_produce(frame: bytes, header: RequestHeader, body_offset: int) -> ProduceRequestView:
+    """acks (acks=0 requests get no response from the broker) and where the topics start.
 
     From v3 the body starts with the nullable transactional_id (compact from v9), then acks.
     """
     assert header.api_key == PRODUCE
-    pos = request_body_offset(frame, header)
-    if header.api_version >= 3:
+    version, pos = header.api_version, body_offset
+    if version >= 3:
         try:
-            pos = skip_string(frame, pos, header.api_version >= 9)
+            pos = skip_string(frame, pos, version >= 9)
         except struct_error as exc:
             raise ProtocolError("Produce request truncated before transactional_id") from exc
     if pos + 2 > len(frame):
         raise ProtocolError("Produce request truncated before acks")
     acks: int = _INT16.unpack_from(frame, pos)[0]
-    return acks
+    return ProduceRequestView(version, acks, pos + 6)
 
 
 #: (topic name, or topic id from v13; partition indexes) of a Produce request, in its order
@@ -49,32 +58,29 @@ _INT64 = Struct(">q")
 _UUID: Final = 16
 
 
-def producer_ids(frame: bytes, header: RequestHeader) -> list[int]:
+def producer_ids(frame: bytes, view: ProduceRequestView) -> list[int]:
     """The distinct producer ids of a Produce request's record batches, in order, -1 (not
     idempotent) left out: read at their fixed offsets, never decoding a record."""
-    return _walk(frame, header, None)
+    return _walk(frame, view, None)
 
 
-def produced_topics(frame: bytes, header: RequestHeader) -> ProducedTopics:
+def produced_topics(frame: bytes, view: ProduceRequestView) -> ProducedTopics:
     """Where a Produce request writes: what a refusal must name (rare, so read apart)."""
     topics: ProducedTopics = []
-    _walk(frame, header, topics)
+    _walk(frame, view, topics)
     return topics
 
 
-def _walk(frame: bytes, header: RequestHeader, topics: ProducedTopics | None) -> list[int]:
+def _walk(frame: bytes, view: ProduceRequestView, topics: ProducedTopics | None) -> list[int]:
     """Step over a Produce request (v3+, what Kafka 4 accepts) by its lengths, collecting
     producer ids, and the topics and partitions when asked."""
-    assert header.api_key == PRODUCE
-    version, flexible = header.api_version, header.api_version >= 9
+    version, flexible = view.version, view.version >= 9
     #: a dict keeps the ids distinct and in order in linear time, however many batches
     found: dict[int, None] = {}
     if version < 3:
         return []  # v0-v2 carry message formats 0 and 1, which have no producer id
     try:
-        pos = request_body_offset(frame, header)
-        pos = skip_string(frame, pos, flexible) + 6  # transactional_id, acks, timeout_ms
-        topic_count, pos = read_length(frame, pos, flexible, _INT32)
+        topic_count, pos = read_length(frame, view.topics_at, flexible, _INT32)
         for _ in range(topic_count):
             named = pos
             if version >= 13:

@@ -14,7 +14,8 @@ principal builder:
   delegation token (`tokenauth=true`) the name is the token id and the principal is the
   token's owner, which only the broker knows: such a connection keeps its principal.
 Other mechanisms (GSSAPI, OAUTHBEARER) name their principal through broker-side rules the
-proxy cannot see; their connections keep User:ANONYMOUS and a warning says so.
+proxy cannot see; their connections keep User:ANONYMOUS and a warning says so. MECHANISMS is
+the table of what the proxy can learn: a mechanism is one entry there.
 
 Only SaslHandshake v1+ is followed: with v0 the tokens that follow are not Kafka requests, and
 every client since Kafka 1.0 uses SaslAuthenticate instead.
@@ -22,15 +23,13 @@ every client since Kafka 1.0 uses SaslAuthenticate instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
 
 from protocol.apis import DECODED, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from protocol.errors import ProtocolError
 from protocol.headers import RequestHeader, request_body_offset, response_body_offset
-
-PLAIN = "PLAIN"
-SCRAM_MECHANISMS = frozenset({"SCRAM-SHA-256", "SCRAM-SHA-512"})
 
 
 def _decode(api_key: int, side: int, frame: bytes, offset: int, version: int) -> Any:
@@ -65,10 +64,41 @@ def scram_user(client_first: bytes) -> str | None:
     return fields[2][2:].replace("=2C", ",").replace("=3D", "=")
 
 
+def scram_verified(server_final: bytes) -> bool:
+    """A server-final-message with the verifier (`v=`), not an error (`e=`)."""
+    return server_final.startswith(b"v=")
+
+
+def _accepted(token: bytes) -> bool:
+    return True
+
+
+class Mechanism(NamedTuple):
+    """How one SASL mechanism names the user its client claims."""
+
+    #: SaslAuthenticate round trips in one exchange
+    steps: int
+    #: the user claimed in the client's first token; None when it names none the proxy can
+    #: trust to be the principal (a delegation token)
+    claimed: Callable[[bytes], str | None]
+    #: whether the broker's last token confirms the exchange
+    confirmed: Callable[[bytes], bool] = _accepted
+
+
+#: every mechanism whose principal the proxy learns, by Kafka's mechanism name
+MECHANISMS: Final[Mapping[str, Mechanism]] = {
+    "PLAIN": Mechanism(1, plain_user),
+    "SCRAM-SHA-256": Mechanism(2, scram_user, scram_verified),
+    "SCRAM-SHA-512": Mechanism(2, scram_user, scram_verified),
+}
+
+
 @dataclass
 class SaslExchange:
     """One connection's SASL state; feed it the SASL requests and responses in order."""
 
+    #: the mechanisms whose principal can be learned (the principal builder's table)
+    mechanisms: Mapping[str, Mechanism] = field(default_factory=lambda: MECHANISMS)
     #: the mechanism the broker accepted in the last SaslHandshake
     mechanism: str | None = None
     #: the mechanism of the SaslHandshake awaiting its response
@@ -80,7 +110,7 @@ class SaslExchange:
 
     @property
     def learnable(self) -> bool:
-        return self.mechanism == PLAIN or self.mechanism in SCRAM_MECHANISMS
+        return self.mechanism in self.mechanisms
 
     def on_handshake_request(self, frame: bytes, header: RequestHeader) -> None:
         if header.api_version < 1:
@@ -108,13 +138,12 @@ class SaslExchange:
         request = _decode(
             SASL_AUTHENTICATE, 0, frame, request_body_offset(frame, header), header.api_version
         )
-        token = bytes(request.auth_bytes or b"")
-        if self.mechanism == PLAIN:
-            self.claimed, self.steps_left = plain_user(token), 1
-        elif self.mechanism in SCRAM_MECHANISMS:
-            self.claimed, self.steps_left = scram_user(token), 2
-        else:
+        mechanism = self.mechanisms.get(self.mechanism or "")
+        if mechanism is None:
             self.claimed, self.steps_left = None, 0
+            return
+        self.claimed = mechanism.claimed(bytes(request.auth_bytes or b""))
+        self.steps_left = mechanism.steps
 
     def on_authenticate_response(self, frame: bytes, version: int) -> str | None:
         """The authenticated user when this response completes a successful exchange."""
@@ -134,8 +163,7 @@ class SaslExchange:
         if self.steps_left:
             return None
         user, self.claimed = self.claimed, None
-        if self.mechanism in SCRAM_MECHANISMS and not bytes(response.auth_bytes or b"").startswith(
-            b"v="
-        ):
+        mechanism = self.mechanisms[self.mechanism or ""]
+        if not mechanism.confirmed(bytes(response.auth_bytes or b"")):
             return None
         return user

@@ -15,9 +15,12 @@ from config.loader import ProxyConfig, load_config
 from config.report import effective_quotas
 from config.tls import describe, unencrypted_upstream
 from proxy.clock import Clock, LoopClock
-from proxy.enforcement import Enforcer
+from proxy.context import ProxyContext
+from proxy.enforcement import Enforcement
+from proxy.handlers.principals import PrincipalBuilder
 from proxy.log_limit import RepeatedLineFilter
-from proxy.metrics import ProxyStats, QuotaCollector, build_registry, serve_metrics
+from proxy.memory_pool import MemoryPool
+from proxy.metrics import QuotaCollector, build_registry, serve_metrics
 from proxy.reload import ConfigReloader
 from proxy.server import ProxyServer
 from proxy.usage import UsageRecorder
@@ -28,7 +31,7 @@ from proxy.usage_sinks import (
     record_usage,
     wall_ms,
 )
-from quotas.connections import ConnectionLimits, ConnectionQuotas
+from quotas.connections import ConnectionLimits
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType
 
@@ -51,13 +54,12 @@ def install_event_loop(use_uvloop: bool) -> str:
     return "asyncio"
 
 
-async def _expire_sensors(
-    enforcer: Enforcer, connection_quotas: ConnectionQuotas, stats: ProxyStats, clock: Clock
-) -> None:
+async def _expire_sensors(context: ProxyContext) -> None:
     while True:
         await asyncio.sleep(_SENSOR_EXPIRY_INTERVAL_S)
-        now_ms = clock.now_ms()
-        stats.expired_sensors += enforcer.expire(now_ms) + connection_quotas.expire(now_ms)
+        now_ms = context.clock.now_ms()
+        expired = context.quotas.expire(now_ms) + context.connection_quotas.expire(now_ms)
+        context.stats.expired_sensors += expired
 
 
 def connection_limits(config: ProxyConfig) -> ConnectionLimits:
@@ -75,10 +77,10 @@ def connection_limits(config: ProxyConfig) -> ConnectionLimits:
 _IDLE_CLEANUP_S = 1.0
 
 
-async def _forget_producer_ids(enforcer: Enforcer, clock: Clock) -> None:
+async def _forget_producer_ids(enforcement: Enforcement, clock: Clock) -> None:
     """KIP-936's cleanup scheduler: users whose every producer-id layer expired go."""
     while True:
-        producer_ids = enforcer.engine.producer_ids  # the engine a reload left
+        producer_ids = enforcement.engine.producer_ids  # the engine a reload left
         if producer_ids.tracked_users:
             await asyncio.sleep(producer_ids.cache.cleanup_interval_ms / 1000)
             producer_ids.cleanup(clock.now_ms())
@@ -89,24 +91,34 @@ async def _forget_producer_ids(enforcer: Enforcer, clock: Clock) -> None:
 async def serve(config: ProxyConfig) -> None:
     if (unencrypted := unencrypted_upstream(config.listener, config.upstream)) is not None:
         log.warning(unencrypted)
-    enforcer = Enforcer(QuotaEngine(config.quotas), config.shadow, config.hold_principal)
-    stats = ProxyStats()
-    connection_quotas = ConnectionQuotas(connection_limits(config), config.quotas.settings.client)
-
-    def apply(new: ProxyConfig) -> None:
-        if not enforcer.apply(new.quotas, new.shadow, new.hold_principal):
-            log.warning("quota window settings changed: every quota sensor starts afresh")
-        server.update_connection_limits(connection_limits(new), new.quotas.settings.client)
-        # the reloader refuses a new security.protocol: these are renewed files and rules
-        server.update_tls(new.listener.context, new.upstream.context, new.listener.principal_mapper)
-        if kafka_sink is not None:
-            kafka_sink.renew_tls(new.upstream.context)
-
-    clock = LoopClock()
     usage = config.usage
     recorder = None
     if usage.enabled:
         recorder = UsageRecorder(instance_id(usage, config.proxy.bootstrap_port), wall_ms())
+    context = ProxyContext(
+        config.proxy,
+        LoopClock(),
+        Enforcement(QuotaEngine(config.quotas), config.shadow, config.hold_principal),
+        principals=PrincipalBuilder(config.listener.principal_mapper),
+        usage=recorder,
+        memory_pool=MemoryPool(config.proxy.queued_max_request_bytes),
+        listener_tls=config.listener.context,
+        upstream_tls=config.upstream.context,
+    )
+    context.connection_quotas.update(connection_limits(config), config.quotas.settings.client)
+    stats, clock = context.stats, context.clock
+
+    def apply(new: ProxyConfig) -> None:
+        if not context.quotas.apply(new.quotas, new.shadow, new.hold_principal):
+            log.warning("quota window settings changed: every quota sensor starts afresh")
+        server.update_connection_limits(connection_limits(new), new.quotas.settings.client)
+        # the reloader refuses a new security.protocol: these are renewed files and rules
+        context.listener_tls = new.listener.context
+        context.upstream_tls = new.upstream.context
+        context.principals.certificates = new.listener.principal_mapper
+        if kafka_sink is not None:
+            kafka_sink.renew_tls(new.upstream.context)
+
     files = None
     if recorder is not None and usage.directory:
         try:
@@ -119,17 +131,7 @@ async def serve(config: ProxyConfig) -> None:
         except OSError as exc:
             problem = f"[usage] key 'directory': cannot write {usage.directory!r}: {exc}"
             raise ConfigError(config.path or "config", [problem]) from exc
-    server = ProxyServer(
-        config.proxy,
-        enforcer,
-        stats,
-        clock,
-        recorder,
-        connection_quotas,
-        config.listener.context,
-        config.upstream.context,
-        config.listener.principal_mapper,
-    )
+    server = ProxyServer(context)
     await server.start()
     background: list[asyncio.Task[None]] = []
     kafka_sink = None
@@ -158,12 +160,12 @@ async def serve(config: ProxyConfig) -> None:
     if config.metrics.enabled:
         registry = build_registry(
             QuotaCollector(
-                lambda: enforcer.engine,
+                lambda: context.quotas.engine,
                 clock.now_ms,
                 stats,
                 lambda: len(server.connections),
                 lambda: {listener.name: listener.serving for listener in server.listeners.values()},
-                server.memory_pool,
+                context.memory_pool,
             )
         )
         metrics_server = await serve_metrics(
@@ -175,8 +177,8 @@ async def serve(config: ProxyConfig) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, reloader.reload, "SIGHUP")
     background.append(loop.create_task(reloader.watch(config.proxy.config_poll_interval_s)))
-    background.append(loop.create_task(_expire_sensors(enforcer, connection_quotas, stats, clock)))
-    background.append(loop.create_task(_forget_producer_ids(enforcer, clock)))
+    background.append(loop.create_task(_expire_sensors(context)))
+    background.append(loop.create_task(_forget_producer_ids(context.quotas, clock)))
     print(f"kafka-quota-proxy bootstrap: {server.bootstrap_address}", flush=True)
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

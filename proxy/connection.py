@@ -10,18 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
-from config.ssl_principal import SslPrincipalMapper, distinguished_name
-from protocol.rewrite import Advertise
-from proxy.clock import Clock
-from proxy.core import READ_BYTES, ConnectionCore, Pause
-from proxy.enforcement import Enforcer
-from proxy.memory_pool import MemoryPool
-from proxy.topics import TopicCache
-from proxy.usage import UsageRecorder
+from proxy.context import ProxyContext
+from proxy.core import ConnectionCore, Pause
+from proxy.read_budget import READ_BYTES
 
 if TYPE_CHECKING:
     from asyncio import BaseTransport, Transport
@@ -41,39 +35,19 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def __init__(
         self,
+        context: ProxyContext,
         upstream_targets: Callable[[], Sequence[tuple[str, int]]],
-        advertise: Advertise,
-        max_frame_bytes: int,
-        connect_timeout_s: float,
         on_close: Callable[[ClientConnection], None],
-        enforcer: Enforcer,
-        clock: Clock,
-        topics: TopicCache,
-        usage: UsageRecorder | None = None,
-        pool: MemoryPool | None = None,
         on_unreachable: Callable[[], None] | None = None,
-        upstream_tls: ssl.SSLContext | None = None,
-        principal_mapper: SslPrincipalMapper | None = None,
     ) -> None:
+        self._context = context
         self._upstream_targets = upstream_targets
-        #: names a client from the certificate it presented ([listener] ssl.client.auth)
-        self._principal_mapper = principal_mapper
-        #: TLS towards the brokers ([upstream]); None speaks plaintext
-        self._upstream_tls = upstream_tls
-        self._pool = pool
+        self._on_close = on_close
         #: told when no upstream address accepts a connection: the listener then closes
         self._on_unreachable = on_unreachable
         #: the core's activity count when the idle check last saw it change, and when
         self.seen_activity = 0
         self.seen_at_ns = 0
-        self._usage = usage
-        self._topics = topics
-        self._advertise = advertise
-        self._max_frame_bytes = max_frame_bytes
-        self._connect_timeout_s = connect_timeout_s
-        self._on_close = on_close
-        self._enforcer = enforcer
-        self._clock = clock
         self.core: ConnectionCore | None = None
         self._transport: Transport | None = None
 
@@ -82,45 +56,16 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._transport = client
         peer = client.get_extra_info("peername")
         client.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
-        self.core = ConnectionCore(
-            client,
-            self._enforcer,
-            self._advertise,
-            self._topics,
-            self._max_frame_bytes,
-            self._clock,
-            f"{peer[0]}:{peer[1]}" if peer else "?",
-            self._usage,
-            self._pool,
-            self._start_connecting,
+        context = self._context
+        core = self.core = ConnectionCore(
+            client, context, f"{peer[0]}:{peer[1]}" if peer else "?", self._start_connecting
         )
-        self.seen_at_ns = self._clock.now_ns()
-        if self._principal_mapper is not None:
-            self._name_from_certificate(client, self.core)
-
-    def _name_from_certificate(self, client: Transport, core: ConnectionCore) -> None:
-        """User: + the certificate's subject through ssl.principal.mapping.rules, as Kafka's
-        DefaultKafkaPrincipalBuilder; a client without one is User:ANONYMOUS, and a subject
-        no rule maps fails, as the client's authentication fails on a broker. A SASL
-        exchange on top names the client again, as on a SASL_SSL broker."""
-        assert self._principal_mapper is not None
+        self.seen_at_ns = context.clock.now_ns()
         tls = client.get_extra_info("ssl_object")
-        certificate = tls.getpeercert(binary_form=True) if tls is not None else None
-        if not certificate:
-            return
-        try:
-            core.session.user = self._principal_mapper.name(distinguished_name(certificate))
-        except ValueError as exc:  # NoMatchingRule, or a replacement Java would refuse
-            log.warning(
-                "closing client %s: no principal for its certificate: %s", core.session.peer, exc
-            )
-            core.close()
-            return
-        log.info(
-            "client %s authenticated as User:%s by its certificate",
-            core.session.peer,
-            core.session.user,
-        )
+        if tls is not None:
+            certificate = tls.getpeercert(binary_form=True)
+            if not context.principals.from_certificate(core.session, certificate):
+                core.close()
 
     def _start_connecting(self) -> None:
         assert self.core is not None
@@ -128,6 +73,7 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     async def _connect_upstream(self, core: ConnectionCore) -> None:
         loop = asyncio.get_running_loop()
+        tls, timeout_s = self._context.upstream_tls, self._context.settings.connect_timeout_s
         errors = []
         for host, port in self._upstream_targets():
             try:
@@ -136,10 +82,10 @@ class ClientConnection(asyncio.BufferedProtocol):
                         lambda: _UpstreamProtocol(core),
                         host,
                         port,
-                        ssl=self._upstream_tls,
-                        server_hostname=host if self._upstream_tls is not None else None,
+                        ssl=tls,
+                        server_hostname=host if tls is not None else None,
                     ),
-                    self._connect_timeout_s,
+                    timeout_s,
                 )
             except (OSError, TimeoutError) as exc:
                 errors.append(f"{host}:{port}: {exc or type(exc).__name__}")

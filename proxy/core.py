@@ -4,54 +4,39 @@ Bytes and the clock go in (requests_received, responses_received, timers on the 
 comes out goes through two peers (the client side and the upstream side), each only written
 to, paused, resumed and closed. proxy/connection.py connects it to asyncio's transports; the
 unit tests and the fidelity simulation drive it with recording peers on a virtual clock.
+
+The core knows no API: the registry routes each request to its handler, the handler decides,
+and the core carries out the outcome, keeps the connection's order, pauses reading for the
+reasons below, and has the enforcement settle each response's throttle.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
-from typing import Protocol
+from typing import ClassVar, Final, Protocol
 
-from protocol.apis import (
-    API_VERSIONS,
-    DESCRIBE_CONFIGS,
-    METADATA,
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
-)
 from protocol.errors import ProtocolError
 from protocol.frames import FrameSplitter
-from protocol.headers import (
-    RequestHeader,
-    encode_request,
-    parse_request_header,
-    response_correlation_id,
-)
-from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body
-from protocol.mutations import default_partitions, describe_default_partitions_body
-from protocol.rewrite import Advertise
+from protocol.headers import encode_request, parse_request_header, response_correlation_id
 from protocol.throttle import with_throttle_time
-from proxy.clock import Clock, Timer
-from proxy.enforcement import Enforcer
-from proxy.handlers.base import Answer, Defer, Drop, Exchange, Forward, Request, Session
-from proxy.handlers.metadata import read_metadata
-from proxy.handlers.registry import HANDLERS
-from proxy.memory_pool import MemoryPool
-from proxy.topics import TopicCache
-from proxy.usage import UsageRecorder
+from proxy.clock import Timer
+from proxy.context import ProxyContext
+from proxy.handlers.base import Answer, Defer, Forward, Request, Session, Stage
+from proxy.handlers.registry import ROUTES
+from proxy.read_budget import READ_BYTES, ReadBudget
+from quotas.principal import Principal
 
 log = logging.getLogger(__name__)
 
 
 #: the client-id of the proxy's own requests, as a broker's request log shows it
-OWN_CLIENT_ID = "kafka-quota-proxy"
+OWN_CLIENT_ID: Final = "kafka-quota-proxy"
 #: the proxy's own requests are numbered from here, apart from what clients use in practice
-_OWN_CORRELATION_IDS = 0x7F000000
-_AUTHENTICATION = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
+_OWN_CORRELATION_IDS: Final = 0x7F000000
 
 
 class Peer(Protocol):
@@ -74,11 +59,7 @@ class Peer(Protocol):
 #: request in flight is charged its request time when it is answered, even after the first
 #: answer throttled the connection, and Kafka caps a request-time throttle at one window:
 #: with 64 a raw pipelining client got 1.15 x its request_percentage (tests/fidelity.py).
-MAX_IN_FLIGHT = 5
-#: the most one read of a client takes (asyncio's and uvloop's own read size)
-READ_BYTES = 256 * 1024
-#: the most one read takes at a frame boundary while the memory pool is short (read_limit)
-PRESSURE_READ_BYTES = 64 * 1024
+MAX_IN_FLIGHT: Final = 5
 
 
 class Pause(Enum):
@@ -96,7 +77,7 @@ class Pause(Enum):
     IN_FLIGHT = "in-flight"
     #: the upstream connection's write buffer is full
     UPSTREAM_BUSY = "upstream-busy"
-    #: a handler waits for the cluster to answer about topics (Defer)
+    #: a handler waits for the cluster to answer what it asked (Defer)
     DEFERRED = "deferred"
     #: the client does not read its responses, and the proxy would add answers of its own
     CLIENT_BUSY = "client-busy"
@@ -106,25 +87,33 @@ class Pause(Enum):
     DRAINING = "draining"
 
 
+class OwnRequest:
+    """A request of the proxy's own in the in-flight queue: its response is the asker's."""
+
+    __slots__ = ("correlation_id", "on_answer")
+    #: as a client's Request: it holds no reading, and the proxy does not answer it
+    held: ClassVar[bool] = False
+    local_response: ClassVar[None] = None
+
+    def __init__(self, correlation_id: int, on_answer: Callable[[bytes], object]) -> None:
+        self.correlation_id = correlation_id
+        self.on_answer = on_answer
+
+
 class ConnectionCore:
     def __init__(
         self,
         client: Peer,
-        enforcer: Enforcer,
-        advertise: Advertise,
-        topics: TopicCache,
-        max_frame_bytes: int,
-        clock: Clock,
+        context: ProxyContext,
         peer: str = "?",
-        usage: UsageRecorder | None = None,
-        pool: MemoryPool | None = None,
         connect_upstream: Callable[[], object] | None = None,
     ) -> None:
         self._client = client
-        #: queued.max.request.bytes, shared by every connection
-        self._pool = pool
-        #: what the pool granted the frame being read (0: nothing granted, or no frame)
-        self._granted = 0
+        self._clock = clock = context.clock
+        self._sensors = context.quotas.sensors
+        self._settlement = context.quotas.settlement
+        #: where this connection's requests are counted for usage samples (None: not counted)
+        self._usage = context.usage
         #: opens the upstream connection; called at the client's first bytes, so a client
         #: that connects and sends nothing costs the cluster no connection
         self._connect_upstream = connect_upstream
@@ -132,24 +121,29 @@ class ConnectionCore:
         self.activity = 0
         #: closing once every request sent upstream has been answered (shutdown)
         self._draining = False
-        #: where this connection's requests are counted for usage samples (None: not counted)
-        self._usage = usage
         self._upstream: Peer | None = None
-        self._enforcer = enforcer
-        self._clock = clock
-        self.session = Session(enforcer, advertise, topics, peer)
+        self.session = Session(context, self, peer, sasl=context.principals.exchange())
+        #: the principal of this connection's last request, kept while it still applies
+        self._principal: Principal | None = None
         #: the clock's time (ns) until which reading stays paused for a throttle (KIP-219)
         self._muted_until_ns = 0
         self._unmute: Timer | None = None
-        self._requests = FrameSplitter(max_frame_bytes)
+        self._requests = FrameSplitter(context.settings.max_frame_bytes)
+        #: queued.max.request.bytes; None: every read takes READ_BYTES
+        self._budget = None
+        if context.memory_pool is not None:
+            self._budget = ReadBudget(
+                context.memory_pool, self._requests, clock, self._wait_for_memory, self._granted
+            )
         # upstream responses are trusted; Fetch responses may legitimately be large
         self._responses = FrameSplitter()
-        self._in_flight: deque[Exchange] = deque()
+        self._in_flight: deque[Request | OwnRequest] = deque()
         self._read_pauses: set[Pause] = set()
         #: requests read but not yet handled because reading is paused: before the upstream
         #: connection is up (uvloop reads accepted sockets even while paused), while muted,
-        #: or at the in-flight limit; at most one socket read's worth
-        self._backlog: deque[bytes] = deque()
+        #: or at the in-flight limit; at most one socket read's worth. A deferred request
+        #: waits here as its Request, handled again first.
+        self._backlog: deque[bytes | Request] = deque()
         self.closed = False
         #: the largest throttle among the responses being written now
         self._throttle_ms = 0
@@ -158,12 +152,14 @@ class ConnectionCore:
         #: requests bound upstream while a read is being handled, written together after it
         self._forward: list[bytes] | None = None
         #: whether the proxy may send requests of its own on the upstream connection: once
-        #: the client has sent a request other than ApiVersions and SASL, and not while it
-        #: authenticates again (a broker takes nothing else in the middle of an exchange)
+        #: the client has sent a request of the session, and not while it authenticates
+        #: again (a broker takes nothing else in the middle of an exchange)
         self._authenticated = False
         self._own_correlation_id = _OWN_CORRELATION_IDS
-        #: the request a handler deferred until the cluster has answered about its topics
-        self._deferred: bytes | None = None
+        #: requests of the proxy's own awaiting their answers
+        self._asked = 0
+        #: the request a handler deferred until its questions are answered
+        self._deferred: Request | None = None
         #: the client's write buffer is over its high-water mark
         self._client_busy = False
 
@@ -185,36 +181,40 @@ class ConnectionCore:
         except ProtocolError as exc:
             self._refuse(exc)
             return
-        if self._pool is not None and (self._granted or requests.buffered):
-            self._account_memory(bool(frames))
+        budget = self._budget
+        if budget is not None and (budget.granted or requests.buffered):
+            budget.account(bool(frames))
         if self._backlog:
             self._backlog.extend(frames)
         else:
             self._handle_requests(frames)
 
-    def _handle_requests(self, frames: Sequence[bytes]) -> None:
+    def read_limit(self) -> int:
+        """How many bytes the next read of the client may take (see ReadBudget)."""
+        return READ_BYTES if self._budget is None else self._budget.read_limit()
+
+    def _handle_requests(self, items: Sequence[bytes | Request]) -> None:
         """Handle requests in order until something pauses reading; keep the rest for later,
         so a pause (a mute, the in-flight limit) holds even the requests of the same read."""
         forward = self._forward = []
-        handled = 0
+        index = 0
         try:
-            for frame in frames:
+            while index < len(items):
                 if self._read_pauses:
                     break
-                header = parse_request_header(frame)
-                principal = self.session.principal(header.client_id or "")
-                now_ms = self._clock.now_ns() // 1_000_000
-                held = self._enforcer.held_ms(principal, header.api_key, now_ms)
+                item = items[index]
+                request = self._again(item) if isinstance(item, Request) else self._read(item)
+                held = self._settlement.held_ms(request.principal, request.route, request.now_ms)
                 if held:  # another connection of the principal crossed its quota
                     self._mute(held)
                     break
-                handled += 1
-                upstream_frame = self._on_request(frame, header)
+                upstream_frame = self._on_request(request)
                 if upstream_frame is not None:
                     forward.append(upstream_frame)
-                elif self._deferred is frame:
-                    handled -= 1  # handled again, first, when the topics are known
+                elif self._deferred is request:  # handled again, first, once answered
+                    items = [*items[:index], request, *items[index + 1 :]]
                     break
+                index += 1
         except ProtocolError as exc:
             self._refuse(exc)
             return
@@ -226,61 +226,38 @@ class ConnectionCore:
             self._forward = None
         if forward and self._upstream is not None:
             self._upstream.writelines(forward)
-        if handled < len(frames):
-            self._backlog.extend(frames[handled:])
+        if index < len(items):
+            self._backlog.extend(items[index:])
             self.pause_reading(Pause.BACKLOG)
 
-    def read_limit(self) -> int:
-        """How many bytes the next read of the client may take.
+    def _read(self, frame: bytes) -> Request:
+        """A request as its handler sees it: the header parsed, the principal resolved and
+        the clock read, once."""
+        header = parse_request_header(frame)
+        now_ns = self._clock.now_ns()
+        client_id = header.client_id or ""
+        user = self.session.user
+        principal = self._principal
+        if (
+            principal is None
+            or principal.generation != self._sensors.generation
+            or principal.client_id != client_id
+            or principal.user != user
+        ):
+            principal = self._principal = Principal(user, client_id, self._sensors.generation)
+        usage = self._usage
+        counters = None if usage is None else usage.counters(user, client_id, header.api_key)
+        return Request(frame, header, ROUTES[header.api_key], principal, now_ns, counters)
 
-        While the pool could not grant a frame of the largest size, a read takes at most
-        PRESSURE_READ_BYTES at a frame boundary, then no more than the frame it has memory
-        for: a connection waiting for memory holds at most that much, not a whole socket
-        read of a frame it has no memory for, while requests that fit in one such read still
-        arrive whole and need no memory (Kafka's NetworkReceive reads only the size prefix,
-        so when its pool is empty every client waits).
-        """
-        pool = self._pool
-        requests = self._requests
-        if pool is None or pool.available >= requests.max_frame_bytes:
-            return READ_BYTES
-        size = requests.incomplete_frame_bytes
-        if not size:
-            return PRESSURE_READ_BYTES
-        return min(size - requests.buffered, READ_BYTES)
-
-    def _account_memory(self, completed: bool) -> None:
-        """Return the grant of a frame that completed; ask one for a frame left waiting for
-        bytes, and stop reading if the pool has none (Kafka's KafkaChannel.read mutes)."""
-        pool = self._pool
-        assert pool is not None
-        if completed and self._granted:  # frames complete in order: the granted one did
-            granted, self._granted = self._granted, 0
-            pool.release(granted)
-        if not self._granted:
-            size = self._requests.incomplete_frame_bytes
-            if size and not pool.try_allocate(size):
-                if Pause.MEMORY not in self._read_pauses:
-                    self.pause_reading(Pause.MEMORY)
-                    pool.wait(self, self._retry_memory)
-            elif size:
-                self._granted = size
-
-    def _retry_memory(self) -> None:
-        pool = self._pool
-        assert pool is not None
-        if self.closed:
-            return
-        size = self._requests.incomplete_frame_bytes
-        if size and not pool.try_allocate(size):
-            pool.wait(self, self._retry_memory)
-            return
-        self._granted = size
-        # resumed from the event loop, not inside the connection whose release woke it
-        self._clock.call_later(0, self._end_memory_wait)
-
-    def _end_memory_wait(self) -> None:
-        self.resume_reading(Pause.MEMORY)
+    def _again(self, request: Request) -> Request:
+        """A deferred request, handled again now that the cluster has answered: from now,
+        as the broker handles it, with what the topic cache knows."""
+        self._deferred = None
+        request.refreshed = True
+        request.received_ns = now_ns = self._clock.now_ns()
+        request.now_ms = now_ns // 1_000_000
+        request.principal = self._sensors.current(request.principal)
+        return request
 
     def drain(self) -> None:
         """Shutdown: read nothing more, and close once every request already sent upstream
@@ -297,165 +274,94 @@ class ConnectionCore:
         log.warning("closing client %s: %s", self.session.peer, exc)
         self.close()
 
-    def send_own_request(
-        self, api_key: int, api_version: int, body: bytes, on_response: Callable[[bytes], None]
+    def ask(
+        self, api_key: int, api_version: int, body: bytes, on_answer: Callable[[bytes], object]
     ) -> bool:
-        """Send a request of the proxy's own on this client's upstream connection; its
-        response goes to `on_response` and never to the client. Kafka answers a connection's
-        requests in order, so it takes its place in the in-flight queue like the client's.
-        On a SASL cluster the client's authenticated connection is the only one the proxy
-        has. False when the connection cannot take one now (not yet authenticated, closed).
-        """
+        """The handlers' Cluster: a request of the proxy's own on this client's upstream
+        connection, in the in-flight queue like the client's, its response consumed."""
         if self.closed or self._upstream is None or not self._authenticated:
             return False
-        self._own_correlation_id = self._own_correlation_id % 0x7FFFFFFF + 1
-        correlation_id = self._own_correlation_id
+        self._own_correlation_id = correlation_id = self._own_correlation_id % 0x7FFFFFFF + 1
         frame = encode_request(api_key, api_version, correlation_id, OWN_CLIENT_ID, body)
-        self._in_flight.append(
-            Exchange(
-                correlation_id,
-                api_key,
-                api_version,
-                received_ns=self._clock.now_ns(),
-                on_own_response=on_response,
-            )
-        )
+        self._in_flight.append(OwnRequest(correlation_id, on_answer))
+        self._asked += 1
         if self._forward is not None:  # in order with the requests of the read being handled
             self._forward.append(frame)
         else:
             self._upstream.write(frame)
         return True
 
-    def request_topics(
-        self,
-        names: Sequence[str],
-        then: Callable[[], object] | None = None,
-        topic_ids: Sequence[uuid.UUID] = (),
-    ) -> bool:
-        """Refresh the topic cache for these topics with a Metadata request of the proxy's;
-        `then` runs once the answer is in the cache, after the responses that arrived with it
-        have gone to the client. A broker given topic ids answers for those alone, so names
-        and ids are asked in two requests, answered in order."""
-        if names and topic_ids:
-            return self.request_topics(names) and self.request_topics((), then, topic_ids)
-
-        def learn(frame: bytes) -> None:
-            read_metadata(self.session, frame, OWN_METADATA_VERSION)
-            if then is not None:
-                self._clock.call_later(0, then)
-
-        body = metadata_request_body(names, topic_ids=topic_ids)
-        return self.send_own_request(METADATA, OWN_METADATA_VERSION, body, learn)
-
-    def request_default_partitions(self, then: Callable[[], object]) -> bool:
-        """Ask the brokers for num.partitions; a broker describes only itself, so every
-        known broker is named. False when no broker is known yet or nothing can be sent."""
-        topics = self.session.topics
-        if not topics.broker_ids:
-            return False
-        version, body = describe_default_partitions_body(topics.broker_ids)
-
-        def learn(frame: bytes) -> None:
-            try:
-                count = default_partitions(frame, version)
-            except ProtocolError as exc:
-                log.warning("num.partitions unreadable in the cluster's answer: %s", exc)
-                count = None
-            topics.learn_default_partitions(count, self._clock.now_ns() // 1_000_000)
-            self._clock.call_later(0, then)
-
-        return self.send_own_request(DESCRIBE_CONFIGS, version, body, learn)
-
-    def inquire(self, defer: Defer, then: Callable[[], object]) -> bool:
-        """Ask what a deferring handler needs; `then` runs once every answer is in. The
-        topics (and the brokers, which every Metadata answer names) come first."""
-        if not defer.default_partitions:
-            return self.request_topics(defer.topics, then, defer.topic_ids)
-        if not (defer.topics or defer.topic_ids) and self.session.topics.broker_ids:
-            return self.request_default_partitions(then)
-
-        def after_metadata() -> None:
-            if not self.request_default_partitions(then):
-                then()
-
-        return self.request_topics(defer.topics, after_metadata, defer.topic_ids)
-
-    def _on_request(self, frame: bytes, header: RequestHeader) -> bytes | None:
+    def _on_request(self, request: Request) -> bytes | None:
         """Track one request; the frame to send upstream, or None when answered here."""
-        if header.api_key in _AUTHENTICATION:
-            self._authenticated = False
-        elif header.api_key != API_VERSIONS:
+        route = request.route
+        stage = route.stage
+        if stage is Stage.SESSION:
             self._authenticated = True
-        now_ns = self._clock.now_ns()
-        client_id = header.client_id or ""
-        handler = HANDLERS.get(header.api_key)
-        usage = None
-        if self._usage is not None:
-            usage = self._usage.counters(self.session.user, client_id, header.api_key)
-        entry = Exchange(
-            header.correlation_id,
-            header.api_key,
-            header.api_version,
-            client_id,
-            handler,
-            received_ns=now_ns,
-            usage=usage,
-        )
-        size = len(frame)
-        if handler is not None:
-            refreshed = frame is self._deferred
-            self._deferred = None
-            request = Request(frame, header, client_id, now_ns // 1_000_000, refreshed, usage)
-            outcome = handler.on_request(self.session, request)
-            if isinstance(outcome, Defer):
-                if not refreshed and self.inquire(outcome, self._end_deferral):
-                    self._deferred = frame
-                    self.pause_reading(Pause.DEFERRED)
-                    return None
-                # the cluster cannot be asked on this connection now: go on with the cache
-                outcome = handler.on_request(self.session, request._replace(refreshed=True))
-                if isinstance(outcome, Defer):
-                    outcome = Forward(frame)
+        elif stage is Stage.AUTHENTICATION:
+            self._authenticated = False
+        handler = route.handler
+        usage = request.usage
+        frame = request.frame
+        if handler is None:
             if usage is not None:
                 usage.requests += 1
-                usage.bytes_in += size
-                usage.throttled(outcome.mute_ms)
-            if outcome.mute_ms:
-                self._mute(outcome.mute_ms)
-            if isinstance(outcome, Drop):
+                usage.bytes_in += len(frame)
+            return self._in_flight_frame(request, frame)
+        outcome = handler.on_request(self.session, request)
+        if outcome.__class__ is Defer:
+            if not request.refreshed and self._asked:
+                self._deferred = request
+                self.pause_reading(Pause.DEFERRED)
                 return None
-            if isinstance(outcome, Answer):
-                if usage is not None:
-                    usage.bytes_out += len(outcome.response)
-                entry.local_response = outcome.response
-                self._answer_locally(entry)
-                if len(self._in_flight) >= MAX_IN_FLIGHT:  # answers waiting behind a response
-                    self.pause_reading(Pause.IN_FLIGHT)
-                return None
-            frame = outcome.frame
-            if not outcome.expects_response:
-                return frame
-            entry.state, entry.wait_ns = outcome.state, outcome.wait_ns
-            if outcome.held:
-                # Kafka reads nothing more from a connection until its response has gone out
-                entry.held = True
-                self.pause_reading(Pause.HELD)
-        elif usage is not None:
+            outcome = Forward(frame)  # nothing was asked: there is nothing to wait for
+        if usage is not None:
             usage.requests += 1
-            usage.bytes_in += size
-        self._in_flight.append(entry)
+            usage.bytes_in += len(frame)
+        if outcome.__class__ is Forward:
+            assert isinstance(outcome, Forward)
+            if outcome.expects_response:
+                if outcome.held:
+                    # Kafka reads nothing more from a connection until its response has gone
+                    request.held = True
+                    self.pause_reading(Pause.HELD)
+                request.wait_ns = outcome.wait_ns
+                return self._in_flight_frame(request, outcome.frame)
+            self._settle_now(request)
+            return outcome.frame
+        self._settle_now(request)
+        if isinstance(outcome, Answer):
+            if usage is not None:
+                usage.bytes_out += len(outcome.response)
+            request.local_response = outcome.response
+            self._answer_locally(request)
+            if len(self._in_flight) >= MAX_IN_FLIGHT:  # answers waiting behind a response
+                self.pause_reading(Pause.IN_FLIGHT)
+        return None  # Drop
+
+    def _in_flight_frame(self, request: Request, frame: bytes) -> bytes:
+        self._in_flight.append(request)
         if len(self._in_flight) >= MAX_IN_FLIGHT:
             self.pause_reading(Pause.IN_FLIGHT)
         return frame
 
+    def _settle_now(self, request: Request) -> None:
+        """A request no broker response will settle: its throttle applies as a mute at once."""
+        if request.verdict is None:
+            return
+        throttle = self._settlement.settle_now(request, request.now_ms)
+        if request.usage is not None:
+            request.usage.throttled(throttle)
+        if throttle:
+            self._mute(throttle)
+
     def _end_deferral(self) -> None:
         self.resume_reading(Pause.DEFERRED)
 
-    def _answer_locally(self, entry: Exchange) -> None:
+    def _answer_locally(self, request: Request) -> None:
         if self._client_busy:
             # a client not reading its responses would have the proxy's answers pile up
             self.pause_reading(Pause.CLIENT_BUSY)
-        self._in_flight.append(entry)
+        self._in_flight.append(request)
         ready: list[bytes] = []
         self._take_local_responses(ready)
         if ready:
@@ -495,11 +401,17 @@ class ConnectionCore:
         pauses.discard(reason)
         if self._backlog and pauses == {Pause.BACKLOG}:
             pauses.clear()
-            frames = list(self._backlog)
+            items = list(self._backlog)
             self._backlog.clear()
-            self._handle_requests(frames)
+            self._handle_requests(items)
         if not pauses:
             self._client.resume_reading()
+
+    def _wait_for_memory(self) -> None:
+        self.pause_reading(Pause.MEMORY)
+
+    def _granted(self) -> None:
+        self.resume_reading(Pause.MEMORY)
 
     def _mute(self, throttle_ms: int) -> None:
         """Stop reading this client until the throttle has passed (Kafka mutes the channel).
@@ -528,11 +440,8 @@ class ConnectionCore:
             return
         self.closed = True
         self._backlog.clear()
-        if self._pool is not None:
-            self._pool.cancel(self)
-            granted, self._granted = self._granted, 0
-            if granted:
-                self._pool.release(granted)
+        if self._budget is not None:
+            self._budget.close()
         if self._unmute is not None:
             self._unmute.cancel()
         self._client.close()
@@ -573,30 +482,31 @@ class ConnectionCore:
             raise ProtocolError("response without an outstanding request")
         entry = self._in_flight.popleft()
         correlation_id = response_correlation_id(frame)
-        if correlation_id != entry.correlation_id:
-            raise ProtocolError(
-                f"response correlation id {correlation_id}, expected {entry.correlation_id}"
-            )
-        if entry.on_own_response is not None:
+        if entry.__class__ is OwnRequest:
+            assert isinstance(entry, OwnRequest)
+            self._check_correlation(correlation_id, entry.correlation_id)
             self._last_answered_ns = now_ns  # the broker was busy with it: see _request_time_ns
-            entry.on_own_response(frame)
+            entry.on_answer(frame)
+            self._asked -= 1
+            if not self._asked and self._deferred is not None:
+                # resumed from the event loop, once the responses that came with the answer
+                # have gone to the client
+                self._clock.call_later(0, self._end_deferral)
             return None
-        now_ms = now_ns // 1_000_000
-        bandwidth = None
-        if entry.handler is not None:
-            frame, bandwidth = entry.handler.on_response(self.session, frame, entry, now_ms)
-        request_time_ns = self._request_time_ns(entry, now_ns)
-        throttle = self._enforcer.settle_response(
-            self.session.principal(entry.client_id),
-            entry.api_key,
-            bandwidth,
-            request_time_ns,
-            now_ms,
-        )
+        assert isinstance(entry, Request)
+        request = entry
+        self._check_correlation(correlation_id, request.header.correlation_id)
+        now_ms = request.now_ms = now_ns // 1_000_000
+        handler = request.route.handler
+        if handler is not None:
+            frame = handler.on_response(self.session, frame, request)
+        request_time_ns = self._request_time_ns(request, now_ns)
+        throttle = self._settlement.settle(request, request_time_ns, now_ms)
         if throttle:
-            frame = with_throttle_time(frame, entry.api_key, entry.api_version, throttle)
+            header = request.header
+            frame = with_throttle_time(frame, header.api_key, header.api_version, throttle)
             self._throttle_ms = max(self._throttle_ms, throttle)
-        usage = entry.usage
+        usage = request.usage
         if usage is not None:
             if usage.retired:
                 assert self._usage is not None
@@ -606,14 +516,19 @@ class ConnectionCore:
             usage.throttled(throttle)
         return frame
 
-    def _request_time_ns(self, entry: Exchange, now: int) -> int:
+    @staticmethod
+    def _check_correlation(got: int, expected: int) -> None:
+        if got != expected:
+            raise ProtocolError(f"response correlation id {got}, expected {expected}")
+
+    def _request_time_ns(self, request: Request, now: int) -> int:
         """The time this request cost, without the time it queued behind this connection's
         earlier requests (a broker handles one request of a connection at a time, so a
         pipelined request starts when the previous response has come back) and without a
         long-poll Fetch's allowed wait."""
-        started = max(entry.received_ns, self._last_answered_ns)
+        started = max(request.received_ns, self._last_answered_ns)
         self._last_answered_ns = now
-        return max(now - started - entry.wait_ns, 0)
+        return max(now - started - request.wait_ns, 0)
 
     def upstream_lost(self, exc: Exception | None) -> None:
         if not self.closed:

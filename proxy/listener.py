@@ -16,8 +16,9 @@ import contextlib
 import errno
 import logging
 import socket
-import ssl
 from collections.abc import Awaitable, Callable, Sequence
+
+from proxy.context import ProxyContext
 
 log = logging.getLogger(__name__)
 
@@ -36,26 +37,24 @@ class Listener:
     def __init__(
         self,
         name: str,
-        host: str,
         port: int,
         targets: Callable[[], Sequence[Address]],
         admit: Admit,
         wait_for_slot: Callable[[], Awaitable[None]],
-        connect_timeout_s: float,
-        upstream_tls: Callable[[], ssl.SSLContext | None] = lambda: None,
+        context: ProxyContext,
     ) -> None:
         #: the label of this listener's metrics: "bootstrap" or "broker-<node id>"
         self.name = name
-        self.host = host
+        self.host = context.settings.listen_host
         self.port = port
         #: the upstream addresses its clients are connected to, in order of preference
         self.targets = targets
         self._admit = admit
         self._wait_for_slot = wait_for_slot
-        self._connect_timeout_s = connect_timeout_s
-        #: the probe makes the connection clients' would: one that fails TLS (a broker's
-        #: expired certificate) is no more reachable than one refused
-        self._upstream_tls = upstream_tls
+        #: the probe makes the connection clients' would (the context's [upstream] TLS): one
+        #: that fails TLS (a broker's expired certificate) is no more reachable than one
+        #: refused
+        self._context = context
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._probing: asyncio.Task[None] | None = None
@@ -133,13 +132,13 @@ class Listener:
         while True:
             await asyncio.sleep(PROBE_INTERVAL_S)
             for host, port in self.targets():
-                tls = self._upstream_tls()
+                tls = self._context.upstream_tls
                 try:
                     _, writer = await asyncio.wait_for(
                         asyncio.open_connection(
                             host, port, ssl=tls, server_hostname=host if tls is not None else None
                         ),
-                        self._connect_timeout_s,
+                        self._context.settings.connect_timeout_s,
                     )
                 except (OSError, TimeoutError):
                     continue

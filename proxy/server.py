@@ -15,26 +15,17 @@ import asyncio
 import contextlib
 import logging
 import socket
-import ssl
-from collections.abc import Sequence
 from struct import Struct
 
-from config.settings import ProxySettings
-from config.ssl_principal import SslPrincipalMapper
 from protocol.apis import METADATA
 from protocol.errors import ProtocolError
 from protocol.headers import encode_request
 from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body, read_metadata_response
-from proxy.clock import Clock
 from proxy.connection import ClientConnection
+from proxy.context import ProxyContext
 from proxy.core import OWN_CLIENT_ID
-from proxy.enforcement import Enforcer
 from proxy.listener import Listener
-from proxy.memory_pool import MemoryPool
-from proxy.metrics import ProxyStats
-from proxy.topics import TopicCache
-from proxy.usage import UsageRecorder
-from quotas.connections import ConnectionLimits, ConnectionQuotas, Verdict, canonical_ip
+from quotas.connections import ConnectionLimits, Verdict, canonical_ip
 from quotas.stats import MetricConfig
 
 log = logging.getLogger(__name__)
@@ -53,39 +44,9 @@ def peer_ip(address: str) -> str:
 
 
 class ProxyServer:
-    def __init__(
-        self,
-        settings: ProxySettings,
-        enforcer: Enforcer,
-        stats: ProxyStats,
-        clock: Clock,
-        usage: UsageRecorder | None = None,
-        connection_quotas: ConnectionQuotas | None = None,
-        listener_tls: ssl.SSLContext | None = None,
-        upstream_tls: ssl.SSLContext | None = None,
-        principal_mapper: SslPrincipalMapper | None = None,
-    ) -> None:
-        self.settings = settings
-        #: TLS towards clients ([listener]) and towards the brokers ([upstream]); None:
-        #: plaintext. SASL needs neither: clients' exchanges pass through either way
-        self.listener_tls = listener_tls
-        self.upstream_tls = upstream_tls
-        self.principal_mapper = principal_mapper
-        #: where every connection counts its requests for usage samples
-        self.usage = usage
-        self.enforcer = enforcer
-        self.stats = stats
-        self.clock = clock
-        #: max.connections, max.connections.per.ip and the ips' connection_creation_rate
-        self.connection_quotas = connection_quotas or ConnectionQuotas(
-            ConnectionLimits(), enforcer.engine.config.settings.client
-        )
-        #: queued.max.request.bytes over every connection
-        self.memory_pool = MemoryPool(settings.queued_max_request_bytes)
-        #: partition counts by topic, from every Metadata response through the proxy
-        self.topics = TopicCache()
-        #: node_id -> the upstream broker's own (host, port), learned from its responses
-        self.upstream_nodes: dict[int, tuple[str, int]] = {}
+    def __init__(self, context: ProxyContext) -> None:
+        self.context = context
+        self.settings = context.settings
         self.listeners: dict[int | None, Listener] = {}
         self.connections: set[ClientConnection] = set()
         #: connections over a connection_creation_rate, held until their throttle ends
@@ -96,6 +57,7 @@ class ProxyServer:
         #: accepted sockets being handed to their connections (made once the TLS handshake
         #: starts, and told of it once it is done)
         self._serving: dict[asyncio.Task[None], list[ClientConnection]] = {}
+        context.brokers.on_named = self._broker_named
 
     @property
     def bootstrap_address(self) -> str:
@@ -105,9 +67,6 @@ class ProxyServer:
     def bootstrap_port(self) -> int:
         listener = self.listeners.get(None)
         return listener.port if listener is not None else self.settings.bootstrap_port
-
-    def broker_port(self, node_id: int) -> int:
-        return self.settings.broker_port_base + node_id
 
     async def start(self) -> None:
         self._listen(None, self.settings.bootstrap_port)
@@ -162,38 +121,24 @@ class ProxyServer:
     def _listen(self, node_id: int | None, port: int) -> Listener:
         listener = Listener(
             "bootstrap" if node_id is None else f"broker-{node_id}",
-            self.settings.listen_host,
             port,
-            lambda: self._targets(node_id),
+            lambda: self.context.brokers.targets(node_id),
             self._admit,
             self._wait_for_slot,
-            self.settings.connect_timeout_s,
-            lambda: self.upstream_tls,
+            self.context,
         )
         listener.open()
         self.listeners[node_id] = listener
         return listener
 
     async def _wait_for_slot(self) -> None:
-        while not self.connection_quotas.has_slot():
+        while not self.context.connection_quotas.has_slot():
             self._slot_freed.clear()
             await self._slot_freed.wait()
 
-    def update_tls(
-        self,
-        listener_tls: ssl.SSLContext | None,
-        upstream_tls: ssl.SSLContext | None,
-        principal_mapper: SslPrincipalMapper | None,
-    ) -> None:
-        """A reload: connections made from now on use the renewed certificates and rules;
-        those already made keep the sessions they have."""
-        self.listener_tls = listener_tls
-        self.upstream_tls = upstream_tls
-        self.principal_mapper = principal_mapper
-
     def update_connection_limits(self, limits: ConnectionLimits, window: MetricConfig) -> None:
         """A reload: a raised max.connections lets waiting acceptors go on at once."""
-        self.connection_quotas.update(limits, window)
+        self.context.connection_quotas.update(limits, window)
         self._slot_freed.set()
 
     def _admit(self, listener: Listener, sock: socket.socket, address: tuple[str, ...]) -> None:
@@ -202,29 +147,29 @@ class ProxyServer:
         Runs in the acceptor before its next accept, so the slot count is exact; serving
         the socket runs in a task of its own, which closing the listener does not cancel.
         """
+        context = self.context
         ip = peer_ip(address[0])
-        now_ms = self.clock.now_ns() // 1_000_000
-        verdict, throttle_ms = self.connection_quotas.admit(ip, now_ms)
+        verdict, throttle_ms = context.connection_quotas.admit(ip, context.clock.now_ms())
         if verdict is Verdict.THROTTLE:
-            self.stats.connections_throttled[listener.name] += 1
+            context.stats.connections_throttled[listener.name] += 1
             log.info(
                 "throttling connection from %s for %d ms: over its connection_creation_rate",
                 ip,
                 throttle_ms,
             )
             self._throttled.add(sock)
-            self.clock.call_later(throttle_ms * 1_000_000, lambda: self._end_throttle(sock))
+            context.clock.call_later(throttle_ms * 1_000_000, lambda: self._end_throttle(sock))
             return
         if verdict is Verdict.REFUSE:
-            self.stats.connections_refused[listener.name] += 1
+            context.stats.connections_refused[listener.name] += 1
             log.info(
                 "rejected connection from %s: it already has max.connections.per.ip (%d)",
                 ip,
-                self.connection_quotas.limits.max_for(ip),
+                context.connection_quotas.limits.max_for(ip),
             )
             sock.close()
             return
-        self.stats.connections_accepted[listener.name] += 1
+        context.stats.connections_accepted[listener.name] += 1
         made: list[ClientConnection] = []
         task = asyncio.get_running_loop().create_task(self._serve(listener, sock, ip, made))
         self._serving[task] = made
@@ -240,19 +185,18 @@ class ProxyServer:
             made.append(self._connection(listener, ip))
             return made[-1]
 
+        tls = self.context.listener_tls
         try:
             # with TLS, returns once the handshake is done; connect_timeout_s bounds a client
             # that stalls it
             await asyncio.get_running_loop().connect_accepted_socket(
                 connection,
                 sock,
-                ssl=self.listener_tls,
-                ssl_handshake_timeout=self.settings.connect_timeout_s
-                if self.listener_tls is not None
-                else None,
+                ssl=tls,
+                ssl_handshake_timeout=self.settings.connect_timeout_s if tls is not None else None,
             )
         except OSError as exc:  # the client left before it was served, or failed TLS
-            if self.listener_tls is not None:
+            if tls is not None:
                 log.warning("closing client %s: TLS handshake failed: %r", ip, exc)
             else:
                 log.debug("connection from %s lost at accept: %s", ip, exc)
@@ -268,7 +212,7 @@ class ProxyServer:
         if made:
             self._closed(made[0], ip)
         else:
-            self.connection_quotas.release(ip)
+            self.context.connection_quotas.release(ip)
             self._slot_freed.set()
 
     def _end_throttle(self, sock: socket.socket) -> None:
@@ -278,19 +222,10 @@ class ProxyServer:
 
     def _connection(self, listener: Listener, ip: str) -> ClientConnection:
         connection = ClientConnection(
-            upstream_targets=listener.targets,
-            advertise=self.advertise,
-            max_frame_bytes=self.settings.max_frame_bytes,
-            connect_timeout_s=self.settings.connect_timeout_s,
-            on_close=lambda lost: self._closed(lost, ip),
-            enforcer=self.enforcer,
-            clock=self.clock,
-            topics=self.topics,
-            usage=self.usage,
-            pool=self.memory_pool,
-            on_unreachable=listener.upstream_unreachable,
-            upstream_tls=self.upstream_tls,
-            principal_mapper=self.principal_mapper,
+            self.context,
+            listener.targets,
+            lambda lost: self._closed(lost, ip),
+            listener.upstream_unreachable,
         )
         self.connections.add(connection)
         self._all_closed.clear()
@@ -299,7 +234,7 @@ class ProxyServer:
     def _closed(self, connection: ClientConnection, ip: str) -> None:
         if connection in self.connections:
             self.connections.discard(connection)
-            self.connection_quotas.release(ip)
+            self.context.connection_quotas.release(ip)
             self._slot_freed.set()
             if not self.connections:
                 self._all_closed.set()
@@ -312,7 +247,7 @@ class ProxyServer:
         interval_s = max(min(1.0, idle_ns / 2e9), IDLE_SWEEP_MIN_S)
         while True:
             await asyncio.sleep(interval_s)
-            now_ns = self.clock.now_ns()
+            now_ns = self.context.clock.now_ns()
             for connection in list(self.connections):
                 core = connection.core
                 if core is None or core.closed:
@@ -321,7 +256,7 @@ class ProxyServer:
                     connection.seen_activity = core.activity
                     connection.seen_at_ns = now_ns
                 elif now_ns - connection.seen_at_ns >= idle_ns:
-                    self.stats.connections_idle_closed += 1
+                    self.context.stats.connections_idle_closed += 1
                     log.info(
                         "closing client %s: idle for connections.max.idle.ms (%d)",
                         core.session.peer,
@@ -329,47 +264,35 @@ class ProxyServer:
                     )
                     core.close()
 
-    def _targets(self, node_id: int | None) -> Sequence[tuple[str, int]]:
-        if node_id is None:
-            return self.settings.upstream_addresses()
-        address = self.upstream_nodes.get(node_id)
-        return [address] if address is not None else []
-
-    def advertise(self, node_id: int, host: str, port: int) -> tuple[str, int]:
-        """Record where broker `node_id` really is and return the proxy's address for it."""
-        self.upstream_nodes[node_id] = (host, port)
-        if node_id not in self.listeners:
-            proxy_port = self.broker_port(node_id)
-            try:
-                self._listen(node_id, proxy_port)
-            except OSError as exc:
-                log.error(
-                    "cannot open the listener for broker %d on port %d: %s",
-                    node_id,
-                    proxy_port,
-                    exc,
-                )
-            else:
-                log.info(
-                    "broker %d (%s:%d) served at %s:%d",
-                    node_id,
-                    host,
-                    port,
-                    self.settings.advertised,
-                    proxy_port,
-                )
-        return self.settings.advertised, self.broker_port(node_id)
+    def _broker_named(self, node_id: int, host: str, port: int) -> None:
+        """Open the listener of a broker a response names, before the client learns it."""
+        if node_id in self.listeners:
+            return
+        proxy_port = self.context.brokers.port(node_id)
+        try:
+            self._listen(node_id, proxy_port)
+        except OSError as exc:
+            log.error(
+                "cannot open the listener for broker %d on port %d: %s", node_id, proxy_port, exc
+            )
+        else:
+            log.info(
+                "broker %d (%s:%d) served at %s:%d",
+                node_id,
+                host,
+                port,
+                self.settings.advertised,
+                proxy_port,
+            )
 
     async def discover_brokers(self) -> None:
         """Open every broker's listener up front, so clients with cached metadata reconnect."""
+        tls = self.context.upstream_tls
         for host, port in self.settings.upstream_addresses():
             try:
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(
-                        host,
-                        port,
-                        ssl=self.upstream_tls,
-                        server_hostname=host if self.upstream_tls is not None else None,
+                        host, port, ssl=tls, server_hostname=host if tls is not None else None
                     ),
                     self.settings.connect_timeout_s,
                 )
@@ -384,6 +307,6 @@ class ProxyServer:
             finally:
                 writer.close()
             for broker in read_metadata_response(frame, version).brokers:
-                self.advertise(broker.node_id, broker.host, broker.port)
+                self.context.brokers.advertise(broker.node_id, broker.host, broker.port)
             return
         raise OSError("no upstream bootstrap server reachable")

@@ -126,6 +126,10 @@ class QuotaManager:
         for tags, sensors in self._sensors.items():
             sensors.limit = self._limit(tags)
 
+    def throttle_time_ms(self, sensors: ClientSensors, now_ms: int) -> int:
+        """The throttle owed now, recording nothing: whether a client is already over quota."""
+        raise NotImplementedError
+
     def record_throttle(self, sensors: ClientSensors, throttle_time_ms: int, now_ms: int) -> None:
         """The `throttle-time` average Kafka keeps whenever it throttles a client."""
         sensors.throttle_time.record(DEFAULT_METRIC_CONFIG, throttle_time_ms, now_ms)

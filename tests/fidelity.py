@@ -1,4 +1,4 @@
-"""Quota fidelity, exactly: greedy simulated clients against the real connection and enforcer.
+"""Quota fidelity, exactly: greedy simulated clients against the real connection and enforcement.
 
 A real broker and a real client measure the machine as much as the proxy: a slow machine makes
 a client under-offer, and no rate it reaches says whether the quota was right. Here the client
@@ -33,7 +33,7 @@ from protocol.apis import FETCH, METADATA, PRODUCE
 from protocol.frames import FrameSplitter
 from protocol.headers import response_correlation_id
 from proxy.core import ConnectionCore
-from proxy.enforcement import Enforcer
+from proxy.enforcement import Enforcement
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
@@ -436,13 +436,15 @@ def simulate(
     settings = QuotaSettings(client=MetricConfig(samples=samples, window_ms=window_s * 1000))
     limits = {workload.quota_type: {QuotaEntity(client_id=DEFAULT): workload.quota}}
     clock = VirtualClock()
-    enforcer = Enforcer(QuotaEngine(QuotaConfig(settings, limits)), hold_principal=hold_principal)
+    enforcement = Enforcement(
+        QuotaEngine(QuotaConfig(settings, limits)), hold_principal=hold_principal
+    )
     clients = []
     for _ in range(connections):
         broker = SimBroker(clock, workload)
         client = SimClient(clock, workload, behaviour, broker)
         conn, transport, _ = connect(
-            enforcer,
+            enforcement,
             clock,
             RecordingTransport(on_write=client.receive, on_resume=client.deliver),
             RecordingTransport(on_write=broker.receive),
@@ -487,7 +489,7 @@ def _unit(workload: Workload) -> str:
 
 def print_table(results: list[Result], out: Callable[[str], Any] = print) -> None:
     out(
-        "Greedy simulated clients through the proxy's connection and enforcer, on a virtual"
+        "Greedy simulated clients through the proxy's connection and enforcement, on a virtual"
         " clock. Achieved / target, counting what the broker charges, from the end of the"
         f" first quota.window.num windows: over {SPAN_S} s and over {LONG_RUN_S} s, each in"
         " whole echo periods (33 and 297 s with 11 x 1 s windows), and the"

@@ -10,15 +10,17 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
+from config.settings import ProxySettings
 from protocol.headers import parse_request_header
-from protocol.rewrite import Advertise
 from proxy.clock import Clock
+from proxy.context import ProxyContext
 from proxy.core import ConnectionCore
-from proxy.enforcement import Enforcer
-from proxy.handlers.base import Exchange, Request
+from proxy.enforcement import Enforcement
+from proxy.handlers.base import Request, Session
+from proxy.handlers.registry import ROUTES
 from proxy.memory_pool import MemoryPool
-from proxy.topics import TopicCache
 from proxy.usage import UsageRecorder
+from quotas.principal import Principal
 from quotas.usage import UsageCounters
 
 
@@ -112,9 +114,26 @@ class RecordingTransport:
         self.closed = True
 
 
+def proxy_context(
+    enforcement: Enforcement,
+    clock: Clock | None = None,
+    usage: UsageRecorder | None = None,
+    pool: MemoryPool | None = None,
+    settings: ProxySettings | None = None,
+) -> ProxyContext:
+    """The proxy's context as start-up builds it, for a core or a handler under test."""
+    return ProxyContext(
+        settings or ProxySettings(max_frame_bytes=10**8),
+        clock or VirtualClock(),
+        enforcement,
+        usage=usage,
+        memory_pool=pool,
+    )
+
+
 def connect(
-    enforcer: Enforcer,
-    clock: Clock,
+    enforcement: Enforcement | ProxyContext,
+    clock: Clock | None = None,
     client: RecordingTransport | None = None,
     upstream: RecordingTransport | None = None,
     usage: UsageRecorder | None = None,
@@ -123,23 +142,68 @@ def connect(
     """A connection core whose client and upstream sides are already connected."""
     client = client or RecordingTransport()
     upstream = upstream or RecordingTransport()
-    advertise: Advertise = lambda n, h, p: (h, p)  # noqa: E731
-    core = ConnectionCore(
-        client, enforcer, advertise, TopicCache(), 10**8, clock, usage=usage, pool=pool
-    )
+    context = enforcement
+    if not isinstance(context, ProxyContext):
+        context = proxy_context(context, clock, usage, pool)
+    core = ConnectionCore(client, context)
     core.upstream_connected(upstream)
     return core, client, upstream
 
 
+class RecordingCluster:
+    """The cluster as a handler under test asks it: each question is kept with its
+    callback, and answered by the test (answer) or refused (`reachable` False). It stands in
+    for the connection, so it also keeps the connection's principal between requests."""
+
+    def __init__(self, reachable: bool = True) -> None:
+        self.reachable = reachable
+        self.asked: list[tuple[int, int, bytes, Callable[[bytes], object]]] = []
+        self.principal: Principal | None = None
+
+    def ask(
+        self, api_key: int, api_version: int, body: bytes, on_answer: Callable[[bytes], object]
+    ) -> bool:
+        if self.reachable:
+            self.asked.append((api_key, api_version, body, on_answer))
+        return self.reachable
+
+    def answer(self, frame: bytes) -> None:
+        """Answer the oldest question not yet answered."""
+        _, _, _, on_answer = self.asked.pop(0)
+        on_answer(frame)
+
+
+def handler_session(
+    context: ProxyContext, cluster: RecordingCluster | None = None, user: str = "ANONYMOUS"
+) -> Session:
+    """A connection's session as the core makes it, for calling handlers directly."""
+    session = Session(
+        context, cluster or RecordingCluster(), sasl=context.principals.exchange(), user=user
+    )
+    return session
+
+
 def handler_request(
-    frame: bytes, now_ms: int = 0, refreshed: bool = False, usage: UsageCounters | None = None
+    session: Session,
+    frame: bytes,
+    now_ms: int = 0,
+    refreshed: bool = False,
+    usage: UsageCounters | None = None,
 ) -> Request:
-    """A request as the core hands it to a handler, for calling handlers directly."""
+    """A request as the core hands it to a handler: its principal resolved for the session's
+    user in the enforcement's current generation, and kept as the connection keeps it."""
     header = parse_request_header(frame)
-    return Request(frame, header, header.client_id or "", now_ms, refreshed, usage)
+    runtime, cluster = session.runtime, session.cluster
+    assert isinstance(runtime, ProxyContext) and isinstance(cluster, RecordingCluster)
+    principal = cluster.principal = runtime.quotas.sensors.principal(
+        cluster.principal, session.user, header.client_id or ""
+    )
+    request = Request(frame, header, ROUTES[header.api_key], principal, now_ms * 1_000_000, usage)
+    request.refreshed = refreshed
+    return request
 
 
-def handler_exchange(frame: bytes, state: object = None) -> Exchange:
-    """The in-flight entry of that request, as the core hands it back with the response."""
-    header = parse_request_header(frame)
-    return Exchange(header.correlation_id, header.api_key, header.api_version, "app", state=state)
+def responded(request: Request, now_ms: int) -> Request:
+    """The request as the core hands it back with its response, at `now_ms`."""
+    request.now_ms = now_ms
+    return request

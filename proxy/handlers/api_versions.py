@@ -6,10 +6,13 @@ from collections.abc import Mapping
 
 from protocol.api_versions import cap_api_versions, unsupported_version_response
 from protocol.apis import API_VERSIONS
-from proxy.handlers.base import Answer, Exchange, Forward, Handler, Outcome, Reply, Request, Session
+from proxy.handlers.base import Answer, Forward, Handler, Outcome, Request, Session, Stage
 
 
 class ApiVersionsHandler(Handler):
+    #: clients ask it before they authenticate, and it says nothing of authentication
+    stage = Stage.NEGOTIATION
+
     def __init__(self, caps: Mapping[int, int]) -> None:
         #: api_key -> the highest version the proxy decodes, for the APIs it acts on
         self._caps = caps
@@ -23,5 +26,5 @@ class ApiVersionsHandler(Handler):
             )
         return Forward(request.frame)
 
-    def on_response(self, session: Session, frame: bytes, exchange: Exchange, now_ms: int) -> Reply:
-        return Reply(cap_api_versions(frame, exchange.api_version, self._caps) or frame)
+    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
+        return cap_api_versions(frame, request.header.api_version, self._caps) or frame

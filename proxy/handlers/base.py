@@ -1,70 +1,131 @@
 """The contract between the connection and the handlers, in Kafka's terms.
 
 Kroxylicious's filters keep per-request state in the in-flight entry and h11 turns bytes into
-events; a handler does both for one API: it decides on a request, and the state it returns
-comes back to it with that request's response.
+events; a handler does both for one API: it decides on a request, and the state it keeps in
+the request comes back to it with that request's response. The runtime (quotas, the topic
+cache, the cluster on this connection) is reached only through the interfaces declared here,
+so the handlers import nothing of the asyncio shell and are tested by calling them.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from enum import Enum
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from protocol.headers import RequestHeader
+from protocol.headers import RequestHeader, request_body_offset
 from protocol.rewrite import Advertise
 from protocol.sasl import SaslExchange
-from proxy.enforcement import Decision, Enforcer, Principal
-from proxy.topics import TopicCache
+from quotas.entities import QuotaType
+from quotas.principal import Principal
 from quotas.usage import UsageCounters
+from quotas.verdicts import Verdict
+
+if TYPE_CHECKING:
+    from proxy.handlers.topics import TopicCache
 
 
-@dataclass(slots=True)
-class Session:
-    """What the proxy knows of one client connection, shared by the handlers of its requests."""
+class Stage(Enum):
+    """Where an API stands in a connection's authentication. The proxy sends requests of its
+    own on a client's connection only once the client has sent a request of the session, and
+    never while it authenticates again (a broker takes nothing else within an exchange)."""
 
-    enforcer: Enforcer
-    advertise: Advertise
-    topics: TopicCache
-    #: the client's address, for log lines
-    peer: str = "?"
-    #: the principal's user name; PLAINTEXT connections are User:ANONYMOUS in Kafka, and a
-    #: SASL exchange replaces it only once the broker reports success
-    user: str = "ANONYMOUS"
-    sasl: SaslExchange = field(default_factory=SaslExchange)
-    kept_principal: Principal | None = None
-
-    def principal(self, client_id: str) -> Principal:
-        """The sensors to charge a request of this client-id to (see Principal)."""
-        principal = self.kept_principal
-        if (
-            principal is None
-            or principal.generation != self.enforcer.generation
-            or principal.client_id != client_id
-            or principal.user != self.user
-        ):
-            principal = self.kept_principal = self.enforcer.principal(self.user, client_id)
-        return principal
+    #: an ordinary request: the client is past authentication
+    SESSION = "session"
+    #: may come before authentication and says nothing of it (ApiVersions)
+    NEGOTIATION = "negotiation"
+    #: an authentication exchange (SaslHandshake, SaslAuthenticate)
+    AUTHENTICATION = "authentication"
 
 
-class Request(NamedTuple):
-    frame: bytes
-    header: RequestHeader
-    client_id: str
-    now_ms: int
-    #: the request was deferred and the cluster asked about its topics (or could not be):
-    #: decide with what the topic cache knows now, and do not defer again
-    refreshed: bool = False
-    #: the principal's usage counters for this API (None when usage is not recorded): a
-    #: handler adds the mutations and producer ids it admits and refuses
-    usage: UsageCounters | None = None
+class Route(NamedTuple):
+    """What the connection needs to know of an api_key, from the registry."""
+
+    #: None: forwarded as its original bytes
+    handler: Handler | None
+    #: charged to request_percentage (Kafka exempts SASL and the brokers' own APIs)
+    request_time: bool
+    stage: Stage
+
+
+class Request:
+    """One client request from when it is read until its response has gone to the client.
+
+    The connection makes it once, with the principal resolved and the time read once; what a
+    handler reads from the body is kept here (`parsed`, `state`), so a request handled again
+    after a Defer, and its response, read nothing twice. The in-flight queue holds it.
+    """
+
+    __slots__ = (
+        "_body_offset",
+        "client_id",
+        "frame",
+        "header",
+        "held",
+        "local_response",
+        "now_ms",
+        "parsed",
+        "principal",
+        "received_ns",
+        "refreshed",
+        "route",
+        "state",
+        "usage",
+        "verdict",
+        "wait_ns",
+    )
+
+    def __init__(
+        self,
+        frame: bytes,
+        header: RequestHeader,
+        route: Route,
+        principal: Principal,
+        received_ns: int,
+        usage: UsageCounters | None = None,
+    ) -> None:
+        self.frame = frame
+        self.header = header
+        self.route = route
+        self.client_id = header.client_id or ""
+        self.principal = principal
+        self.received_ns = received_ns
+        #: the quota clock of the handling under way: when the request was read, then when
+        #: its response came
+        self.now_ms = received_ns // 1_000_000
+        #: the principal's usage counters for this API (None when usage is not recorded)
+        self.usage = usage
+        #: the quota verdict settled with the response (or at once, when none will come)
+        self.verdict: Verdict | None = None
+        #: what the handler read from the body, kept for a second handling and the response
+        self.parsed: object = None
+        #: what the handler keeps for the response
+        self.state: object = None
+        #: the request was deferred and the cluster asked: decide with what is known now,
+        #: and do not defer again
+        self.refreshed = False
+        #: reading stops until this request's response has been written (Forward.held)
+        self.held = False
+        #: how long the broker may hold the request without working (a long-poll Fetch)
+        self.wait_ns = 0
+        #: a response the proxy made itself, sent once every earlier response has gone
+        self.local_response: bytes | None = None
+        self._body_offset = -1
+
+    @property
+    def body_offset(self) -> int:
+        """Where the body starts, past the header's tagged fields: found once."""
+        offset = self._body_offset
+        if offset < 0:
+            offset = self._body_offset = request_body_offset(self.frame, self.header)
+        return offset
 
 
 # The outcomes are plain slotted dataclasses, not frozen ones: a frozen dataclass sets each
 # field through object.__setattr__, and a Forward made per request cost 0.7 us where this
-# costs 0.16 (0.6 us of the core's 9 us per Produce round trip). Nothing changes an outcome
-# after its handler returns it.
+# costs 0.16. Nothing changes an outcome after its handler returns it. A quota verdict is
+# not part of an outcome: the charge keeps it in the request, and the connection settles it.
 
 
 @dataclass(slots=True)
@@ -72,8 +133,6 @@ class Forward:
     """Send `frame` upstream (the request, or a rewritten one)."""
 
     frame: bytes
-    #: handed back to the handler with the response
-    state: object = None
     #: read nothing more from the client until this request's response has been written
     held: bool = False
     #: how long the broker may hold the request without working (a long-poll Fetch's wait),
@@ -81,8 +140,6 @@ class Forward:
     wait_ns: int = 0
     #: False for a Produce with acks=0, which the broker never answers
     expects_response: bool = True
-    #: stop reading the client for this long at once (a throttle that no response will carry)
-    mute_ms: int = 0
 
 
 @dataclass(slots=True)
@@ -90,68 +147,169 @@ class Answer:
     """Answer the client here, in order with the responses to its earlier requests."""
 
     response: bytes
-    mute_ms: int = 0
 
 
 @dataclass(slots=True)
 class Drop:
     """Neither forward nor answer: a request refused that expects no response (acks=0)."""
 
-    mute_ms: int = 0
-
 
 @dataclass(slots=True)
 class Defer:
-    """Ask the cluster about these topics, holding this request and every later one of the
-    connection until the answer is in the topic cache; then the request is handled again.
-
-    The handler is asked again about the same request, so before it returns Defer it must
-    have recorded nothing (no quota charged, no state changed).
-    """
-
-    topics: tuple[str, ...] = ()
-    topic_ids: tuple[uuid.UUID, ...] = ()
-    #: also ask the brokers how many partitions a topic gets by default
-    default_partitions: bool = False
+    """Hold this request and every later one of the connection until every question the
+    handler asked the cluster (Session.cluster.ask) has its answer; then the request is
+    handled again with `refreshed` set. A handler returns it only after an ask succeeded,
+    and before it has recorded anything (no quota charged, no state changed)."""
 
 
 Outcome = Forward | Answer | Drop | Defer
 
 
+class Cluster(Protocol):
+    """The cluster, asked on the client's own upstream connection: Kafka answers one
+    connection's requests in order, so a question takes its place among the client's, and
+    on a SASL cluster the client's authenticated connection is the one the proxy has."""
+
+    def ask(
+        self,
+        api_key: int,
+        api_version: int,
+        body: bytes,
+        on_answer: Callable[[bytes], object],
+    ) -> bool:
+        """Send a request of the proxy's own; its response goes to `on_answer`, never to the
+        client. False when the connection cannot take one now (the client is not past
+        authentication, or the connection is closing)."""
+        ...
+
+
+class ProduceQuota(Protocol):
+    def charge(self, request: Request, size: int) -> bool:
+        """producer_byte_rate, charged as the request is read; True when the connection must
+        stop reading until the response has gone (over quota, enforced)."""
+        ...
+
+
+class FetchQuota(Protocol):
+    def owed(self, request: Request) -> int:
+        """The throttle a principal already over consumer_byte_rate owes before its Fetch
+        goes (0: none); the handler answers it with an empty Fetch."""
+        ...
+
+    def cap(self, request: Request) -> int | None:
+        """The most a Fetch may return (one quota window's worth); None: not limited."""
+        ...
+
+    def charge(self, request: Request, size: int) -> None:
+        """A Fetch response's bytes, as Kafka charges them once it has read the log."""
+        ...
+
+
+class MutationQuota(Protocol):
+    def limited(self, request: Request) -> bool:
+        """Whether controller_mutation_rate limits this principal."""
+        ...
+
+    def admit(
+        self, request: Request, counts: Sequence[int], strict: bool
+    ) -> tuple[list[int], list[int]]:
+        """Each topic's partition mutations charged in request order (KIP-599): the indexes
+        of the topics refused, and what each topic was charged (to refund exactly that if
+        the cluster does not make it)."""
+        ...
+
+    def refund(self, request: Request, count: int) -> None:
+        """Give back mutations the cluster did not make."""
+        ...
+
+
+class ProducerIdQuota(Protocol):
+    def limited(self, request: Request) -> bool:
+        """Whether producer_ids_rate limits this principal's user."""
+        ...
+
+    def admit(self, request: Request, producer_ids: list[int]) -> bool:
+        """KIP-936: False when an unseen producer id finds the user's bucket below zero; the
+        refusal's throttle is then the request's verdict."""
+        ...
+
+    def dropped(self, request: Request) -> None:
+        """A refused request that had no response to carry the refusal (acks=0)."""
+        ...
+
+
+class Quotas(Protocol):
+    """Enforcement, by quota type: each charge keeps its verdict in the request."""
+
+    @property
+    def produce(self) -> ProduceQuota: ...
+
+    @property
+    def fetch(self) -> FetchQuota: ...
+
+    @property
+    def mutations(self) -> MutationQuota: ...
+
+    @property
+    def producer_ids(self) -> ProducerIdQuota: ...
+
+
+class Principals(Protocol):
+    """Names a connection's principal: the one writer of Session.user
+    (proxy/handlers/principals.py)."""
+
+    def on_handshake_request(self, session: Session, request: Request) -> None: ...
+
+    def on_handshake_response(self, session: Session, frame: bytes, request: Request) -> None: ...
+
+    def on_authenticate_request(self, session: Session, request: Request) -> None: ...
+
+    def on_authenticate_response(
+        self, session: Session, frame: bytes, request: Request
+    ) -> None: ...
+
+
+class Runtime(Protocol):
+    """What the proxy shares with every handler (proxy/context.py builds it once)."""
+
+    @property
+    def quotas(self) -> Quotas: ...
+
+    @property
+    def topics(self) -> TopicCache: ...
+
+    @property
+    def advertise(self) -> Advertise: ...
+
+    @property
+    def principals(self) -> Principals: ...
+
+
 @dataclass(slots=True)
-class Exchange:
-    """A request awaiting its response; Kafka answers one connection's requests in order."""
+class Session:
+    """What the proxy knows of one client connection, shared by the handlers of its requests."""
 
-    correlation_id: int
-    api_key: int
-    api_version: int
-    client_id: str = ""
-    handler: Handler | None = None
-    state: object = None
-    #: when the request was read, on the connection's clock
-    received_ns: int = 0
-    wait_ns: int = 0
-    held: bool = False
-    #: a response the proxy produced itself, sent when every earlier response has gone out
-    local_response: bytes | None = None
-    #: for a request the proxy sent itself: gets the response, which the client never sees
-    on_own_response: Callable[[bytes], None] | None = None
-    #: the counters the response is added to (Request.usage)
-    usage: UsageCounters | None = None
-
-
-class Reply(NamedTuple):
-    """The response for the client, and the bandwidth decision it brings to settlement."""
-
-    frame: bytes
-    bandwidth: Decision | None = None
+    runtime: Runtime
+    cluster: Cluster
+    #: the client's address, for log lines
+    peer: str = "?"
+    #: the principal's user name, written only by the principal builder: PLAINTEXT
+    #: connections are User:ANONYMOUS in Kafka, and a certificate or a SASL exchange names it
+    user: str = "ANONYMOUS"
+    sasl: SaslExchange = field(default_factory=SaslExchange)
 
 
 class Handler:
     """By default a request is forwarded as it is and its response passed on."""
 
+    #: the quota types besides request time that this API's requests charge: a principal
+    #: held on one of them is not read until the hold ends
+    quotas: tuple[QuotaType, ...] = ()
+    stage = Stage.SESSION
+
     def on_request(self, session: Session, request: Request) -> Outcome:
         return Forward(request.frame)
 
-    def on_response(self, session: Session, frame: bytes, exchange: Exchange, now_ms: int) -> Reply:
-        return Reply(frame)
+    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
+        """The response for the client; the connection settles the request's quotas after."""
+        return frame

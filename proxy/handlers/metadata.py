@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 from protocol.metadata import read_metadata_response, with_proxy_addresses
-from proxy.handlers.base import Exchange, Handler, Reply, Session
+from proxy.handlers.base import Handler, Request, Session
 
 
 def read_metadata(session: Session, frame: bytes, api_version: int) -> bytes:
     """Read once: record the topics' partition counts, splice in the proxy's addresses."""
     answer = read_metadata_response(frame, api_version)
-    topics = session.topics
+    runtime = session.runtime
+    topics = runtime.topics
     topics.learn(answer.topics)
     topics.forget(answer.unknown_topics)
     topics.forget_ids(answer.unknown_topic_ids)
     if answer.brokers:
         topics.broker_ids = [broker.node_id for broker in answer.brokers]
-    spliced = with_proxy_addresses(frame, answer.brokers, api_version, session.advertise)
+    spliced = with_proxy_addresses(frame, answer.brokers, api_version, runtime.advertise)
     return frame if spliced is None else spliced
 
 
 class MetadataHandler(Handler):
-    def on_response(self, session: Session, frame: bytes, exchange: Exchange, now_ms: int) -> Reply:
-        return Reply(read_metadata(session, frame, exchange.api_version))
+    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
+        return read_metadata(session, frame, request.header.api_version)

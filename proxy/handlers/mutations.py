@@ -30,20 +30,10 @@ from protocol.mutations import (
     refuse_all,
     topic_errors,
 )
-from proxy.enforcement import Decision
-from proxy.handlers.base import (
-    Answer,
-    Defer,
-    Exchange,
-    Forward,
-    Handler,
-    Outcome,
-    Reply,
-    Request,
-    Session,
-)
-from proxy.topics import TopicCache
-from quotas.managers import ClientSensors
+from proxy.handlers.base import Answer, Defer, Forward, Handler, Outcome, Request, Session
+from proxy.handlers.inquiries import inquire
+from proxy.handlers.topics import TopicCache
+from quotas.entities import QuotaType
 
 #: Kafka's own num.partitions default, when the cluster could not be asked
 _KAFKA_DEFAULT_PARTITIONS: Final = 1
@@ -56,11 +46,9 @@ class _Charged(NamedTuple):
     """What the response needs: which topics to put back refused, what to refund."""
 
     request: MutationRequest
-    sensors: ClientSensors
+    #: what each topic was charged, in request order
     charged: list[int]
     refused: list[int]
-    decision: Decision | None
-    now_ms: int
 
 
 def _known(topics: TopicCache, topic: TopicMutation) -> TopicPartitions | None:
@@ -122,13 +110,14 @@ def _needs_default(request: MutationRequest, topics: TopicCache, now_ms: int) ->
     )
 
 
-def _inquiry(request: MutationRequest, topics: TopicCache, now_ms: int) -> Defer | None:
-    """What to ask the cluster before counting: the topics' current state (whether they
-    exist, their partitions), and num.partitions for topics created with -1."""
+def _inquire(session: Session, request: MutationRequest, topics: TopicCache, now_ms: int) -> bool:
+    """Ask the cluster what counting needs: the topics' current state (whether they exist,
+    their partitions), and num.partitions for topics created with -1. False when nothing
+    needs asking, or the cluster cannot be asked now: count with what the cache knows."""
     names = tuple(t.name for t in request.topics if t.topic_id is None and t.name is not None)
     ids = tuple(t.topic_id for t in request.topics if t.topic_id is not None)
     default = _needs_default(request, topics, now_ms)
-    return Defer(names, ids, default) if names or ids or default else None
+    return bool(names or ids or default) and inquire(session, names, ids, default, now_ms)
 
 
 def _resolved(request: MutationRequest, topics: TopicCache) -> MutationRequest:
@@ -146,60 +135,49 @@ def _resolved(request: MutationRequest, topics: TopicCache) -> MutationRequest:
 
 
 class MutationsHandler(Handler):
+    quotas = (QuotaType.CONTROLLER_MUTATION,)
+
     def on_request(self, session: Session, request: Request) -> Outcome:
-        enforcer, now = session.enforcer, request.now_ms
-        sensors = enforcer.mutation_sensors(session.principal(request.client_id), now)
-        if sensors is None:
+        quota = session.runtime.quotas.mutations
+        if not quota.limited(request):
             return Forward(request.frame)
-        mutations = read_mutations(request.frame, request.header)
+        mutations = request.parsed
+        if not isinstance(mutations, MutationRequest):
+            mutations = request.parsed = read_mutations(
+                request.frame, request.header, request.body_offset
+            )
         if mutations.validate_only or not mutations.topics:
             return Forward(request.frame)  # KIP-599: validation mutates nothing
-        topics = session.topics
-        if not request.refreshed:
-            inquiry = _inquiry(mutations, topics, now)
-            if inquiry is not None:
-                return inquiry
+        topics = session.runtime.topics
+        if not request.refreshed and _inquire(session, mutations, topics, request.now_ms):
+            return Defer()
         counts = _counts(mutations, topics)
-        refused, charged, decision = enforcer.admit_mutations(
-            sensors, counts, mutations.strict, now
-        )
-        usage = request.usage
-        if usage is not None:
-            usage.mutations_admitted += sum(charged)
-            usage.mutations_rejected += sum(counts[index] for index in refused)
+        refused, charged = quota.admit(request, counts, mutations.strict)
         if refused:
             mutations = _resolved(mutations, topics)
-        state = _Charged(mutations, sensors, charged, refused, decision, now)
+        request.state = _Charged(mutations, charged, refused)
         if not refused:
-            return Forward(request.frame, state)
+            return Forward(request.frame)
         if len(refused) == len(counts):
-            throttle = decision.throttle_ms if decision is not None else 0
-            applied = enforcer.settle_without_response(decision, now) if decision is not None else 0
-            return Answer(refuse_all(mutations, throttle), mute_ms=applied)
+            verdict = request.verdict
+            return Answer(refuse_all(mutations, verdict.throttle_ms if verdict is not None else 0))
         admitted = sorted(set(range(len(counts))) - set(refused))
-        return Forward(keep_topics(mutations, request.frame, admitted), state)
+        return Forward(keep_topics(mutations, request.frame, admitted))
 
-    def on_response(self, session: Session, frame: bytes, exchange: Exchange, now_ms: int) -> Reply:
-        charged = exchange.state
+    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
+        charged = request.state
         if not isinstance(charged, _Charged):
-            return Reply(frame)
-        request, enforcer = charged.request, session.enforcer
-        api_key, version = request.header.api_key, request.header.api_version
+            return frame
+        mutations, quota = charged.request, session.runtime.quotas.mutations
+        api_key, version = mutations.header.api_key, mutations.header.api_version
         response = read_mutation_response(frame, api_key, version)
         errors = topic_errors(response, api_key)
-        for topic, count in zip(request.topics, charged.charged, strict=True):
+        for topic, count in zip(mutations.topics, charged.charged, strict=True):
             if not count:
                 continue
             error = errors.get(topic.name) or errors.get(topic.topic_id)
             if error and error not in _OUTCOME_UNKNOWN:
-                enforcer.refund_mutations(charged.sensors, count, now_ms)
-        decision = charged.decision
-        if decision is not None:
-            if request.strict:  # the refusal's throttle, less the time the answer took
-                elapsed = now_ms - charged.now_ms
-                decision = decision._replace(throttle_ms=max(decision.throttle_ms - elapsed, 0))
-            else:
-                decision = enforcer.mutation_throttle(charged.sensors, now_ms)
+                quota.refund(request, count)
         if charged.refused:
-            frame = merge_refused(request, response, frame, charged.refused)
-        return Reply(frame, decision)
+            frame = merge_refused(mutations, response, frame, charged.refused)
+        return frame

@@ -20,12 +20,13 @@ from protocol.apis import (
     MAX_DECODABLE_VERSION,
     METADATA,
     PRODUCE,
+    REQUEST_QUOTA_EXEMPT,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
 )
 from proxy.handlers.addresses import AddressesHandler
 from proxy.handlers.api_versions import ApiVersionsHandler
-from proxy.handlers.base import Handler
+from proxy.handlers.base import Handler, Route, Stage
 from proxy.handlers.fetch import FetchHandler
 from proxy.handlers.metadata import MetadataHandler
 from proxy.handlers.mutations import MutationsHandler
@@ -54,3 +55,18 @@ _HANDLERS[API_VERSIONS] = ApiVersionsHandler(DECODED_VERSIONS)
 
 #: api_key -> its handler; get() gives None for an API forwarded untouched
 HANDLERS: Final[dict[int, Handler]] = _HANDLERS
+
+
+_FORWARDED = {charged: Route(None, charged, Stage.SESSION) for charged in (True, False)}
+
+
+def _route(api_key: int) -> Route:
+    charged = api_key not in REQUEST_QUOTA_EXEMPT
+    handler = HANDLERS.get(api_key)
+    if handler is None:
+        return _FORWARDED[charged]
+    return Route(handler, charged, handler.stage)
+
+
+#: every api_key a request header can carry (a non-negative int16), routed here once
+ROUTES: Final[tuple[Route, ...]] = tuple(_route(api_key) for api_key in range(1 << 15))

@@ -1,41 +1,30 @@
-"""SaslHandshake and SaslAuthenticate: the principal, learned from the exchange passed on."""
+"""SaslHandshake and SaslAuthenticate: passed on, while the principal builder learns the
+principal from the exchange."""
 
 from __future__ import annotations
 
-import logging
-
-from proxy.handlers.base import Exchange, Forward, Handler, Outcome, Reply, Request, Session
-
-log = logging.getLogger(__name__)
+from proxy.handlers.base import Forward, Handler, Outcome, Request, Session, Stage
 
 
 class SaslHandshakeHandler(Handler):
+    stage = Stage.AUTHENTICATION
+
     def on_request(self, session: Session, request: Request) -> Outcome:
-        session.sasl.on_handshake_request(request.frame, request.header)
+        session.runtime.principals.on_handshake_request(session, request)
         return Forward(request.frame)
 
-    def on_response(self, session: Session, frame: bytes, exchange: Exchange, now_ms: int) -> Reply:
-        sasl = session.sasl
-        sasl.on_handshake_response(frame, exchange.api_version)
-        if sasl.mechanism is not None and not sasl.learnable:
-            log.warning(
-                "client %s authenticates with %s, whose principal the proxy cannot learn: "
-                "its quotas are those of User:%s",
-                session.peer,
-                sasl.mechanism,
-                session.user,
-            )
-        return Reply(frame)
+    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
+        session.runtime.principals.on_handshake_response(session, frame, request)
+        return frame
 
 
 class SaslAuthenticateHandler(Handler):
+    stage = Stage.AUTHENTICATION
+
     def on_request(self, session: Session, request: Request) -> Outcome:
-        session.sasl.on_authenticate_request(request.frame, request.header)
+        session.runtime.principals.on_authenticate_request(session, request)
         return Forward(request.frame)
 
-    def on_response(self, session: Session, frame: bytes, exchange: Exchange, now_ms: int) -> Reply:
-        user = session.sasl.on_authenticate_response(frame, exchange.api_version)
-        if user is not None:
-            log.info("client %s authenticated as User:%s", session.peer, user)
-            session.user = user
-        return Reply(frame)
+    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
+        session.runtime.principals.on_authenticate_response(session, frame, request)
+        return frame

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from kafka.protocol.producer import ProduceRequest
 
+from config.settings import ProxySettings
 from protocol.apis import (
     CREATE_PARTITIONS,
     CREATE_TOPICS,
@@ -37,27 +38,34 @@ from protocol.apis import (
 from protocol.errors import ProtocolError
 from protocol.frames import FrameSplitter
 from protocol.headers import (
+    RequestHeader,
     encode_response,
     parse_request_header,
     request_body_offset,
     response_body_offset,
     response_correlation_id,
 )
-from protocol.produce import produce_acks
-from protocol.sasl import PLAIN
+from protocol.produce import read_produce
+from proxy.context import ProxyContext
 from proxy.core import ConnectionCore
-from proxy.enforcement import Enforcer
+from proxy.enforcement import Enforcement
 from proxy.handlers.base import Defer, Session
 from proxy.handlers.registry import HANDLERS
 from proxy.memory_pool import MemoryPool
-from proxy.topics import TopicCache
 from proxy.usage import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from tests.fuzz.seeds import RESPONSES
-from tests.harness import RecordingTransport, VirtualClock, connect, handler_request
+from tests.harness import (
+    RecordingTransport,
+    VirtualClock,
+    connect,
+    handler_request,
+    handler_session,
+    proxy_context,
+)
 from tests.wire import request_frame
 
 Harness = Callable[[bytes], None]
@@ -75,7 +83,7 @@ _QUOTAS = QuotaConfig(
     QuotaSettings(client=MetricConfig(samples=2, window_ms=1000)),
     {quota: {_EVERYONE: limit} for quota, limit in _LIMITS.items()},
 )
-_SASL_MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", None)
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", None)
 _API_KEY = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 #: a per-API harness hands its request to the handler this often, this far apart, so one
@@ -88,8 +96,9 @@ _SETTLE_NS, _SETTLE_ROUNDS = 30 * 1_000_000_000, 200
 
 
 def _session() -> Session:
-    enforcer = Enforcer(QuotaEngine(_QUOTAS))
-    return Session(enforcer, lambda node, host, port: ("proxy.local", 20000 + node), TopicCache())
+    enforcement = Enforcement(QuotaEngine(_QUOTAS))
+    settings = ProxySettings(advertised_host="proxy.local", broker_port_base=20000)
+    return handler_session(proxy_context(enforcement, settings=settings))
 
 
 def _with_api_key(data: bytes, api_key: int) -> bytes:
@@ -105,9 +114,10 @@ def handle(frame: bytes, session: Session | None = None) -> None:
     header = parse_request_header(frame)
     handler = HANDLERS[header.api_key]
     for repeat in range(_REPEATS):
-        request = handler_request(frame, repeat * _STEP_MS)
+        request = handler_request(session, frame, repeat * _STEP_MS)
         if isinstance(handler.on_request(session, request), Defer):
-            handler.on_request(session, request._replace(refreshed=True))
+            request.refreshed = True
+            handler.on_request(session, request)
 
 
 def framing(data: bytes) -> None:
@@ -154,8 +164,9 @@ def fetch(data: bytes) -> None:
     """Over the consumer quota from the start, so the throttled answer (an empty Fetch at the
     client's version) is written too."""
     frame, session = _with_api_key(data, FETCH), _session()
-    principal = session.principal(parse_request_header(frame).client_id or "")
-    session.enforcer.on_fetch_response(principal, 10_000, 0)
+    context = session.runtime
+    assert isinstance(context, ProxyContext)
+    context.quotas.fetch.charge(handler_request(session, frame), 10_000)
     handle(frame, session)
 
 
@@ -193,6 +204,10 @@ class _Malformed(logging.Handler):
             self.seen.append(message)
 
 
+def _acks(frame: bytes, header: RequestHeader) -> int:
+    return read_produce(frame, header, request_body_offset(frame, header)).acks
+
+
 def _answer(core: ConnectionCore, upstream: RecordingTransport, answered: int) -> int:
     """Answer the requests sent upstream since `answered`, in order, with responses real
     brokers gave to the same API and version; stop at one that has none."""
@@ -200,7 +215,7 @@ def _answer(core: ConnectionCore, upstream: RecordingTransport, answered: int) -
     while answered < len(written) and not core.closed:
         frame = written[answered]
         header = parse_request_header(frame)
-        if header.api_key == PRODUCE and produce_acks(frame, header) == 0:
+        if header.api_key == PRODUCE and _acks(frame, header) == 0:
             answered += 1  # expects no response
             continue
         kept = _responses(header.api_key, header.api_version)
@@ -248,7 +263,7 @@ def drive_connection(data: bytes) -> Driven:
     reads, on a virtual clock, each request answered as a broker answered it."""
     clock = VirtualClock()
     core, client, upstream = connect(
-        Enforcer(QuotaEngine(_QUOTAS)),
+        Enforcement(QuotaEngine(_QUOTAS)),
         clock,
         usage=UsageRecorder("fuzz", 0),
         pool=MemoryPool(_POOL_BYTES),

@@ -21,8 +21,9 @@ from localkafka import KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, assert_no_loss_or_duplicates, read_all, seq_of
 from localkafka.proxy_process import free_port_block
 from proxy.clock import LoopClock
-from proxy.enforcement import Enforcer
-from proxy.metrics import ProxyStats
+from proxy.context import ProxyContext
+from proxy.enforcement import Enforcement
+from proxy.handlers.inquiries import ask_topics
 from proxy.server import ProxyServer
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
@@ -55,7 +56,9 @@ async def test_own_metadata_request_on_a_sasl_client_connection(kafka_sasl: Kafk
         bootstrap_port=0,
         broker_port_base=free_port_block(1),
     )
-    server = ProxyServer(settings, Enforcer(QuotaEngine(QuotaConfig())), ProxyStats(), LoopClock())
+    server = ProxyServer(
+        ProxyContext(settings, LoopClock(), Enforcement(QuotaEngine(QuotaConfig())))
+    )
     await server.start()
     timeline = Timeline()
     producing = asyncio.create_task(
@@ -76,12 +79,12 @@ async def test_own_metadata_request_on_a_sasl_client_connection(kafka_sasl: Kafk
         await until(lambda: len(timeline.events) > 100)
         # created after the client bootstrapped, so no Metadata of the client's names it
         await asyncio.to_thread(kafka_sasl.create_topic, ELSEWHERE, 4)
-        assert server.topics.by_name(ELSEWHERE) is None
+        assert server.context.topics.by_name(ELSEWHERE) is None
         cores = [c.core for c in server.connections if c.core is not None]
         # the bootstrap connection may be idle or closed; the producer's connection takes it
-        assert any(core.request_topics([ELSEWHERE]) for core in cores)
-        await until(lambda: server.topics.by_name(ELSEWHERE) is not None)
-        topic = server.topics.by_name(ELSEWHERE)
+        assert any(ask_topics(core.session, [ELSEWHERE]) for core in cores)
+        await until(lambda: server.context.topics.by_name(ELSEWHERE) is not None)
+        topic = server.context.topics.by_name(ELSEWHERE)
         assert topic is not None and topic.partitions == 4 and topic.topic_id is not None
         acknowledged = len(timeline.events)
         await until(lambda: len(timeline.events) > acknowledged + 100)  # still producing

@@ -14,8 +14,9 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from protocol.apis import API_VERSIONS, FETCH, MAX_DECODABLE_VERSION, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
+from proxy.context import ProxyContext
 from proxy.core import ConnectionCore, Pause
-from proxy.enforcement import Enforcer
+from proxy.enforcement import Enforcement
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
@@ -65,8 +66,10 @@ def connection(
     limits: dict[QuotaType, dict[QuotaEntity, float]], hold_principal: bool = True
 ) -> tuple[ConnectionCore, RecordingTransport, RecordingTransport, VirtualClock]:
     clock = VirtualClock()
-    enforcer = Enforcer(QuotaEngine(QuotaConfig(WINDOWS, limits)), hold_principal=hold_principal)
-    conn, client, upstream = connect(enforcer, clock)
+    enforcement = Enforcement(
+        QuotaEngine(QuotaConfig(WINDOWS, limits)), hold_principal=hold_principal
+    )
+    conn, client, upstream = connect(enforcement, clock)
     return conn, client, upstream, clock
 
 
@@ -150,12 +153,12 @@ def test_a_throttle_holds_every_connection_of_the_principal_and_no_other() -> No
     for hold_principal in (True, False):
         clock = VirtualClock()
         limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
-        enforcer = Enforcer(
+        enforcement = Enforcement(
             QuotaEngine(QuotaConfig(WINDOWS, limits)), hold_principal=hold_principal
         )
-        a, _, a_up = connect(enforcer, clock)
-        b, _, b_up = connect(enforcer, clock)
-        c, _, c_up = connect(enforcer, clock)
+        a, _, a_up = connect(enforcement, clock)
+        b, _, b_up = connect(enforcement, clock)
+        c, _, c_up = connect(enforcement, clock)
         a.requests_received(produce(1, 3000))
         b.requests_received(produce(1, 10))
         other = ProduceRequest(
@@ -182,9 +185,10 @@ def test_a_produce_throttle_is_served_once_from_when_it_was_read() -> None:
         {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
     )
     conn.requests_received(produce(1, 3000) + produce(2, 10))
-    produce_quota = conn.session.enforcer.engine.produce
-    sensors = conn.session.principal("app").sensors[produce_quota.slot]
-    assert sensors is not None
+    context = conn.session.runtime
+    assert isinstance(context, ProxyContext)
+    produce_quota = context.quotas.engine.produce
+    sensors = produce_quota.sensors_for("ANONYMOUS", "app", 0)
     decided_ms = produce_quota.throttle_time_ms(sensors, 0)
     clock.advance(300 * 1_000_000)
     body = ProduceResponse(version=3, responses=[], throttle_time_ms=0).encode(version=3)

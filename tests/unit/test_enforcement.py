@@ -5,11 +5,16 @@ from __future__ import annotations
 import math
 
 from protocol.apis import FETCH, METADATA, PRODUCE
-from proxy.enforcement import Decision, Enforcer, Principal
+from protocol.headers import parse_request_header
+from proxy.enforcement import Enforcement
+from proxy.handlers.base import Request
+from proxy.handlers.registry import ROUTES
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
+from quotas.verdicts import Verdict
+from tests.wire import request_frame
 
 WINDOWS = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
 LIMITS = {
@@ -29,30 +34,32 @@ TRAFFIC = [
 ]
 
 
-def app(enforcer: Enforcer) -> Principal:
-    """The client every test here charges, resolved afresh as a new connection would."""
-    return enforcer.principal("ANONYMOUS", "app")
+def app(enforcement: Enforcement, api_key: int, now: int) -> Request:
+    """A request of the client every test here charges, resolved afresh as a new connection
+    would, read at `now`."""
+    frame = request_frame(api_key, 0)
+    principal = enforcement.sensors.principal(None, "ANONYMOUS", "app")
+    return Request(frame, parse_request_header(frame), ROUTES[api_key], principal, now * 10**6)
 
 
 def answer(
-    enforcer: Enforcer, api: int, request: int, response: int, elapsed_ns: int, now: int
+    enforcement: Enforcement, api: int, request: int, response: int, elapsed_ns: int, now: int
 ) -> int:
     """A request read and answered at `now`: Produce bytes are charged on reading."""
+    read = app(enforcement, api, now)
     if api == PRODUCE:
-        bandwidth = enforcer.on_produce(app(enforcer), request, now)
+        enforcement.produce.charge(read, request)
     elif api == FETCH:
-        bandwidth = enforcer.on_fetch_response(app(enforcer), response, now)
-    else:
-        bandwidth = None
-    return enforcer.settle_response(app(enforcer), api, bandwidth, elapsed_ns, now)
+        enforcement.fetch.charge(read, response)
+    return enforcement.settlement.settle(read, elapsed_ns, now)
 
 
-def replay(enforcer: Enforcer) -> list[int]:
-    return [answer(enforcer, *request[1:], request[0]) for request in TRAFFIC]
+def replay(enforcement: Enforcement) -> list[int]:
+    return [answer(enforcement, *request[1:], request[0]) for request in TRAFFIC]
 
 
-def throttle_averages(enforcer: Enforcer, now: int) -> list[float]:
-    engine = enforcer.engine
+def throttle_averages(enforcement: Enforcement, now: int) -> list[float]:
+    engine = enforcement.engine
     return [
         next(engine_manager.sensors()).throttle_time.measure(engine_manager.config, now)
         for engine_manager in (engine.produce, engine.request)
@@ -60,8 +67,8 @@ def throttle_averages(enforcer: Enforcer, now: int) -> list[float]:
 
 
 def test_shadow_mode_decides_the_same_throttles_and_applies_none() -> None:
-    enforcing = Enforcer(engine())
-    shadow = Enforcer(engine(), frozenset(QuotaType))
+    enforcing = Enforcement(engine())
+    shadow = Enforcement(engine(), frozenset(QuotaType))
     enforced = replay(enforcing)
     assert replay(shadow) == [0] * len(TRAFFIC)
     throttled = [ms for ms in enforced if ms]
@@ -78,7 +85,7 @@ def test_shadow_mode_decides_the_same_throttles_and_applies_none() -> None:
 
 
 def test_shadowing_one_quota_type_still_enforces_the_others() -> None:
-    only_request = Enforcer(engine(), frozenset({QuotaType.PRODUCE}))
+    only_request = Enforcement(engine(), frozenset({QuotaType.PRODUCE}))
     produce_only = [answer(only_request, PRODUCE, 5000, 50, 0, now) for now in range(0, 2000, 100)]
     assert produce_only == [0] * len(produce_only)
     assert next(only_request.engine.produce.sensors()).shadow_throttles == len(produce_only)
@@ -86,32 +93,39 @@ def test_shadowing_one_quota_type_still_enforces_the_others() -> None:
     assert slow > 0
 
 
+def owed_and_cap(enforcement: Enforcement, now: int) -> tuple[int, int | None]:
+    fetch = app(enforcement, FETCH, now)
+    throttle = enforcement.fetch.owed(fetch)
+    return throttle, None if throttle else enforcement.fetch.cap(fetch)
+
+
 def test_fetch_over_quota_is_refused_before_going_upstream() -> None:
-    enforcer = Enforcer(engine())
+    enforcement = Enforcement(engine())
     # under quota: the fetch may return what the quota allows in one window
-    assert enforcer.before_fetch(app(enforcer), 0) == (0, 1000)
-    first = answer(enforcer, FETCH, 100, 4000, 0, 10)
+    assert owed_and_cap(enforcement, 0) == (0, 1000)
+    first = answer(enforcement, FETCH, 100, 4000, 0, 10)
     assert first > 0  # the response that crossed the quota carries the throttle
-    throttle, max_bytes = enforcer.before_fetch(app(enforcer), 20)
+    throttle, max_bytes = owed_and_cap(enforcement, 20)
     assert throttle > 0 and max_bytes is None
     # nothing was recorded by the check: the owed throttle shrinks as time passes
-    later, _ = enforcer.before_fetch(app(enforcer), 1500)
+    later, _ = owed_and_cap(enforcement, 1500)
     assert 0 < later < throttle
-    assert enforcer.before_fetch(app(enforcer), 4100) == (0, 1000)
-    shadow = Enforcer(engine(), frozenset({QuotaType.FETCH}))
+    assert owed_and_cap(enforcement, 4100) == (0, 1000)
+    shadow = Enforcement(engine(), frozenset({QuotaType.FETCH}))
     answer(shadow, FETCH, 100, 4000, 0, 10)
-    assert shadow.before_fetch(app(shadow), 20) == (0, None)
+    shadowed = app(shadow, FETCH, 20)
+    assert (shadow.fetch.owed(shadowed), shadow.fetch.cap(shadowed)) == (0, None)
     # shadowed, each fetch is decided once: when its response is recorded
     answer(shadow, FETCH, 100, 10, 0, 30)
     assert next(shadow.engine.fetch.sensors()).shadow_throttles == 2
 
 
 def test_a_tie_is_recorded_as_request_time_as_kafka_does() -> None:
-    enforcer = Enforcer(engine())
-    decisions = (enforcer.engine.produce, enforcer.engine.request)
+    enforcement = Enforcement(engine())
+    decisions = (enforcement.engine.produce, enforcement.engine.request)
     sensors = [manager.sensors_for("u", "c", 0) for manager in decisions]
-    applied = enforcer._settle(
-        0, Decision(decisions[1], sensors[1], 500), Decision(decisions[0], sensors[0], 500)
+    applied = enforcement.settlement._settle(
+        0, Verdict(decisions[1], sensors[1], 500), Verdict(decisions[0], sensors[0], 500)
     )
     assert applied == 500
     assert sensors[1].throttle_time.measure(WINDOWS.client, 0) == 500
@@ -119,24 +133,32 @@ def test_a_tie_is_recorded_as_request_time_as_kafka_does() -> None:
 
 
 def test_a_throttled_produce_holds_the_connection_unless_shadowed() -> None:
-    enforcer = Enforcer(engine())
-    first = enforcer.on_produce(app(enforcer), 500, 0)
-    assert first is None  # under its quota: no decision to hold the connection or to settle
-    over = enforcer.on_produce(app(enforcer), 5000, 1)
-    assert over is not None and over.throttle_ms > 0 and enforcer.holds(over)
-    # the decision taken on reading is the one the response carries
-    assert enforcer.settle_response(app(enforcer), PRODUCE, over, 0, 2) == over.throttle_ms
-    shadow = Enforcer(engine(), frozenset({QuotaType.PRODUCE}))
-    shadowed = shadow.on_produce(app(shadow), 9000, 0)
-    assert shadowed is not None and shadowed.throttle_ms > 0 and not shadow.holds(shadowed)
-    assert shadow.settle_without_response(shadowed, 0) == 0
+    enforcement = Enforcement(engine())
+    first = app(enforcement, PRODUCE, 0)
+    # under its quota: no verdict to hold the connection or to settle
+    assert not enforcement.produce.charge(first, 500) and first.verdict is None
+    over = app(enforcement, PRODUCE, 1)
+    assert enforcement.produce.charge(over, 5000)
+    verdict = over.verdict
+    assert verdict is not None and verdict.throttle_ms > 0
+    assert enforcement.settlement.holds(verdict)
+    # the verdict taken on reading is the one the response carries, answered at once
+    assert enforcement.settlement.settle(over, 0, 1) == verdict.throttle_ms
+    shadow = Enforcement(engine(), frozenset({QuotaType.PRODUCE}))
+    shadowed = app(shadow, PRODUCE, 0)
+    assert not shadow.produce.charge(shadowed, 9000)
+    verdict = shadowed.verdict
+    assert verdict is not None and verdict.throttle_ms > 0
+    assert not shadow.settlement.holds(verdict)
+    assert shadow.settlement.settle_now(shadowed, 0) == 0
 
 
 def test_the_throttle_applied_under_a_shadowed_larger_one_is_recorded() -> None:
-    enforcer = Enforcer(engine(), frozenset({QuotaType.PRODUCE}))
-    produce = enforcer.on_produce(app(enforcer), 50_000, 0)
-    applied = enforcer.settle_response(app(enforcer), PRODUCE, produce, 300_000_000, 0)
-    assert produce is not None and 0 < applied < produce.throttle_ms
-    request_sensors = next(enforcer.engine.request.sensors())
+    enforcement = Enforcement(engine(), frozenset({QuotaType.PRODUCE}))
+    produce = app(enforcement, PRODUCE, 0)
+    enforcement.produce.charge(produce, 50_000)
+    applied = enforcement.settlement.settle(produce, 300_000_000, 0)
+    assert produce.verdict is not None and 0 < applied < produce.verdict.throttle_ms
+    request_sensors = next(enforcement.engine.request.sensors())
     assert request_sensors.throttle_time.measure(WINDOWS.client, 0) == applied
-    assert next(enforcer.engine.produce.sensors()).shadow_throttles == 1
+    assert next(enforcement.engine.produce.sensors()).shadow_throttles == 1

@@ -8,7 +8,12 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from protocol.apis import FETCH
 from protocol.fetch import empty_fetch_response, prepare_fetch
 from protocol.frames import FrameSplitter
-from protocol.headers import parse_request_header, response_correlation_id
+from protocol.headers import (
+    RequestHeader,
+    parse_request_header,
+    request_body_offset,
+    response_correlation_id,
+)
 from tests.wire import decode_request, decode_response, request_frame
 
 
@@ -29,10 +34,16 @@ def fetch_request(version: int, max_bytes: int, min_bytes: int = 1) -> bytes:
     return request_frame(FETCH, version, body, correlation_id=9, client_id=b"consumer")
 
 
+def fetch_at(frame: bytes) -> tuple[bytes, RequestHeader, int]:
+    """A Fetch request, its header and where its body starts, as a handler has them."""
+    header = parse_request_header(frame)
+    return frame, header, request_body_offset(frame, header)
+
+
 @pytest.mark.parametrize("version", [4, 11, 12, 15, 17])
 def test_max_bytes_is_capped_and_nothing_else_changes(version: int) -> None:
     frame = fetch_request(version, max_bytes=52_428_800, min_bytes=5_000_000)
-    capped, _ = prepare_fetch(frame, parse_request_header(frame), 1_000_000)
+    capped, _ = prepare_fetch(*fetch_at(frame), 1_000_000)
     before, after = decode_request(FetchRequest, frame), decode_request(FetchRequest, capped)
     assert (after.max_bytes, after.min_bytes) == (1_000_000, 1_000_000)
     assert after.max_wait_ms == 500
@@ -41,7 +52,7 @@ def test_max_bytes_is_capped_and_nothing_else_changes(version: int) -> None:
     after.max_bytes, after.min_bytes = before.max_bytes, before.min_bytes
     assert after == before
     small = fetch_request(version, max_bytes=500_000)
-    assert prepare_fetch(small, parse_request_header(small), 1_000_000)[0] is small
+    assert prepare_fetch(*fetch_at(small), 1_000_000)[0] is small
 
 
 @pytest.mark.parametrize("version", [4, 7, 12, 16])
@@ -59,6 +70,6 @@ def test_empty_response_carries_the_throttle_and_no_session(version: int) -> Non
 @pytest.mark.parametrize("version", [4, 12, 15])
 def test_only_a_long_poll_may_wait(version: int) -> None:
     poll = fetch_request(version, max_bytes=1000, min_bytes=1)
-    assert prepare_fetch(poll, parse_request_header(poll), None) == (poll, 500)
+    assert prepare_fetch(*fetch_at(poll), None) == (poll, 500)
     at_once = fetch_request(version, max_bytes=1000, min_bytes=0)
-    assert prepare_fetch(at_once, parse_request_header(at_once), None) == (at_once, 0)
+    assert prepare_fetch(*fetch_at(at_once), None) == (at_once, 0)

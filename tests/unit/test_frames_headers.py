@@ -9,7 +9,7 @@ import pytest
 from protocol.errors import FrameTooLarge, ProtocolError
 from protocol.frames import FrameSplitter
 from protocol.headers import parse_request_header, request_body_offset, response_correlation_id
-from protocol.produce import produce_acks
+from protocol.produce import read_produce
 from tests.wire import request_frame
 
 
@@ -69,10 +69,15 @@ def test_response_correlation_id() -> None:
         response_correlation_id(frame(b"\x00"))
 
 
+def acks_of(wire: bytes) -> int:
+    header = parse_request_header(wire)
+    return read_produce(wire, header, request_body_offset(wire, header)).acks
+
+
 def test_a_truncated_produce_is_a_protocol_error() -> None:
     wire = request_frame(0, 3, b"", client_id=b"p")
     with pytest.raises(ProtocolError):
-        produce_acks(wire, parse_request_header(wire))
+        acks_of(wire)
 
 
 @pytest.mark.parametrize(
@@ -86,4 +91,4 @@ def test_a_truncated_produce_is_a_protocol_error() -> None:
 )
 def test_produce_acks(version: int, body: bytes, acks: int) -> None:
     wire = request_frame(0, version, body + b"\x00\x00\x00\x00", client_id=b"p")
-    assert produce_acks(wire, parse_request_header(wire)) == acks
+    assert acks_of(wire) == acks

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import struct
 
-from proxy.core import PRESSURE_READ_BYTES, READ_BYTES, ConnectionCore, Pause
-from proxy.enforcement import Enforcer
+from proxy.core import ConnectionCore, Pause
+from proxy.enforcement import Enforcement
 from proxy.memory_pool import MemoryPool
-from proxy.topics import TopicCache
+from proxy.read_budget import PRESSURE_READ_BYTES, READ_BYTES
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
-from tests.harness import RecordingTransport, VirtualClock, connect
+from tests.harness import RecordingTransport, VirtualClock, connect, proxy_context
 from tests.wire import request_frame
 
 OTHER_API = 7  # ControlledShutdown: never decoded
@@ -22,21 +22,14 @@ CLOCK = VirtualClock()
 
 
 def core_with(pool: MemoryPool) -> tuple[ConnectionCore, RecordingTransport, RecordingTransport]:
-    return connect(Enforcer(QuotaEngine(QuotaConfig())), CLOCK, pool=pool)
+    return connect(Enforcement(QuotaEngine(QuotaConfig())), CLOCK, pool=pool)
 
 
 def test_the_upstream_connection_opens_at_the_first_bytes() -> None:
     connects: list[int] = []
     client = RecordingTransport()
-    core = ConnectionCore(
-        client,
-        Enforcer(QuotaEngine(QuotaConfig())),
-        lambda n, h, p: (h, p),
-        TopicCache(),
-        10**8,
-        CLOCK,
-        connect_upstream=lambda: connects.append(1),
-    )
+    context = proxy_context(Enforcement(QuotaEngine(QuotaConfig())), CLOCK)
+    core = ConnectionCore(client, context, connect_upstream=lambda: connects.append(1))
     assert connects == [] and client.reading  # accepted, nothing asked of the cluster
     core.requests_received(b"")  # the first read asks for the upstream connection
     assert connects == [1] and not client.reading

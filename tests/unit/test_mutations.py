@@ -31,17 +31,25 @@ from protocol.apis import (
 from protocol.headers import parse_request_header, response_correlation_id
 from protocol.metadata import TopicPartitions
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
-from proxy.enforcement import Enforcer
-from proxy.handlers.base import Answer, Defer, Forward, Session
+from proxy.context import ProxyContext
+from proxy.enforcement import Enforcement
+from proxy.handlers.base import Answer, Defer, Forward, Outcome, Request, Session
+from proxy.handlers.inquiries import ask_topics
 from proxy.handlers.registry import HANDLERS
-from proxy.topics import TopicCache
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.harness import RecordingTransport, VirtualClock, connect
-from tests.harness import handler_exchange as exchange
-from tests.harness import handler_request as request
+from tests.harness import (
+    RecordingCluster,
+    RecordingTransport,
+    VirtualClock,
+    connect,
+    handler_request,
+    handler_session,
+    proxy_context,
+    responded,
+)
 from tests.wire import decode_request, decode_response, request_frame, response_frame
 
 SETTINGS = QuotaSettings(controller=MetricConfig(samples=10, window_ms=1000))
@@ -50,14 +58,66 @@ TOPIC_ID = uuid.UUID(int=7)
 CT = CreateTopicsRequest.CreatableTopic
 
 
-def session(limits: Any = RATE_2) -> Session:
-    enforcer = Enforcer(QuotaEngine(QuotaConfig(SETTINGS, limits)))
-    return Session(enforcer, lambda node, host, port: (host, port), TopicCache())
+def session(limits: Any = RATE_2, shadow: frozenset[QuotaType] = frozenset()) -> Session:
+    enforcement = Enforcement(QuotaEngine(QuotaConfig(SETTINGS, limits)), shadow)
+    return handler_session(proxy_context(enforcement))
+
+
+def context(s: Session) -> ProxyContext:
+    assert isinstance(s.runtime, ProxyContext)
+    return s.runtime
 
 
 def tokens(s: Session, now: int = 0) -> float:
-    manager = s.enforcer.engine.controller_mutation
+    manager = context(s).quotas.engine.controller_mutation
     return manager.tokens(next(manager.sensors()), now)
+
+
+def decide(
+    s: Session, frame: bytes, now: int = 0, refreshed: bool = False
+) -> tuple[Outcome, Request]:
+    """The handler's outcome, and the request as the connection keeps it for the response."""
+    request = handler_request(s, frame, now, refreshed)
+    return HANDLERS[request.header.api_key].on_request(s, request), request
+
+
+def respond(s: Session, frame: bytes, request: Request, now: int = 0) -> bytes:
+    """The response as the handler passes it on, answered at `now`."""
+    return HANDLERS[request.header.api_key].on_response(s, frame, responded(request, now))
+
+
+def settled(request: Request, now: int) -> int:
+    """The throttle the request's verdict asks of settlement when answered at `now`."""
+    return request.verdict.at(now) if request.verdict is not None else 0
+
+
+def mute(s: Session, request: Request) -> int:
+    """What the connection applies at once for a request the proxy answers itself."""
+    return context(s).quotas.settlement.settle_now(request, request.now_ms)
+
+
+def asked(s: Session, frame: bytes, now: int = 0) -> tuple[tuple[Any, ...], tuple[Any, ...], bool]:
+    """What the handler asked the cluster before counting, deferring the request: the topics
+    by name, by id, and whether num.partitions. Metadata questions are answered with the
+    brokers alone, as for topics the cache already knows about."""
+    outcome, _ = decide(s, frame, now)
+    assert isinstance(outcome, Defer)
+    connection = s.cluster
+    assert isinstance(connection, RecordingCluster)
+    names: list[str] = []
+    ids: list[uuid.UUID] = []
+    default = False
+    while connection.asked:
+        api_key, version, body, on_answer = connection.asked.pop(0)
+        if api_key == METADATA:
+            msg = MetadataRequest.decode(body, version=version)
+            names += [t.name for t in msg.topics if t.name is not None]
+            ids += [t.topic_id for t in msg.topics if t.name is None]
+            on_answer(response_frame(METADATA, version, cluster(), 1))
+        else:
+            assert api_key == DESCRIBE_CONFIGS
+            default = True
+    return (tuple(names), tuple(ids), default)
 
 
 def create_topics(
@@ -98,31 +158,29 @@ def created(version: int, *names: str, error: int = 0) -> bytes:
 
 
 def test_a_strict_create_admits_the_first_topic_and_refuses_the_second_in_order() -> None:
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     frame = create_topics(30, 30)
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
     sent = decode_request(CreateTopicsRequest, outcome.frame)
     assert [t.name for t in sent.topics] == ["t0"]  # the refused topic never goes upstream
     assert tokens(s) == -10  # 20 - 30; the refused topic is charged nothing
-    reply = handler.on_response(s, created(7, "t0"), exchange(frame, outcome.state), 0)
-    answer = decode_response(CreateTopicsResponse, reply.frame, CREATE_TOPICS, 7)
+    reply = respond(s, created(7, "t0"), req, 0)
+    answer = decode_response(CreateTopicsResponse, reply, CREATE_TOPICS, 7)
     assert [(t.name, t.error_code) for t in answer.topics] == [
         ("t0", 0),
         ("t1", THROTTLING_QUOTA_EXCEEDED),
     ]
     assert answer.topics[1].error_message == "The throttling quota has been exceeded."
     # 10 tokens short at 2 per second; the core writes the settled throttle into the answer
-    assert reply.bandwidth is not None and reply.bandwidth.throttle_ms == 5000
+    assert settled(req, 0) == 5000
 
 
 def test_a_request_whose_every_topic_is_refused_is_answered_here() -> None:
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
-    assert isinstance(handler.on_request(s, request(create_topics(25), refreshed=True)), Forward)
-    outcome = handler.on_request(
-        s, request(create_topics(1, 1, correlation_id=2), 500, refreshed=True)
-    )
-    assert isinstance(outcome, Answer) and outcome.mute_ms == 2000  # -4 at t=0.5s: 2 s
+    s = session()
+    assert isinstance(decide(s, create_topics(25), refreshed=True)[0], Forward)
+    outcome, req = decide(s, create_topics(1, 1, correlation_id=2), 500, refreshed=True)
+    assert isinstance(outcome, Answer) and mute(s, req) == 2000  # -4 at t=0.5s: 2 s
     answer = decode_response(CreateTopicsResponse, outcome.response, CREATE_TOPICS, 7)
     assert [t.error_code for t in answer.topics] == [THROTTLING_QUOTA_EXCEEDED] * 2
     assert answer.throttle_time_ms == 2000
@@ -134,68 +192,65 @@ def test_a_refusal_with_a_throttle_that_rounds_to_zero_is_still_a_refusal() -> N
     the next request with error 89 and a 0 ms throttle."""
     limits = {QuotaType.CONTROLLER_MUTATION: {QuotaEntity(client_id=DEFAULT): 10.0}}
     s = session(limits)
-    manager = s.enforcer.engine.controller_mutation
-    sensors = s.enforcer.mutation_sensors(s.principal("app"), 0)
-    assert sensors is not None
+    manager = context(s).quotas.engine.controller_mutation
+    sensors = manager.sensors_for("ANONYMOUS", "app", 0)
     assert manager.record_strict(sensors, 100.001, 0).admitted
-    outcome = HANDLERS[CREATE_TOPICS].on_request(s, request(create_topics(5), refreshed=True))
-    assert isinstance(outcome, Answer) and outcome.mute_ms == 0
+    outcome, req = decide(s, create_topics(5), refreshed=True)
+    assert isinstance(outcome, Answer) and mute(s, req) == 0
     answer = decode_response(CreateTopicsResponse, outcome.response, CREATE_TOPICS, 7)
     assert answer.topics[0].error_code == THROTTLING_QUOTA_EXCEEDED
     assert answer.throttle_time_ms == 0
 
 
 def test_an_old_version_is_admitted_whole_and_throttled_by_muting() -> None:
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     frame = create_topics(30, 30, version=5)
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward) and outcome.frame == frame
     assert tokens(s) == -40
-    reply = handler.on_response(s, created(5, "t0", "t1"), exchange(frame, outcome.state), 0)
-    assert reply.frame == created(5, "t0", "t1")
-    assert reply.bandwidth is not None and reply.bandwidth.throttle_ms == 20000
+    reply = respond(s, created(5, "t0", "t1"), req, 0)
+    assert reply == created(5, "t0", "t1")
+    assert settled(req, 0) == 20000
 
 
 def test_validate_only_and_principals_without_a_quota_are_not_charged() -> None:
     s = session()
     frame = create_topics(30, validate_only=True)
-    outcome = HANDLERS[CREATE_TOPICS].on_request(s, request(frame))
-    assert isinstance(outcome, Forward) and outcome.frame == frame and outcome.state is None
+    outcome, req = decide(s, frame)
+    assert isinstance(outcome, Forward) and outcome.frame == frame and req.state is None
     assert tokens(s) == 20
     someone_else = {QuotaType.CONTROLLER_MUTATION: {QuotaEntity("alice"): 2.0}}
     free = session(someone_else)
-    outcome = HANDLERS[CREATE_TOPICS].on_request(free, request(create_topics(500)))
-    assert isinstance(outcome, Forward) and outcome.state is None
+    outcome, req = decide(free, create_topics(500))
+    assert isinstance(outcome, Forward) and req.state is None
 
 
 def test_topics_the_broker_refuses_are_refunded() -> None:
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     frame = create_topics(8, 8)
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward) and tokens(s) == 4
     response = created(7, "t0")
     already = created(7, "t1", error=36)  # TOPIC_ALREADY_EXISTS: Kafka charges nothing
     merged = decode_response(CreateTopicsResponse, response, CREATE_TOPICS, 7).topics
     merged += decode_response(CreateTopicsResponse, already, CREATE_TOPICS, 7).topics
     both = CreateTopicsResponse(version=7, throttle_time_ms=0, topics=merged)
-    handler.on_response(
-        s, response_frame(CREATE_TOPICS, 7, both, 1), exchange(frame, outcome.state), 0
-    )
+    respond(s, response_frame(CREATE_TOPICS, 7, both, 1), req, 0)
     assert tokens(s) == 12
 
 
 def test_the_cluster_default_is_asked_for_before_counting_minus_one() -> None:
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     frame = create_topics(-1)
-    assert handler.on_request(s, request(frame)) == Defer(("t0",), default_partitions=True)
+    assert asked(s, frame) == (("t0",), (), True)
     assert tokens(s) == 20  # nothing recorded before deferring
-    s.topics.default_partitions = 12
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    context(s).topics.default_partitions = 12
+    outcome, _req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward) and tokens(s) == 8
 
 
 def test_create_partitions_counts_the_partitions_added_to_a_refreshed_count() -> None:
-    s, handler = session(), HANDLERS[CREATE_PARTITIONS]
+    s = session()
     topic = CreatePartitionsRequest.CreatePartitionsTopic
     msg = CreatePartitionsRequest(
         version=3,
@@ -207,19 +262,17 @@ def test_create_partitions_counts_the_partitions_added_to_a_refreshed_count() ->
         validate_only=False,
     )
     frame = request_frame(CREATE_PARTITIONS, 3, msg)
-    assert handler.on_request(s, request(frame)) == Defer(("a", "b"))
-    s.topics.learn([TopicPartitions("a", None, 1), TopicPartitions("b", None, 1)])
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert asked(s, frame) == (("a", "b"), (), False)
+    context(s).topics.learn([TopicPartitions("a", None, 1), TopicPartitions("b", None, 1)])
+    outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
     assert [t.name for t in decode_request(CreatePartitionsRequest, outcome.frame).topics] == ["a"]
     result = CreatePartitionsResponse.CreatePartitionsTopicResult
     upstream = CreatePartitionsResponse(
         version=3, throttle_time_ms=0, results=[result(name="a", error_code=0, error_message=None)]
     )
-    reply = HANDLERS[CREATE_PARTITIONS].on_response(
-        s, response_frame(CREATE_PARTITIONS, 3, upstream, 1), exchange(frame, outcome.state), 0
-    )
-    answer = decode_response(CreatePartitionsResponse, reply.frame, CREATE_PARTITIONS, 3)
+    reply = respond(s, response_frame(CREATE_PARTITIONS, 3, upstream, 1), req, 0)
+    answer = decode_response(CreatePartitionsResponse, reply, CREATE_PARTITIONS, 3)
     assert [(r.name, r.error_code) for r in answer.results] == [
         ("a", 0),
         ("b", THROTTLING_QUOTA_EXCEEDED),
@@ -227,7 +280,7 @@ def test_create_partitions_counts_the_partitions_added_to_a_refreshed_count() ->
 
 
 def test_delete_topics_by_id_counts_the_topics_partitions() -> None:
-    s, handler = session(), HANDLERS[DELETE_TOPICS]
+    s = session()
     state = DeleteTopicsRequest.DeleteTopicState
     msg = DeleteTopicsRequest(
         version=6,
@@ -235,9 +288,9 @@ def test_delete_topics_by_id_counts_the_topics_partitions() -> None:
         timeout_ms=30000,
     )
     frame = request_frame(DELETE_TOPICS, 6, msg)
-    assert handler.on_request(s, request(frame)) == Defer(("gone",), (TOPIC_ID,))
-    s.topics.learn([TopicPartitions("big", TOPIC_ID, 30)])
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert asked(s, frame) == (("gone",), (TOPIC_ID,), False)
+    context(s).topics.learn([TopicPartitions("big", TOPIC_ID, 30)])
+    outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward) and outcome.frame == frame  # "gone" counts nothing
     assert tokens(s) == -10
     result = DeleteTopicsResponse.DeletableTopicResult
@@ -249,10 +302,8 @@ def test_delete_topics_by_id_counts_the_topics_partitions() -> None:
             result(name="big", topic_id=TOPIC_ID, error_code=0, error_message=None),
         ],
     )
-    reply = handler.on_response(
-        s, response_frame(DELETE_TOPICS, 6, upstream, 1), exchange(frame, outcome.state), 0
-    )
-    assert reply.frame == response_frame(DELETE_TOPICS, 6, upstream, 1)  # nothing refused
+    reply = respond(s, response_frame(DELETE_TOPICS, 6, upstream, 1), req, 0)
+    assert reply == response_frame(DELETE_TOPICS, 6, upstream, 1)  # nothing refused
     assert tokens(s) == -10  # "gone" was charged nothing, so nothing is refunded
 
 
@@ -310,8 +361,8 @@ def cluster(*unknown: str) -> MetadataResponse:
 
 def test_the_core_asks_the_brokers_for_num_partitions_on_the_clients_connection() -> None:
     clock = VirtualClock()
-    enforcer = Enforcer(QuotaEngine(QuotaConfig(SETTINGS, RATE_2)))
-    conn, client, upstream = connect(enforcer, clock, RecordingTransport(), RecordingTransport())
+    enforcement = Enforcement(QuotaEngine(QuotaConfig(SETTINGS, RATE_2)))
+    conn, client, upstream = connect(enforcement, clock, RecordingTransport(), RecordingTransport())
     conn.requests_received(create_topics(-1, -1, -1, correlation_id=2))
     own = parse_request_header(upstream.written[0])
     asked = decode_request(MetadataRequest, upstream.written[0])
@@ -327,7 +378,7 @@ def test_the_core_asks_the_brokers_for_num_partitions_on_the_clients_connection(
     answer = described((1, None), (2, "12"))
     conn.responses_received(response_frame(DESCRIBE_CONFIGS, 4, answer, own.correlation_id))
     clock.advance(0)
-    assert conn.session.topics.default_partitions == 12
+    assert context(conn.session).topics.default_partitions == 12
     sent = decode_request(CreateTopicsRequest, upstream.written[-1])
     assert [t.name for t in sent.topics] == ["t0", "t1"]  # 20 -> 8 -> -4, then refused
     assert client.written == []  # nothing answered before the broker has
@@ -335,9 +386,9 @@ def test_the_core_asks_the_brokers_for_num_partitions_on_the_clients_connection(
 
 def test_topics_named_and_topics_by_id_are_asked_in_two_metadata_requests() -> None:
     """A broker given any topic id answers for the ids alone and drops the names."""
-    conn, _, upstream = connect(Enforcer(QuotaEngine(QuotaConfig())), VirtualClock())
+    conn, _, upstream = connect(Enforcement(QuotaEngine(QuotaConfig())), VirtualClock())
     conn.requests_received(create_topics(1, correlation_id=1))
-    assert conn.request_topics(["a"], None, [TOPIC_ID])
+    assert ask_topics(conn.session, ["a"], [TOPIC_ID])
     asked = [decode_request(MetadataRequest, frame) for frame in upstream.written[1:]]
     assert [[(t.name, t.topic_id) for t in msg.topics] for msg in asked] == [
         [("a", None)],
@@ -346,7 +397,7 @@ def test_topics_named_and_topics_by_id_are_asked_in_two_metadata_requests() -> N
 
 
 def test_explicit_assignments_count_their_entries_and_need_no_default() -> None:
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     assignment = CT.CreatableReplicaAssignment
     msg = CreateTopicsRequest(
         version=7,
@@ -363,8 +414,8 @@ def test_explicit_assignments_count_their_entries_and_need_no_default() -> None:
         validate_only=False,
     )
     frame = request_frame(CREATE_TOPICS, 7, msg)
-    assert handler.on_request(s, request(frame)) == Defer(("placed",))  # no num.partitions
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert asked(s, frame) == (("placed",), (), False)  # no num.partitions
+    outcome, _req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
     assert tokens(s) == 17
 
@@ -394,25 +445,19 @@ def deleted(*results: tuple[str, uuid.UUID, int]) -> bytes:
 
 def test_a_create_counts_nothing_for_a_topic_that_exists_so_later_topics_are_not_refused() -> None:
     """Kafka fails an existing topic with TOPIC_ALREADY_EXISTS before charging it."""
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     frame = create_topics(30, 15)
-    assert handler.on_request(s, request(frame)) == Defer(("t0", "t1"))
-    s.topics.learn([TopicPartitions("t0", None, 30)])
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    assert asked(s, frame) == (("t0", "t1"), (), False)
+    context(s).topics.learn([TopicPartitions("t0", None, 30)])
+    outcome, _req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward) and outcome.frame == frame  # both go upstream
     assert tokens(s) == 5  # only t1's 15
 
 
 def test_shadow_mode_charges_what_it_lets_through_and_refunds_only_what_it_charged() -> None:
-    engine = QuotaEngine(QuotaConfig(SETTINGS, RATE_2))
-    s = Session(
-        Enforcer(engine, frozenset({QuotaType.CONTROLLER_MUTATION})),
-        lambda node, host, port: (host, port),
-        TopicCache(),
-    )
-    handler = HANDLERS[CREATE_TOPICS]
+    s = session(shadow=frozenset({QuotaType.CONTROLLER_MUTATION}))
     frame = create_topics(30, 8)
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward) and outcome.frame == frame  # nothing refused
     assert tokens(s) == -18  # t1 goes to the cluster, so it is charged
     both_fail = CreateTopicsResponse(
@@ -427,16 +472,14 @@ def test_shadow_mode_charges_what_it_lets_through_and_refunds_only_what_it_charg
             ).topics,
         ],
     )
-    handler.on_response(
-        s, response_frame(CREATE_TOPICS, 7, both_fail, 1), exchange(frame, outcome.state), 0
-    )
+    respond(s, response_frame(CREATE_TOPICS, 7, both_fail, 1), req, 0)
     assert tokens(s) == 20  # INVALID_PARTITIONS for both: exactly what was charged comes back
 
 
 def test_topics_named_twice_count_nothing_and_go_upstream_together() -> None:
     """The controller fails repeated names with INVALID_REQUEST and charges nothing for them:
     a refusal of another topic must not leave one copy, which the broker would accept."""
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     msg = CreateTopicsRequest(
         version=7,
         topics=[
@@ -447,7 +490,7 @@ def test_topics_named_twice_count_nothing_and_go_upstream_together() -> None:
         validate_only=False,
     )
     frame = request_frame(CREATE_TOPICS, 7, msg)
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    outcome, _req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
     sent = decode_request(CreateTopicsRequest, outcome.frame)
     assert [t.name for t in sent.topics] == ["big", "twice", "twice"]  # "late" refused
@@ -455,65 +498,66 @@ def test_topics_named_twice_count_nothing_and_go_upstream_together() -> None:
 
 
 def test_a_deletion_naming_both_a_topic_and_an_id_counts_nothing() -> None:
-    s, handler = session(), HANDLERS[DELETE_TOPICS]
-    s.topics.learn([TopicPartitions("big", TOPIC_ID, 30)])
-    outcome = handler.on_request(s, request(deletes(("big", TOPIC_ID)), refreshed=True))
+    s = session()
+    context(s).topics.learn([TopicPartitions("big", TOPIC_ID, 30)])
+    outcome, _req = decide(s, deletes(("big", TOPIC_ID)), refreshed=True)
     assert isinstance(outcome, Forward) and tokens(s) == 20
 
 
 def test_a_permissive_throttle_is_taken_back_with_a_full_refund() -> None:
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     frame = create_topics(30, version=5)
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward) and tokens(s) == -10
-    reply = handler.on_response(
-        s, created(5, "t0", error=38), exchange(frame, outcome.state), 100
-    )  # INVALID_REPLICATION_FACTOR: nothing was created, nothing is owed
-    assert tokens(s, 100) == 20 and reply.bandwidth is None
+    # INVALID_REPLICATION_FACTOR: nothing was created, nothing is owed
+    respond(s, created(5, "t0", error=38), req, 100)
+    assert tokens(s, 100) == 20 and settled(req, 100) == 0
 
 
 def test_a_permissive_throttle_counts_the_time_the_answer_took() -> None:
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     frame = create_topics(30, version=5)
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
-    reply = handler.on_response(s, created(5, "t0"), exchange(frame, outcome.state), 1000)
-    assert reply.bandwidth is not None and reply.bandwidth.throttle_ms == 4000  # -8 at 1 s
+    respond(s, created(5, "t0"), req, 1000)
+    assert settled(req, 1000) == 4000  # -8 at 1 s
 
 
 def test_a_strict_throttle_counts_the_time_the_answer_took() -> None:
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     frame = create_topics(30, 30)
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
-    reply = handler.on_response(s, created(7, "t0"), exchange(frame, outcome.state), 1200)
-    assert reply.bandwidth is not None and reply.bandwidth.throttle_ms == 3800
-    late = handler.on_response(s, created(7, "t0"), exchange(frame, outcome.state), 9000)
-    assert late.bandwidth is not None and late.bandwidth.throttle_ms == 0
+    respond(s, created(7, "t0"), req, 1200)
+    assert settled(req, 1200) == 3800
+    respond(s, created(7, "t0"), req, 9000)
+    assert settled(req, 9000) == 0
 
 
 def test_a_timed_out_mutation_stays_charged() -> None:
     """REQUEST_TIMED_OUT: the controller may still create the topic, as Kafka then has
     charged it."""
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     frame = create_topics(8)
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
-    handler.on_response(s, created(7, "t0", error=7), exchange(frame, outcome.state), 0)
+    respond(s, created(7, "t0", error=7), req, 0)
     assert tokens(s) == 12
 
 
 def test_a_refused_deletion_by_id_is_answered_with_its_name_from_the_cache() -> None:
-    s, handler = session(), HANDLERS[DELETE_TOPICS]
+    s = session()
     small = uuid.UUID(int=8)
     frame = deletes(("big", None), (None, small))
-    s.topics.learn([TopicPartitions("big", TOPIC_ID, 30), TopicPartitions("small", small, 2)])
-    outcome = handler.on_request(s, request(frame, refreshed=True))
+    context(s).topics.learn(
+        [TopicPartitions("big", TOPIC_ID, 30), TopicPartitions("small", small, 2)]
+    )
+    outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
     sent = decode_request(DeleteTopicsRequest, outcome.frame).topics
     assert [(t.name, t.topic_id) for t in sent] == [("big", None)]
-    reply = handler.on_response(s, deleted(("big", TOPIC_ID, 0)), exchange(frame, outcome.state), 0)
-    answer = decode_response(DeleteTopicsResponse, reply.frame, DELETE_TOPICS, 6)
+    reply = respond(s, deleted(("big", TOPIC_ID, 0)), req, 0)
+    answer = decode_response(DeleteTopicsResponse, reply, DELETE_TOPICS, 6)
     assert [(r.name, r.topic_id, r.error_code) for r in answer.responses] == [
         ("big", TOPIC_ID, 0),
         ("small", small, THROTTLING_QUOTA_EXCEEDED),
@@ -521,8 +565,8 @@ def test_a_refused_deletion_by_id_is_answered_with_its_name_from_the_cache() -> 
 
 
 def test_num_partitions_the_cluster_would_not_describe_is_asked_again_after_a_minute() -> None:
-    s, handler = session(), HANDLERS[CREATE_TOPICS]
+    s = session()
     frame = create_topics(-1)
-    s.topics.learn_default_partitions(None, 0)  # e.g. no DESCRIBE_CONFIGS permission
-    assert handler.on_request(s, request(frame, 59_999)) == Defer(("t0",))
-    assert handler.on_request(s, request(frame, 60_000)) == Defer(("t0",), default_partitions=True)
+    context(s).topics.learn_default_partitions(None, 0)  # e.g. no DESCRIBE_CONFIGS permission
+    assert asked(s, frame, 59_999) == (("t0",), (), False)
+    assert asked(s, frame, 60_000) == (("t0",), (), True)

@@ -8,14 +8,16 @@ import uuid
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+import proxy.core
 from protocol.apis import API_VERSIONS, METADATA, SASL_HANDSHAKE
 from protocol.headers import parse_request_header, response_correlation_id
 from protocol.metadata import OWN_METADATA_VERSION, TopicPartitions
 from proxy.core import ConnectionCore
-from proxy.enforcement import Enforcer
-from proxy.handlers.base import Defer, Forward, Handler, Outcome, Request, Session
-from proxy.handlers.registry import HANDLERS
-from proxy.topics import TopicCache
+from proxy.enforcement import Enforcement
+from proxy.handlers.base import Defer, Forward, Handler, Outcome, Request, Route, Session
+from proxy.handlers.inquiries import ask_topics
+from proxy.handlers.registry import ROUTES
+from proxy.handlers.topics import TopicCache
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
 from tests.harness import RecordingTransport, VirtualClock, connect
@@ -66,14 +68,14 @@ def metadata_response(version: int, correlation_id: int, partitions: int) -> byt
 
 
 def core() -> tuple[ConnectionCore, RecordingTransport, RecordingTransport]:
-    return connect(Enforcer(QuotaEngine(QuotaConfig())), VirtualClock())
+    return connect(Enforcement(QuotaEngine(QuotaConfig())), VirtualClock())
 
 
 def test_own_request_keeps_its_place_and_its_response_never_reaches_the_client() -> None:
     conn, client, upstream = core()
-    assert not conn.request_topics(["orders"])  # the client has not shown it is past SASL
+    assert not ask_topics(conn.session, ["orders"])  # the client has not shown it is past SASL
     conn.requests_received(request_frame(OTHER_API, 0, b"", 1))
-    assert conn.request_topics(["orders"])
+    assert ask_topics(conn.session, ["orders"])
     conn.requests_received(request_frame(OTHER_API, 0, b"", 2))
     sent = [parse_request_header(frame) for frame in upstream.written]
     assert [(h.api_key, h.client_id) for h in sent] == [
@@ -89,19 +91,19 @@ def test_own_request_keeps_its_place_and_its_response_never_reaches_the_client()
     )
     assert [response_correlation_id(frame) for frame in client.written] == [1, 2]
     assert not client.closed
-    topic = conn.session.topics.by_name("orders")
+    topic = conn.session.runtime.topics.by_name("orders")
     assert topic is not None and topic.partitions == 6 and topic.topic_id == TOPIC_ID
-    assert conn.session.topics.by_id(TOPIC_ID) == topic
+    assert conn.session.runtime.topics.by_id(TOPIC_ID) == topic
 
 
 def test_no_own_request_while_the_client_authenticates() -> None:
     conn, _, upstream = core()
     conn.requests_received(request_frame(API_VERSIONS, 3, b"", 1))
-    assert not conn.request_topics(["orders"])
+    assert not ask_topics(conn.session, ["orders"])
     conn.requests_received(request_frame(OTHER_API, 0, b"", 2))
-    assert conn.request_topics(["orders"])
+    assert ask_topics(conn.session, ["orders"])
     conn.requests_received(request_frame(SASL_HANDSHAKE, 1, b"\x00\x05PLAIN", 3))  # re-auth
-    assert not conn.request_topics(["orders"])
+    assert not ask_topics(conn.session, ["orders"])
     assert len(upstream.written) == 4  # three of the client's, one of the proxy's
 
 
@@ -110,10 +112,10 @@ def test_client_metadata_responses_feed_the_topic_cache() -> None:
     conn.requests_received(request_frame(METADATA, 12, b"", 5))
     conn.responses_received(metadata_response(12, 5, 3))
     assert response_correlation_id(client.written[0]) == 5
-    topic = conn.session.topics.by_name("orders")
+    topic = conn.session.runtime.topics.by_name("orders")
     assert topic is not None and topic.partitions == 3
-    conn.session.topics.forget(["orders"])
-    assert conn.session.topics.by_id(TOPIC_ID) is None
+    conn.session.runtime.topics.forget(["orders"])
+    assert conn.session.runtime.topics.by_id(TOPIC_ID) is None
 
 
 class NeedsTopic(Handler):
@@ -123,20 +125,27 @@ class NeedsTopic(Handler):
         self.seen: list[tuple[bool, int | None]] = []
 
     def on_request(self, session: Session, request: Request) -> Outcome:
-        topic = session.topics.by_name("orders")
+        topic = session.runtime.topics.by_name("orders")
         self.seen.append((request.refreshed, topic and topic.partitions))
-        if topic is None and not request.refreshed:
-            return Defer(("orders",))
+        if topic is None and not request.refreshed and ask_topics(session, ["orders"]):
+            return Defer()
         return Forward(request.frame)
+
+
+def route(monkeypatch: pytest.MonkeyPatch, api_key: int, handler: Handler) -> None:
+    """Have the connection hand this api_key's requests to `handler`."""
+    routes = list(ROUTES)
+    routes[api_key] = Route(handler, True, handler.stage)
+    monkeypatch.setattr(proxy.core, "ROUTES", tuple(routes))
 
 
 def test_a_deferred_request_and_those_after_it_wait_for_the_topics(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     handler = NeedsTopic()
-    monkeypatch.setitem(HANDLERS, OTHER_API, handler)
+    route(monkeypatch, OTHER_API, handler)
     clock = VirtualClock()
-    conn, client, upstream = connect(Enforcer(QuotaEngine(QuotaConfig())), clock)
+    conn, client, upstream = connect(Enforcement(QuotaEngine(QuotaConfig())), clock)
     two = request_frame(OTHER_API, 0, b"", 2) + request_frame(OTHER_API, 0, b"", 3)
     conn.requests_received(two)  # one read
     sent = [parse_request_header(frame) for frame in upstream.written]
@@ -155,12 +164,12 @@ def test_a_deferral_that_cannot_ask_goes_on_with_the_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     handler = NeedsTopic()
-    monkeypatch.setitem(HANDLERS, OTHER_API, handler)
+    route(monkeypatch, OTHER_API, handler)
     conn, _, upstream = core()
     # as when the upstream connection cannot take a request of the proxy's (closing)
-    monkeypatch.setattr(conn, "send_own_request", lambda *args: False)
+    monkeypatch.setattr(conn, "ask", lambda *args: False)
     conn.requests_received(request_frame(OTHER_API, 0, b"", 2))
-    assert handler.seen == [(False, None), (True, None)]
+    assert handler.seen == [(False, None)]  # decided at once, on what the cache knows
     assert [parse_request_header(f).correlation_id for f in upstream.written] == [2]
 
 
@@ -173,7 +182,7 @@ def test_the_cache_keeps_ids_and_drops_topics_the_cluster_does_not_know() -> Non
     cache.learn([TopicPartitions("orders", recreated, 1)])
     assert cache.by_id(TOPIC_ID) is None and cache.by_id(recreated) is not None
     conn, _, _ = core()
-    conn.session.topics.learn([TopicPartitions("orders", TOPIC_ID, 3)])
+    conn.session.runtime.topics.learn([TopicPartitions("orders", TOPIC_ID, 3)])
     gone = MetadataResponse(
         version=12,
         throttle_time_ms=0,
@@ -188,4 +197,4 @@ def test_the_cache_keeps_ids_and_drops_topics_the_cluster_does_not_know() -> Non
     )
     conn.requests_received(request_frame(METADATA, 12, b"", 5))
     conn.responses_received(response_frame(METADATA, 12, gone, 5))
-    assert conn.session.topics.by_name("orders") is None
+    assert conn.session.runtime.topics.by_name("orders") is None

@@ -9,8 +9,14 @@ import pytest
 
 from protocol.apis import DECODED, PRODUCE
 from protocol.errors import ProtocolError
-from protocol.headers import parse_request_header
-from protocol.produce import produced_topics, producer_ids, refuse_produce
+from protocol.headers import parse_request_header, request_body_offset
+from protocol.produce import (
+    ProduceRequestView,
+    produced_topics,
+    producer_ids,
+    read_produce,
+    refuse_produce,
+)
 from tests.wire import decode_response, produce_request, record_batch
 
 REQUEST, RESPONSE = DECODED[PRODUCE]
@@ -21,6 +27,11 @@ def produce(version: int, partitions: dict[int, bytes | None]) -> bytes:
     return produce_request(version, partitions, TOPIC_ID if version >= 13 else "orders")
 
 
+def view(wire: bytes) -> ProduceRequestView:
+    header = parse_request_header(wire)
+    return read_produce(wire, header, request_body_offset(wire, header))
+
+
 def batch(producer_id: int, epoch: int = 0) -> bytes:
     return record_batch(producer_id, epoch, records=2, value=b"v" * 40)
 
@@ -28,15 +39,14 @@ def batch(producer_id: int, epoch: int = 0) -> bytes:
 @pytest.mark.parametrize("version", [3, 8, 9, 12, 13])
 def test_producer_ids_come_from_every_batch_of_every_partition(version: int) -> None:
     wire = produce(version, {0: batch(7) + batch(8), 3: batch(7, epoch=1), 5: None})
-    header = parse_request_header(wire)
-    assert producer_ids(wire, header) == [7, 8]  # distinct, in order; an epoch bump: same id
+    assert producer_ids(wire, view(wire)) == [7, 8]  # distinct, in order; an epoch bump: same id
     topic = TOPIC_ID if version >= 13 else "orders"
-    assert produced_topics(wire, header) == [(topic, [0, 3, 5])]
+    assert produced_topics(wire, view(wire)) == [(topic, [0, 3, 5])]
 
 
 def test_a_producer_that_is_not_idempotent_is_never_charged() -> None:
     wire = produce(11, {0: batch(-1)})
-    assert producer_ids(wire, parse_request_header(wire)) == []
+    assert producer_ids(wire, view(wire)) == []
 
 
 @pytest.mark.parametrize("cut", [20, 60, 100])
@@ -44,14 +54,14 @@ def test_a_truncated_produce_is_a_protocol_error(cut: int) -> None:
     wire = produce(9, {0: batch(7)})
     short = (len(wire) - cut - 4).to_bytes(4, "big") + wire[4:-cut]
     with pytest.raises(ProtocolError):
-        producer_ids(short, parse_request_header(short))
+        producer_ids(short, view(short))
 
 
 @pytest.mark.parametrize("version", [3, 9, 13])
 def test_a_refusal_names_every_partition_with_the_error(version: int) -> None:
     wire = produce(version, {0: batch(7), 2: batch(7)})
     header = parse_request_header(wire)
-    response = refuse_produce(header, produced_topics(wire, header), 89, 1500)
+    response = refuse_produce(header, produced_topics(wire, view(wire)), 89, 1500)
     msg = decode_response(RESPONSE, response, PRODUCE, version)
     assert msg.throttle_time_ms == 1500
     topic = msg.responses[0]

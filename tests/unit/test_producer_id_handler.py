@@ -10,17 +10,23 @@ import struct
 
 from protocol.apis import DECODED, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
-from proxy.enforcement import Enforcer
-from proxy.handlers.base import Answer, Drop, Forward, Session
+from proxy.context import ProxyContext
+from proxy.enforcement import Enforcement
+from proxy.handlers.base import Answer, Drop, Forward, Outcome, Session
 from proxy.handlers.registry import HANDLERS
-from proxy.topics import TopicCache
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import ClientSensors
 from quotas.settings import ProducerIdCacheSettings, QuotaConfig, QuotaLimits, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.harness import RecordingTransport, VirtualClock, connect
-from tests.harness import handler_request as request
+from tests.harness import (
+    RecordingTransport,
+    VirtualClock,
+    connect,
+    handler_request,
+    handler_session,
+    proxy_context,
+)
 from tests.wire import decode_response, produce_request, record_batch
 
 REQUEST, RESPONSE = DECODED[PRODUCE]
@@ -41,67 +47,81 @@ def produce(producer_id: int, correlation_id: int = 1, acks: int = -1) -> bytes:
 def session(
     limits: QuotaLimits = EVERY_USER, shadow: frozenset[QuotaType] = frozenset()
 ) -> Session:
-    enforcer = Enforcer(QuotaEngine(QuotaConfig(SETTINGS, limits)), shadow)
-    return Session(enforcer, lambda node, host, port: (host, port), TopicCache())
+    enforcement = Enforcement(QuotaEngine(QuotaConfig(SETTINGS, limits)), shadow)
+    return handler_session(proxy_context(enforcement))
+
+
+def enforcement(s: Session) -> Enforcement:
+    assert isinstance(s.runtime, ProxyContext)
+    return s.runtime.quotas
 
 
 def user_sensors(s: Session) -> ClientSensors:
-    return next(s.enforcer.engine.producer_ids.sensors())
+    return next(enforcement(s).engine.producer_ids.sensors())
+
+
+def decide(s: Session, frame: bytes, now_ms: int = 0) -> tuple[Outcome, int]:
+    """The Produce handler's outcome, and the mute the connection applies at once."""
+    request = handler_request(s, frame, now_ms)
+    outcome = HANDLERS[PRODUCE].on_request(s, request)
+    return outcome, enforcement(s).settlement.settle_now(request, now_ms)
+
+
+def request(s: Session, frame: bytes, now_ms: int = 0) -> Outcome:
+    return decide(s, frame, now_ms)[0]
 
 
 def test_three_new_ids_pass_the_fourth_is_refused_and_known_ids_stay_free() -> None:
-    s, handler = session(), HANDLERS[PRODUCE]
+    s = session()
     for producer_id in (1, 2, 3, 1, 2):
-        outcome = handler.on_request(s, request(produce(producer_id)))
-        assert isinstance(outcome, Forward)
-    refused = handler.on_request(s, request(produce(4)))
-    assert isinstance(refused, Answer) and refused.mute_ms == 5000
+        assert isinstance(request(s, produce(producer_id)), Forward)
+    refused, mute = decide(s, produce(4))
+    assert isinstance(refused, Answer) and mute == 5000
     answer = decode_response(RESPONSE, refused.response, PRODUCE, 9)
     assert answer.throttle_time_ms == 5000
     assert [(p.index, p.error_code) for p in answer.responses[0].partition_responses] == [
         (0, 89),
         (1, 89),
     ]
-    assert isinstance(handler.on_request(s, request(produce(3))), Forward)  # still free
+    assert isinstance(request(s, produce(3)), Forward)  # still free
 
 
 def test_a_producer_that_is_not_idempotent_is_never_counted() -> None:
-    s, handler = session(), HANDLERS[PRODUCE]
+    s = session()
     for _ in range(10):
-        assert isinstance(handler.on_request(s, request(produce(-1))), Forward)
-    ids = s.enforcer.engine.producer_ids
+        assert isinstance(request(s, produce(-1)), Forward)
+    ids = enforcement(s).engine.producer_ids
     assert ids.tokens(user_sensors(s), 0) == 2 and ids.tracked_users == 0
 
 
 def test_a_refused_request_with_acks_0_is_dropped_and_counted() -> None:
-    s, handler = session(), HANDLERS[PRODUCE]
+    s = session()
     for producer_id in (1, 2, 3):
-        handler.on_request(s, request(produce(producer_id, acks=0)))
-    outcome = handler.on_request(s, request(produce(4, acks=0)))
-    assert outcome == Drop(mute_ms=5000)
+        request(s, produce(producer_id, acks=0))
+    assert decide(s, produce(4, acks=0)) == (Drop(), 5000)
     assert user_sensors(s).dropped_requests == 1
 
 
 def test_shadow_mode_lets_the_id_through_and_counts_the_throttle() -> None:
-    s, handler = session(shadow=SHADOW), HANDLERS[PRODUCE]
+    s = session(shadow=SHADOW)
     for producer_id in (1, 2, 3, 4):
-        assert isinstance(handler.on_request(s, request(produce(producer_id))), Forward)
+        assert isinstance(request(s, produce(producer_id)), Forward)
     sensors = user_sensors(s)
     assert sensors.shadow_throttles == 1
-    assert s.enforcer.engine.producer_ids.tokens(sensors, 0) == -2  # charged: it went through
+    assert enforcement(s).engine.producer_ids.tokens(sensors, 0) == -2  # charged: it went through
 
 
 def test_a_user_without_the_quota_is_untouched() -> None:
-    s, handler = session(ONLY_BOB), HANDLERS[PRODUCE]
+    s = session(ONLY_BOB)
     frames = [produce(producer_id) for producer_id in range(1, 10)]
-    outcomes = [handler.on_request(s, request(frame)) for frame in frames]
+    outcomes = [request(s, frame) for frame in frames]
     assert [o.frame for o in outcomes if isinstance(o, Forward)] == frames
 
 
 def test_the_refusal_goes_out_in_order_and_mutes_the_connection() -> None:
     clock = VirtualClock()
-    enforcer = Enforcer(QuotaEngine(QuotaConfig(SETTINGS, EVERY_USER)))
-    conn, client, upstream = connect(enforcer, clock, RecordingTransport(), RecordingTransport())
+    quotas = Enforcement(QuotaEngine(QuotaConfig(SETTINGS, EVERY_USER)))
+    conn, client, upstream = connect(quotas, clock, RecordingTransport(), RecordingTransport())
     conn.requests_received(b"".join(produce(p, correlation_id=p) for p in (1, 2, 3)))
     conn.requests_received(produce(4, correlation_id=4) + produce(1, correlation_id=5))
     forwarded = [parse_request_header(frame).correlation_id for frame in upstream.written]
@@ -119,10 +139,11 @@ def test_a_producer_on_one_connection_stays_known_across_layer_rotations() -> No
     """A connection remembers that its producer's id is in the user's current layer and skips
     the filter while that layer is current; across six windows of sending every 2 s the id
     must still be carried into each new layer, so another connection finds it known."""
-    s, handler = session(), HANDLERS[PRODUCE]
+    s = session()
     for now in range(0, 60_000, 2_000):
-        assert isinstance(handler.on_request(s, request(produce(1), now)), Forward)
-    ids = s.enforcer.engine.producer_ids
-    other = Session(s.enforcer, s.advertise, s.topics)
-    assert isinstance(handler.on_request(other, request(produce(1), 60_000)), Forward)
+        assert isinstance(request(s, produce(1), now), Forward)
+    ids = enforcement(s).engine.producer_ids
+    assert isinstance(s.runtime, ProxyContext)
+    other = handler_session(s.runtime)
+    assert isinstance(request(other, produce(1), 60_000), Forward)
     assert ids.tokens(user_sensors(s), 60_000) == 2  # known: nothing charged

@@ -1,5 +1,5 @@
 """Every quota holds a greedy client, whatever it does with throttle_time_ms and however deep
-it pipelines, through the proxy's real connection and enforcer on a virtual clock.
+it pipelines, through the proxy's real connection and enforcement on a virtual clock.
 
 Two properties, for each quota type, client behaviour and window setting (tests/fidelity.py):
 - the long run: over LONG_RUN_S simulated seconds the client gets the quota, within

@@ -14,7 +14,7 @@ from kafka.protocol.producer import ProduceResponse
 from config.settings import UsageSettings
 from protocol.apis import CREATE_TOPICS, PRODUCE
 from proxy.core import ConnectionCore
-from proxy.enforcement import Enforcer
+from proxy.enforcement import Enforcement
 from proxy.handlers.base import Answer, Forward
 from proxy.handlers.registry import HANDLERS
 from proxy.metrics import ProxyStats
@@ -49,9 +49,9 @@ def connected(
 ) -> tuple[UsageRecorder, VirtualClock, ConnectionCore, RecordingTransport]:
     clock = VirtualClock()
     windows = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
-    enforcer = Enforcer(QuotaEngine(QuotaConfig(windows, limits or {})))
+    enforcement = Enforcement(QuotaEngine(QuotaConfig(windows, limits or {})))
     recorder = UsageRecorder("proxy-1", T0)
-    core, client, _ = connect(enforcer, clock, usage=recorder)
+    core, client, _ = connect(enforcement, clock, usage=recorder)
     return recorder, clock, core, client
 
 
@@ -120,7 +120,9 @@ def test_a_throttled_produce_counts_the_throttle_its_response_carried() -> None:
 def test_mutations_admitted_and_refused_are_counted_by_partition() -> None:
     s, handler = mutation_session(), HANDLERS[CREATE_TOPICS]  # rate 2: a burst of 20
     counters = UsageRecorder("p", T0).counters("ANONYMOUS", "app", CREATE_TOPICS)
-    outcome = handler.on_request(s, request(create_topics(30, 4), refreshed=True, usage=counters))
+    outcome = handler.on_request(
+        s, request(s, create_topics(30, 4), refreshed=True, usage=counters)
+    )
     assert isinstance(outcome, Forward)
     assert (counters.mutations_admitted, counters.mutations_rejected) == (30, 4)
 
@@ -129,7 +131,7 @@ def test_new_producer_ids_admitted_and_refused_are_counted() -> None:
     s, handler = producer_id_session(), HANDLERS[PRODUCE]  # a bucket of 2: three pass
     counters = UsageRecorder("p", T0).counters("ANONYMOUS", "app", PRODUCE)
     outcomes = [
-        handler.on_request(s, request(produce_with_id(producer_id), usage=counters))
+        handler.on_request(s, request(s, produce_with_id(producer_id), usage=counters))
         for producer_id in (1, 2, 1, 3, 4)
     ]
     assert isinstance(outcomes[-1], Answer)

@@ -1,0 +1,39 @@
+"""The upstream brokers: where each one really is, and the proxy's address for it.
+
+Broker N is always served at broker_port_base + N, so the addresses clients cache stay valid
+across proxy restarts. Every response that names a broker passes its address here; the server
+opens the broker's listener the moment it is first named, before the response reaches the
+client, so a client never learns an address that is not accepting connections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from config.settings import ProxySettings
+
+
+class Brokers:
+    def __init__(self, settings: ProxySettings) -> None:
+        self._settings = settings
+        #: node_id -> the broker's own (host, port), as the cluster last named it
+        self.upstream: dict[int, tuple[str, int]] = {}
+        #: told of every broker a response names (the server opens its listener)
+        self.on_named: Callable[[int, str, int], None] = lambda node_id, host, port: None
+
+    def port(self, node_id: int) -> int:
+        return self._settings.broker_port_base + node_id
+
+    def advertise(self, node_id: int, host: str, port: int) -> tuple[str, int]:
+        """Record where broker `node_id` really is and return the proxy's address for it."""
+        self.upstream[node_id] = (host, port)
+        self.on_named(node_id, host, port)
+        return self._settings.advertised, self.port(node_id)
+
+    def targets(self, node_id: int | None) -> list[tuple[str, int]]:
+        """Where a listener's clients are connected: the cluster's bootstrap servers for the
+        bootstrap listener, the broker itself for a broker's."""
+        if node_id is None:
+            return self._settings.upstream_addresses()
+        address = self.upstream.get(node_id)
+        return [address] if address is not None else []

@@ -1,0 +1,49 @@
+"""Per-request quota enforcement, cut by quota type.
+
+Each quota type's charge (bandwidth.py, mutations.py, producer_ids.py) records on the
+principal's sensors and keeps its verdict in the request; settlement.py settles it once, with
+the request time, when the response goes out (or at once when none will). The handlers reach
+the charges through proxy.handlers.base.Quotas; the connection resolves each request's
+principal (sensors.py) and has settlement decide its throttle.
+"""
+
+from __future__ import annotations
+
+from proxy.enforcement.bandwidth import FetchQuota, ProduceQuota
+from proxy.enforcement.mutations import MutationQuota
+from proxy.enforcement.producer_ids import ProducerIdQuota
+from proxy.enforcement.sensors import Sensors
+from proxy.enforcement.settlement import Settlement
+from quotas.engine import QuotaEngine
+from quotas.entities import QuotaType
+from quotas.settings import QuotaConfig
+
+
+class Enforcement:
+    def __init__(
+        self,
+        engine: QuotaEngine,
+        shadow: frozenset[QuotaType] = frozenset(),
+        hold_principal: bool = True,
+    ) -> None:
+        self.sensors = Sensors(engine)
+        self.settlement = Settlement(self.sensors, shadow, hold_principal)
+        self.produce = ProduceQuota(self.sensors, self.settlement)
+        self.fetch = FetchQuota(self.sensors, self.settlement)
+        self.mutations = MutationQuota(self.sensors, self.settlement)
+        self.producer_ids = ProducerIdQuota(self.sensors, self.settlement)
+
+    @property
+    def engine(self) -> QuotaEngine:
+        return self.sensors.engine
+
+    def apply(
+        self, quotas: QuotaConfig, shadow: frozenset[QuotaType], hold_principal: bool
+    ) -> bool:
+        """Take a reloaded config; False when its windows changed and every sensor restarts."""
+        self.settlement.shadow = shadow
+        self.settlement.hold_principal = hold_principal
+        return self.sensors.apply(quotas)
+
+    def expire(self, now_ms: int) -> int:
+        return self.sensors.expire(now_ms)

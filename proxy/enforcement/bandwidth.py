@@ -1,0 +1,77 @@
+"""producer_byte_rate and consumer_byte_rate: bytes charged as Kafka charges them."""
+
+from __future__ import annotations
+
+from proxy.enforcement.sensors import Sensors, charge
+from proxy.enforcement.settlement import Settlement
+from proxy.handlers.base import Request
+from quotas.entities import QuotaType
+from quotas.managers import UNLIMITED, ClientSensors
+from quotas.principal import sensors_of
+from quotas.verdicts import Rejudged, Verdict
+
+
+class ProduceQuota:
+    def __init__(self, sensors: Sensors, settlement: Settlement) -> None:
+        self._sensors = sensors
+        self._settlement = settlement
+
+    def charge(self, request: Request, size: int) -> bool:
+        """Charge a Produce request's bytes when it is read, as Kafka charges them when it
+        handles the request: a client pipelining requests is judged on each one in turn, and
+        its connection stops being read at the first request over quota. The verdict is
+        judged again when the response goes out (quotas/verdicts.py Rejudged)."""
+        manager = self._sensors.engine.produce
+        if not manager.enabled:
+            return False
+        principal, now = request.principal, request.now_ms
+        sensors = principal.sensors[manager.slot] or sensors_of(manager, principal, now)
+        throttle = manager.record_and_get_throttle_time_ms(sensors, size, now)
+        if not throttle:
+            return False
+        verdict = request.verdict = Rejudged(manager, sensors, throttle)
+        if verdict.manager.quota_type in self._settlement.shadow:
+            return False
+        self._settlement.hold(verdict, now)
+        return True
+
+
+class FetchQuota:
+    def __init__(self, sensors: Sensors, settlement: Settlement) -> None:
+        self._sensors = sensors
+        self._settlement = settlement
+
+    def _limited(self, request: Request) -> ClientSensors | None:
+        """The principal's consumer sensors when a consumer quota applies and is enforced
+        (shadowed, a Fetch is decided once, when its response is charged)."""
+        fetch = self._sensors.engine.fetch
+        if not fetch.enabled or QuotaType.FETCH in self._settlement.shadow:
+            return None
+        sensors = sensors_of(fetch, request.principal, request.now_ms)
+        return None if sensors.limit == UNLIMITED else sensors
+
+    def owed(self, request: Request) -> int:
+        """A principal already over its consumer quota is answered at once with an empty
+        Fetch and the throttle, as Kafka returns an empty fetch when it throttles."""
+        sensors = self._limited(request)
+        if sensors is None:
+            return 0
+        fetch = self._sensors.engine.fetch
+        throttle = fetch.throttle_time_ms(sensors, request.now_ms)
+        if throttle:
+            request.verdict = Verdict(fetch, sensors, throttle)
+        return throttle
+
+    def cap(self, request: Request) -> int | None:
+        """Kafka caps a fetch to what the quota allows in one quota window."""
+        sensors = self._limited(request)
+        if sensors is None:
+            return None
+        return int(self._sensors.engine.fetch.max_value_in_quota_window(sensors))
+
+    def charge(self, request: Request, size: int) -> None:
+        """Charge a Fetch response's bytes, as Kafka does once it has read the log."""
+        principal = self._sensors.current(request.principal)
+        verdict = charge(self._sensors.engine.fetch, principal, size, request.now_ms)
+        if verdict is not None:
+            request.verdict = verdict

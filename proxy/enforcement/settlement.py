@@ -1,0 +1,155 @@
+"""Settlement: a request's throttle, decided once, when its response goes out (or at once when
+none will), in the order a Kafka broker decides it.
+
+Kafka's KafkaApis records a Produce request's size and a Fetch response's size into the
+byte-rate sensors and the request's thread time into the request sensor, then throttles by the
+larger of the resulting times. The proxy cannot see the broker's threads, so request time here
+is the time from reading a request to answering it, which includes the broker.
+
+Quota types in shadow mode go through the same decisions; a throttle decided for one is
+counted, logged and kept in the throttle-time metric, but not applied. A throttle applied
+holds the principal: every connection that charges the throttled sensors waits until it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from proxy.enforcement.sensors import Sensors, charge
+from proxy.handlers.base import Request, Route
+from quotas.entities import QuotaType
+from quotas.principal import Principal, sensors_of
+from quotas.verdicts import Verdict
+
+log = logging.getLogger(__name__)
+
+#: ClientRequestQuotaManager.NANOS_TO_PERCENTAGE_PER_SECOND
+_NANOS_TO_PERCENTAGE: Final = 100.0 / 1_000_000_000
+#: a shadow decision is logged at most this often per entity
+SHADOW_LOG_INTERVAL_MS: Final = 10_000
+#: the quota types whose throttle holds the principal; a refused producer id is its one
+#: request's, and the user's other producers go on
+_HOLDING: Final = frozenset(
+    {QuotaType.PRODUCE, QuotaType.FETCH, QuotaType.REQUEST, QuotaType.CONTROLLER_MUTATION}
+)
+
+
+class Settlement:
+    def __init__(
+        self,
+        sensors: Sensors,
+        shadow: frozenset[QuotaType] = frozenset(),
+        hold_principal: bool = True,
+    ) -> None:
+        self._sensors = sensors
+        #: quota types whose throttles are decided and reported but not applied
+        self.shadow = shadow
+        #: a throttle stops every connection that charges the throttled sensors, not only the
+        #: one whose request crossed the quota (False: Kafka's per-connection behaviour)
+        self.hold_principal = hold_principal
+        #: the latest end of any hold: while it has passed, which is nearly always, no request
+        #: need look at its sensors' holds (held_ms runs for every request)
+        self._holds_end_ms = 0
+
+    def holds(self, verdict: Verdict) -> bool:
+        """Whether the connection must stop reading until this request's response."""
+        return verdict.throttle_ms > 0 and verdict.manager.quota_type not in self.shadow
+
+    def settle(self, request: Request, elapsed_ns: int, now: int) -> int:
+        """The throttle for one answered request (0 = none), settled as KafkaApis does: the
+        verdict its charges left (a Produce's when read, a Fetch's now) and the request
+        time, throttled by the larger."""
+        request_time = None
+        if request.route.request_time:
+            manager = self._sensors.engine.request
+            if manager.enabled:
+                principal = self._sensors.current(request.principal)
+                request_time = charge(manager, principal, elapsed_ns * _NANOS_TO_PERCENTAGE, now)
+        verdict = request.verdict
+        if verdict is not None:
+            throttle = verdict.at(now)
+            if throttle:
+                if throttle != verdict.throttle_ms:
+                    verdict = Verdict(verdict.manager, verdict.sensors, throttle)
+                if request_time is not None:
+                    return self._settle(now, request_time, verdict)
+                return self._settle(now, verdict)
+        if request_time is not None:
+            return self._settle(now, request_time)
+        return 0
+
+    def settle_now(self, request: Request, now: int) -> int:
+        """A request no broker response will settle (a Produce with acks=0, for which Kafka
+        skips the request quota; a request the proxy answers itself): its verdict alone."""
+        verdict = request.verdict
+        return self.settle_one(verdict, now) if verdict is not None else 0
+
+    def settle_one(self, verdict: Verdict, now: int) -> int:
+        return self._settle(now, verdict) if verdict.throttle_ms else 0
+
+    def _settle(self, now: int, *verdicts: Verdict) -> int:
+        """Kafka throttles by the largest decision and records it under its quota type; the
+        first wins a tie, and callers pass request time first, as KafkaApis breaks ties.
+
+        Returns the throttle to apply: the largest of the enforced quota types. When the
+        largest decision belongs to a shadowed type, that decision is what shadow mode
+        counts and logs, one per request, as enforcing it would have applied it.
+        """
+        largest = max(verdicts, key=lambda verdict: verdict.throttle_ms)
+        manager, sensors, throttle = largest.manager, largest.sensors, largest.throttle_ms
+        manager.record_throttle(sensors, throttle, now)
+        if manager.quota_type not in self.shadow:
+            if throttle:
+                self.hold(largest, now)
+            return throttle
+        self._shadowed(manager.quota_type, largest, now)
+        enforced = [v for v in verdicts if v.manager.quota_type not in self.shadow]
+        if not enforced:
+            return 0
+        applied = max(enforced, key=lambda verdict: verdict.throttle_ms)
+        if applied.throttle_ms:
+            # what is applied is recorded under its own type, as a throttle of that type
+            applied.manager.record_throttle(applied.sensors, applied.throttle_ms, now)
+            self.hold(applied, now)
+        return applied.throttle_ms
+
+    def hold(self, verdict: Verdict, now: int) -> None:
+        if self.hold_principal:
+            sensors, until = verdict.sensors, now + verdict.throttle_ms
+            sensors.held_until_ms = max(sensors.held_until_ms, until)
+            self._holds_end_ms = max(self._holds_end_ms, until)
+
+    def held_ms(self, principal: Principal, route: Route, now: int) -> int:
+        """How long a request must wait before it is handled: the longest hold on the sensors
+        it will charge (a throttle holds the principal as a whole; a connection that charges
+        only other sensors goes on)."""
+        if not self.hold_principal or now >= self._holds_end_ms:
+            return 0
+        engine = self._sensors.engine
+        until = 0
+        if route.request_time and engine.request.enabled:
+            until = sensors_of(engine.request, principal, now).held_until_ms
+        if route.handler is not None:
+            for quota_type in route.handler.quotas:
+                manager = engine.manager(quota_type)
+                if quota_type in _HOLDING and manager.enabled:
+                    until = max(until, sensors_of(manager, principal, now).held_until_ms)
+        return until - now if until > now else 0
+
+    def _shadowed(self, quota_type: QuotaType, verdict: Verdict, now: int) -> None:
+        sensors = verdict.sensors
+        sensors.shadow_throttles += 1
+        last = sensors.shadow_logged_ms
+        if last is None or now - last >= SHADOW_LOG_INTERVAL_MS:
+            sensors.shadow_logged_ms = now
+            user, client = sensors.tags
+            log.info(
+                "shadow mode: would throttle user=%s client_id=%s by %d ms for %s "
+                "(%d shadow throttles so far)",
+                user,
+                client,
+                verdict.throttle_ms,
+                quota_type.key,
+                sensors.shadow_throttles,
+            )

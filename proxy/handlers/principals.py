@@ -1,0 +1,78 @@
+"""The principal builder: the one place that names a connection's principal.
+
+As Kafka's DefaultKafkaPrincipalBuilder: a client that presents a certificate to a listener
+asking for one is User: + its subject through ssl.principal.mapping.rules, and a SASL exchange
+on top names it again, with the user its mechanism authenticates. The proxy verifies nothing
+itself: a certificate was verified by the TLS handshake, and a SASL name is adopted only once
+the broker answers the exchange with success (protocol/sasl.py). Each SASL mechanism the proxy
+can learn is one entry of the mechanism table; a principal source is a method here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from config.ssl_principal import SslPrincipalMapper, distinguished_name
+from protocol.sasl import MECHANISMS, Mechanism, SaslExchange
+from proxy.handlers.base import Request, Session
+
+log = logging.getLogger(__name__)
+
+
+class PrincipalBuilder:
+    def __init__(
+        self,
+        certificates: SslPrincipalMapper | None = None,
+        mechanisms: Mapping[str, Mechanism] = MECHANISMS,
+    ) -> None:
+        #: ssl.principal.mapping.rules of a listener with ssl.client.auth; None: certificates
+        #: name nobody
+        self.certificates = certificates
+        self.mechanisms = mechanisms
+
+    def exchange(self) -> SaslExchange:
+        """A new connection's SASL state, over this builder's mechanisms."""
+        return SaslExchange(self.mechanisms)
+
+    def from_certificate(self, session: Session, certificate: bytes | None) -> bool:
+        """Name the connection from the certificate its client presented (DER); False when
+        no rule maps its subject, as the client's authentication fails on a broker (the
+        connection is closed). A client without one stays User:ANONYMOUS."""
+        if self.certificates is None or not certificate:
+            return True
+        try:
+            session.user = self.certificates.name(distinguished_name(certificate))
+        except ValueError as exc:  # NoMatchingRule, or a replacement Java would refuse
+            log.warning(
+                "closing client %s: no principal for its certificate: %s", session.peer, exc
+            )
+            return False
+        log.info(
+            "client %s authenticated as User:%s by its certificate", session.peer, session.user
+        )
+        return True
+
+    def on_handshake_request(self, session: Session, request: Request) -> None:
+        session.sasl.on_handshake_request(request.frame, request.header)
+
+    def on_handshake_response(self, session: Session, frame: bytes, request: Request) -> None:
+        sasl = session.sasl
+        sasl.on_handshake_response(frame, request.header.api_version)
+        if sasl.mechanism is not None and not sasl.learnable:
+            log.warning(
+                "client %s authenticates with %s, whose principal the proxy cannot learn: "
+                "its quotas are those of User:%s",
+                session.peer,
+                sasl.mechanism,
+                session.user,
+            )
+
+    def on_authenticate_request(self, session: Session, request: Request) -> None:
+        session.sasl.on_authenticate_request(request.frame, request.header)
+
+    def on_authenticate_response(self, session: Session, frame: bytes, request: Request) -> None:
+        user = session.sasl.on_authenticate_response(frame, request.header.api_version)
+        if user is not None:
+            log.info("client %s authenticated as User:%s", session.peer, user)
+            session.user = user
