@@ -47,6 +47,7 @@ class ClientSensors:
         "shadow_throttles",
         "tags",
         "throttle_time",
+        "unexported",
     )
 
     def __init__(self, tags: MetricTags, limit: float, now_ms: int) -> None:
@@ -66,6 +67,8 @@ class ClientSensors:
         #: requests refused with no response to carry the refusal (acks=0), so dropped
         self.dropped_requests = 0
         self.dropped_logged_ms: int | None = None
+        #: what this process recorded since the last export (use seen elsewhere excluded)
+        self.unexported = 0.0
 
 
 #: Kafka's metric name for each quota type's rate stat (group = QuotaType.group)
@@ -130,6 +133,31 @@ class QuotaManager:
         """The throttle owed now, recording nothing: whether a client is already over quota."""
         raise NotImplementedError
 
+    def record_remote(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
+        """Use seen elsewhere (another proxy of the fleet), recorded into the sensor without
+        judging it and without being exported again. It is recorded on this process's clock,
+        at `now_ms` (when it arrived), into the sample current then: clocks of two hosts do
+        not compare, and use a sync interval old lands at most that late in the window."""
+        raise NotImplementedError
+
+    def sensors_of_tags(self, tags: MetricTags, now_ms: int) -> ClientSensors:
+        """The sensors of these metric tags (another member's export names them), made when
+        this process has none: every member resolves a client to the same tags."""
+        sensors = self._sensors.get(tags)
+        if sensors is None:
+            sensors = self._sensors[tags] = self._new_sensors(tags, now_ms)
+        return sensors
+
+    def export(self) -> dict[MetricTags, float]:
+        """What each sensor recorded here since the last export, by its metric tags: the use
+        a fleet member publishes to the others."""
+        exported = {}
+        for tags, sensors in self._sensors.items():
+            if sensors.unexported:
+                exported[tags] = sensors.unexported
+                sensors.unexported = 0.0
+        return exported
+
     def record_throttle(self, sensors: ClientSensors, throttle_time_ms: int, now_ms: int) -> None:
         """The `throttle-time` average Kafka keeps whenever it throttles a client."""
         sensors.throttle_time.record(DEFAULT_METRIC_CONFIG, throttle_time_ms, now_ms)
@@ -188,6 +216,7 @@ class ClientQuotaManager(QuotaManager):
     ) -> int:
         """Record, then check (the value that violates stays recorded, as in Kafka)."""
         sensors.last_record_ms = now_ms
+        sensors.unexported += value
         observed, window_ms = sensors.rate.record_and_measure(self.config, value, now_ms)
         if observed <= sensors.limit:
             return 0
@@ -206,6 +235,10 @@ class ClientQuotaManager(QuotaManager):
     def unrecord(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         """Take back a throttled fetch's bytes: its client receives an empty response."""
         sensors.rate.record(self.config, -value, now_ms)
+
+    def record_remote(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
+        sensors.last_record_ms = now_ms
+        sensors.rate.record(self.config, value, now_ms)
 
     def max_value_in_quota_window(self, sensors: ClientSensors) -> float:
         """The most a fetch may return: Kafka caps fetch.max.bytes with this."""
@@ -240,15 +273,15 @@ class TokenBucketQuotaManager(QuotaManager):
 
     def _new_sensors(self, tags: MetricTags, now_ms: int) -> ClientSensors:
         sensors = super()._new_sensors(tags, now_ms)
-        sensors.bucket = TokenBucket(self.burst(sensors), now_ms)
+        sensors.bucket = TokenBucket(self.burst(sensors.limit), now_ms)
         return sensors
 
-    def burst(self, sensors: ClientSensors) -> float:
-        return burst(self.config, sensors.limit, self.unit_ms)
+    def burst(self, limit: float) -> float:
+        return burst(self.config, limit, self.unit_ms)
 
     def tokens(self, sensors: ClientSensors, now_ms: int) -> float:
         assert sensors.bucket is not None
-        return sensors.bucket.refill(sensors.limit, self.burst(sensors), self.unit_ms, now_ms)
+        return sensors.bucket.refill(sensors.limit, self.burst(sensors.limit), self.unit_ms, now_ms)
 
     def _throttle_ms(self, sensors: ClientSensors, tokens: float) -> int:
         return saturate_int(java_round(-tokens / sensors.limit * self.unit_ms))
@@ -259,11 +292,17 @@ class TokenBucketQuotaManager(QuotaManager):
         return self._throttle_ms(sensors, tokens) if tokens < 0 else 0
 
     def _record(self, sensors: ClientSensors, value: float, now_ms: int) -> float:
+        """This process's use: recorded, and exported to the rest of a fleet."""
+        sensors.unexported += value
+        self.record_remote(sensors, value, now_ms)
+        assert sensors.bucket is not None
+        return sensors.bucket.tokens
+
+    def record_remote(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         assert sensors.bucket is not None
         sensors.last_record_ms = now_ms
         sensors.rate.record(self._rate_config, value, now_ms)
-        sensors.bucket.record(sensors.limit, self.burst(sensors), self.unit_ms, value, now_ms)
-        return sensors.bucket.tokens
+        sensors.bucket.record(sensors.limit, self.burst(sensors.limit), self.unit_ms, value, now_ms)
 
     @property
     def _rate_config(self) -> MetricConfig:
@@ -287,9 +326,7 @@ class TokenBucketQuotaManager(QuotaManager):
     def refund(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         """Give back mutations the cluster did not make (Kafka charges a topic only once
         it passes validation; the proxy charges before the broker has looked)."""
-        assert sensors.bucket is not None
-        sensors.rate.record(self._rate_config, -value, now_ms)
-        sensors.bucket.record(sensors.limit, self.burst(sensors), self.unit_ms, -value, now_ms)
+        self._record(sensors, -value, now_ms)
 
     def record_permissive(self, sensors: ClientSensors, value: float, now_ms: int) -> int:
         """Record, then check: never refuses, throttles while the bucket is negative."""

@@ -45,10 +45,10 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
         #: cleanup finds the filters that have emptied without visiting the others
         self._filters: OrderedDict[MetricTags, LayeredBloomFilter] = OrderedDict()
 
-    def burst(self, sensors: ClientSensors) -> float:
+    def burst(self, limit: float) -> float:
         """One window's worth: producer_ids_rate is ids per window, not per second, and the
         KIP's example admits 100 an hour, not window.num hours' worth at once."""
-        return sensors.limit
+        return limit
 
     @property
     def _rate_config(self) -> MetricConfig:

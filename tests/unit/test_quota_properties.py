@@ -28,7 +28,7 @@ def test_tokens_never_exceed_the_burst(
         QuotaType.CONTROLLER_MUTATION, config, {QuotaEntity(DEFAULT): quota}, unit_ms=1000.0
     )
     sensors = manager.sensors_for("u", "c", T0)
-    burst = manager.burst(sensors)
+    burst = manager.burst(sensors.limit)
     now = T0
     for step, value in sequence:
         now += step
