@@ -16,9 +16,7 @@ from quotas.connections import canonical_ip
 from quotas.entities import DEFAULT, QUOTA_KEYS, QuotaEntity, QuotaType
 from quotas.settings import ProducerIdCacheSettings, QuotaSettings
 from quotas.stats import MetricConfig
-
-#: Kafka declares the byte rates LONG and the others DOUBLE
-_INTEGER_QUOTAS = frozenset({QuotaType.PRODUCE, QuotaType.FETCH})
+from quotas.validation import QuotaError, keys_for, validate_value
 
 _WINDOW_KEYS = {
     "quota.window.num": ("client", "samples"),
@@ -133,29 +131,39 @@ def _parse_entity(
         return
     for key, value in table.items():
         where = f"{entity}: key '{key}'"
-        quota_type = QUOTA_KEYS.get(key)
-        if quota_type is None:
-            known = ", ".join(QUOTA_KEYS)
-            extra = " or a 'clients' table" if entity.client_id is None and entity.user else ""
-            problems.append(f"{where}: unknown quota (known: {known}{extra})")
-            continue
-        if quota_type in _INTEGER_QUOTAS:
-            if not isinstance(value, int) or isinstance(value, bool):
-                problems.append(f"{where}: expected an integer (bytes/second), got {value!r}")
-                continue
-        elif not _is_number(value):
-            problems.append(f"{where}: expected a number, got {value!r}")
-            continue
-        if not value > 0 or not math.isfinite(value):
-            problems.append(f"{where}: must be > 0, got {value}")
-            continue
-        if quota_type is QuotaType.PRODUCER_IDS and (entity.client_id is not None):
-            problems.append(
-                f"{where}: producer_ids_rate applies to users/<user> and users/{DEFAULT} only"
-                " (KIP-936), not to client-id entities"
-            )
-            continue
-        limits.setdefault(quota_type, {})[entity] = float(value)
+        quota = _quota_value(entity, key, value, where, problems)
+        if quota is not None:
+            limits.setdefault(QUOTA_KEYS[key], {})[entity] = quota
+
+
+def _quota_value(
+    entity: QuotaEntity, key: str, value: Any, where: str, problems: list[str]
+) -> float | None:
+    """A value the TOML gives as a finite number, validated by Kafka's rules and messages
+    (quotas/validation.py); None, with the problem said, otherwise."""
+    if not _is_number(value):
+        problems.append(f"{where}: expected a number, got {value!r}")
+        return None
+    if not math.isfinite(value):
+        problems.append(f"{where}: expected a finite number, got {value}")
+        return None
+    try:
+        validate_value(entity, key, float(value))
+    except QuotaError as exc:
+        problems.append(f"{where}: {exc.message}{_hint(entity, key)}")
+        return None
+    return float(value)
+
+
+def _hint(entity: QuotaEntity, key: str) -> str:
+    """What an operator needs beside Kafka's message for a key the entity cannot carry."""
+    keys = keys_for(entity)
+    if key in keys:
+        return ""
+    if key == "producer_ids_rate":
+        return f" (producer_ids_rate applies to users/<user> and users/{DEFAULT} only, KIP-936)"
+    extra = " or a 'clients' table" if entity.user is not None and entity.client_id is None else ""
+    return f" (known: {', '.join(keys)}{extra})"
 
 
 def parse_ips(raw: Any, problems: list[str]) -> dict[str, float]:
@@ -171,16 +179,9 @@ def parse_ips(raw: Any, problems: list[str]) -> dict[str, float]:
         if not isinstance(table, dict):
             problems.append(f"{where}: expected a table of quotas, got {table!r}")
             continue
+        entity = QuotaEntity(ip=address)
         for key, value in table.items():
-            if key != "connection_creation_rate":
-                problems.append(
-                    f"{where}: key '{key}': unknown quota (known: connection_creation_rate)"
-                )
-            elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                problems.append(
-                    f"{where}: key '{key}': expected an integer >= 1 (connections/second), "
-                    f"got {value!r}"
-                )
-            else:
-                rates[address] = float(value)
+            rate = _quota_value(entity, key, value, f"{where}: key '{key}'", problems)
+            if rate is not None:
+                rates[address] = rate
     return rates

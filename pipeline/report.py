@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 
 from config.errors import ConfigError
 from config.loader import load_config
+from config.quota_file import HEADER_MARK, quota_file
 from pipeline.html import PrincipalChart, clock, render
-from pipeline.quota_file import quota_file
 from pipeline.samples import SampleError, check_versions, read_files, read_kafka
 from pipeline.usage_stats import (
     CLIENT_RATES,
@@ -189,7 +189,7 @@ def report(
         quota_file(
             _by_entity(recommended),
             args.config,
-            f"Recommended by kafka-quota-proxy report: p{args.percentile * 100:g} of each "
+            f"{HEADER_MARK}: p{args.percentile * 100:g} of each "
             f"principal's windows x {args.headroom:g}\n(from "
             f"{totals['samples']} samples, {_span(totals['start'], totals['end'])})",
         )

@@ -15,11 +15,9 @@ from config.loader import ProxyConfig, load_config
 from config.report import effective_quotas
 from config.tls import describe, unencrypted_upstream
 from proxy.clock import Clock, LoopClock
-from proxy.context import ProxyContext
+from proxy.context import ProxyContext, build_context
 from proxy.enforcement import Enforcement
-from proxy.handlers.principals import PrincipalBuilder
 from proxy.log_limit import RepeatedLineFilter
-from proxy.memory_pool import MemoryPool
 from proxy.metrics import QuotaCollector, build_registry, serve_metrics
 from proxy.reload import ConfigReloader
 from proxy.server import ProxyServer
@@ -31,8 +29,6 @@ from proxy.usage_sinks import (
     record_usage,
     wall_ms,
 )
-from quotas.connections import ConnectionLimits
-from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType
 
 log = logging.getLogger("kafka-quota-proxy")
@@ -62,17 +58,6 @@ async def _expire_sensors(context: ProxyContext) -> None:
         context.stats.expired_sensors += expired
 
 
-def connection_limits(config: ProxyConfig) -> ConnectionLimits:
-    """Kafka's broker connection settings ([proxy]) with the [ips] quota entities."""
-    proxy = config.proxy
-    return ConnectionLimits(
-        proxy.max_connections,
-        proxy.max_connections_per_ip,
-        proxy.max_connections_per_ip_overrides,
-        config.ip_connection_rates,
-    )
-
-
 #: how often the producer-id cleanup looks again while no user is tracked
 _IDLE_CLEANUP_S = 1.0
 
@@ -95,27 +80,13 @@ async def serve(config: ProxyConfig) -> None:
     recorder = None
     if usage.enabled:
         recorder = UsageRecorder(instance_id(usage, config.proxy.bootstrap_port), wall_ms())
-    context = ProxyContext(
-        config.proxy,
-        LoopClock(),
-        Enforcement(QuotaEngine(config.quotas), config.shadow, config.hold_principal),
-        principals=PrincipalBuilder(config.listener.principal_mapper),
-        usage=recorder,
-        memory_pool=MemoryPool(config.proxy.queued_max_request_bytes),
-        listener_tls=config.listener.context,
-        upstream_tls=config.upstream.context,
-    )
-    context.connection_quotas.update(connection_limits(config), config.quotas.settings.client)
+    context = build_context(config, LoopClock(), recorder)
     stats, clock = context.stats, context.clock
 
     def apply(new: ProxyConfig) -> None:
-        if not context.quotas.apply(new.quotas, new.shadow, new.hold_principal):
+        if not context.reconfigure(new):
             log.warning("quota window settings changed: every quota sensor starts afresh")
-        server.update_connection_limits(connection_limits(new), new.quotas.settings.client)
-        # the reloader refuses a new security.protocol: these are renewed files and rules
-        context.listener_tls = new.listener.context
-        context.upstream_tls = new.upstream.context
-        context.principals.certificates = new.listener.principal_mapper
+        server.slot_freed()  # a raised max.connections lets waiting acceptors go on at once
         if kafka_sink is not None:
             kafka_sink.renew_tls(new.upstream.context)
 

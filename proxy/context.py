@@ -10,8 +10,10 @@ made after a reload uses what the reload brought.
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
+from config.loader import ProxyConfig
 from config.settings import ProxySettings
 from protocol.rewrite import Advertise
 from proxy.brokers import Brokers
@@ -23,6 +25,9 @@ from proxy.memory_pool import MemoryPool
 from proxy.metrics import ProxyStats
 from proxy.usage import UsageRecorder
 from quotas.connections import ConnectionLimits, ConnectionQuotas
+from quotas.engine import QuotaEngine
+from quotas.settings import QuotaConfig
+from quotas.store import FILE, QuotaStore, entries_of
 
 
 @dataclass(eq=False)
@@ -31,6 +36,8 @@ class ProxyContext:
     clock: Clock
     #: quota enforcement, by quota type (the handlers' Quotas)
     quotas: Enforcement
+    #: the one writer of quota limits: enforcement and the connection quotas follow it
+    store: QuotaStore = field(default_factory=QuotaStore)
     #: the proxy's counters for its metrics
     stats: ProxyStats = field(default_factory=ProxyStats)
     #: names each connection's principal, from its certificate and its SASL exchange
@@ -53,7 +60,62 @@ class ProxyContext:
         self.brokers = Brokers(self.settings)
         window = self.quotas.engine.config.settings.client
         self.connection_quotas = ConnectionQuotas(ConnectionLimits(), window)
+        self.store.subscribe(self._limits_changed)
 
     @property
     def advertise(self) -> Advertise:
         return self.brokers.advertise
+
+    def _limits_changed(self, store: QuotaStore) -> None:
+        """A writer changed the store: live connections are judged on the new limits at once,
+        keeping their sensors' history."""
+        self.quotas.apply_limits(store.limits())
+        connections = self.connection_quotas
+        rates = replace(connections.limits, connection_creation_rate=store.ip_rates())
+        connections.update(rates, connections.window)
+
+    def reconfigure(self, config: ProxyConfig) -> bool:
+        """A reloaded file: its quotas as the store's file layer, its windows, enforcement
+        settings, connection limits, renewed TLS files and mapping rules (the reloader refuses
+        a new security.protocol). False when the quota windows changed and every sensor
+        starts afresh."""
+        self.store.replace(FILE, entries_of(config.quotas.limits, config.ip_connection_rates))
+        quotas = QuotaConfig(config.quotas.settings, self.store.limits())
+        kept = self.quotas.apply(quotas, config.shadow, config.hold_principal)
+        limits = connection_limits(config.proxy, self.store.ip_rates())
+        self.connection_quotas.update(limits, config.quotas.settings.client)
+        self.listener_tls = config.listener.context
+        self.upstream_tls = config.upstream.context
+        self.principals.certificates = config.listener.principal_mapper
+        return kept
+
+
+def connection_limits(proxy: ProxySettings, ip_rates: Mapping[str, float]) -> ConnectionLimits:
+    """Kafka's broker connection settings ([proxy]) with the ips quota entities."""
+    return ConnectionLimits(
+        proxy.max_connections,
+        proxy.max_connections_per_ip,
+        proxy.max_connections_per_ip_overrides,
+        ip_rates,
+    )
+
+
+def build_context(config: ProxyConfig, clock: Clock, usage: UsageRecorder | None) -> ProxyContext:
+    """The context a proxy of this config starts with: the file is the store's first layer."""
+    store = QuotaStore()
+    store.replace(FILE, entries_of(config.quotas.limits, config.ip_connection_rates))
+    quotas = QuotaConfig(config.quotas.settings, store.limits())
+    context = ProxyContext(
+        config.proxy,
+        clock,
+        Enforcement(QuotaEngine(quotas), config.shadow, config.hold_principal),
+        store=store,
+        principals=PrincipalBuilder(config.listener.principal_mapper),
+        usage=usage,
+        memory_pool=MemoryPool(config.proxy.queued_max_request_bytes),
+        listener_tls=config.listener.context,
+        upstream_tls=config.upstream.context,
+    )
+    limits = connection_limits(config.proxy, store.ip_rates())
+    context.connection_quotas.update(limits, config.quotas.settings.client)
+    return context

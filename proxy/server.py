@@ -25,8 +25,7 @@ from proxy.connection import ClientConnection
 from proxy.context import ProxyContext
 from proxy.core import OWN_CLIENT_ID
 from proxy.listener import Listener
-from quotas.connections import ConnectionLimits, Verdict, canonical_ip
-from quotas.stats import MetricConfig
+from quotas.connections import Verdict, canonical_ip
 
 log = logging.getLogger(__name__)
 #: the idle sweep looks at every connection: not more often than this, however short
@@ -136,9 +135,8 @@ class ProxyServer:
             self._slot_freed.clear()
             await self._slot_freed.wait()
 
-    def update_connection_limits(self, limits: ConnectionLimits, window: MetricConfig) -> None:
-        """A reload: a raised max.connections lets waiting acceptors go on at once."""
-        self.context.connection_quotas.update(limits, window)
+    def slot_freed(self) -> None:
+        """Acceptors waiting for max.connections look again (a reload may have raised it)."""
         self._slot_freed.set()
 
     def _admit(self, listener: Listener, sock: socket.socket, address: tuple[str, ...]) -> None:

@@ -37,10 +37,12 @@ QUOTA_KEYS: Final = {quota_type.key: quota_type for quota_type in QuotaType}
 
 @dataclass(frozen=True, slots=True)
 class QuotaEntity:
-    """users/<user>[/clients/<client_id>] or clients/<client_id>; None = not part of it."""
+    """users/<user>[/clients/<client_id>], clients/<client_id> or ips/<ip>; None = not part
+    of it, DEFAULT = Kafka's default entity of that type."""
 
     user: str | None = None
     client_id: str | None = None
+    ip: str | None = None
 
     def __str__(self) -> str:
         parts = []
@@ -48,6 +50,8 @@ class QuotaEntity:
             parts.append(f"users/{self.user}")
         if self.client_id is not None:
             parts.append(f"clients/{self.client_id}")
+        if self.ip is not None:
+            parts.append(f"ips/{self.ip}")
         return "/".join(parts)
 
 

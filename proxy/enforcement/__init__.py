@@ -16,7 +16,7 @@ from proxy.enforcement.sensors import Sensors
 from proxy.enforcement.settlement import Settlement
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType
-from quotas.settings import QuotaConfig
+from quotas.settings import QuotaConfig, QuotaLimits
 
 
 class Enforcement:
@@ -44,6 +44,10 @@ class Enforcement:
         self.settlement.shadow = shadow
         self.settlement.hold_principal = hold_principal
         return self.sensors.apply(quotas)
+
+    def apply_limits(self, limits: QuotaLimits) -> None:
+        """New limits from the quota store, on the sensors as they are."""
+        self.sensors.apply(QuotaConfig(self.engine.config.settings, limits))
 
     def expire(self, now_ms: int) -> int:
         return self.sensors.expire(now_ms)

@@ -81,7 +81,11 @@ def test_a_bad_config_is_refused_at_start_up_naming_file_entity_and_key(tmp_path
     for args in (("check-config", str(path)), ("run", "--config", str(path))):
         result = cli(*args)
         assert result.returncode == 2
-        assert f"{path}: clients/app: key 'producer_ids_rate': producer_ids_rate applies to" in (
-            result.stderr
+        assert (
+            f"{path}: clients/app: key 'producer_ids_rate': Invalid configuration key "
+            "producer_ids_rate (producer_ids_rate applies to" in result.stderr
         )
-        assert f"{path}: clients/app: key 'request_percentage': must be > 0, got 0" in result.stderr
+        assert (
+            f"{path}: clients/app: key 'request_percentage': Quota request_percentage must be "
+            "greater than 0" in result.stderr
+        )

@@ -111,7 +111,7 @@ async def test_reload_changes_a_live_throttle_and_a_broken_file_changes_nothing(
     log = quota_proxy.log()
     assert (
         f"{config}: users/ANONYMOUS/clients/{CLIENT_ID}: key 'producer_byte_rate': "
-        "expected an integer (bytes/second), got '1'" in log
+        "expected a number, got '1'" in log
     )
     assert "the running config stays" in log
     assert "closing client" not in log

@@ -148,13 +148,16 @@ consumer_byte_rate = true
         "[broker] key 'quota.window.sizes': unknown key",
         "[broker] key 'producer.id.quota.cache.false.positive.rate': expected a number between",
         "[broker] key 'producer.id.quota.cache.layer.count': expected at least 2 layers, got 1",
-        "users/alice: key 'producer_byte_rate': expected an integer (bytes/second), got 1.5",
-        "users/alice: key 'request_percentage': must be > 0, got -3",
-        "users/alice: key 'consumer_bytes_rate': unknown quota",
-        "users/alice/clients/app: key 'producer_ids_rate': producer_ids_rate applies to users",
+        "users/alice: key 'producer_byte_rate': producer_byte_rate cannot be a fractional value.",
+        "users/alice: key 'request_percentage': Quota request_percentage must be greater than 0",
+        "users/alice: key 'consumer_bytes_rate': Invalid configuration key consumer_bytes_rate "
+        "(known: producer_byte_rate, consumer_byte_rate, request_percentage, "
+        "controller_mutation_rate, producer_ids_rate or a 'clients' table)",
+        "users/alice/clients/app: key 'producer_ids_rate': Invalid configuration key "
+        "producer_ids_rate (producer_ids_rate applies to users/<user> and users/<default> only",
         "users/alice/clients/app: key 'controller_mutation_rate': expected a number, got 'fast'",
-        "clients/<default>: key 'producer_ids_rate': producer_ids_rate applies to users",
-        "clients/<default>: key 'consumer_byte_rate': expected an integer (bytes/second), got True",
+        "clients/<default>: key 'producer_ids_rate': Invalid configuration key producer_ids_rate",
+        "clients/<default>: key 'consumer_byte_rate': expected a number, got True",
     ]
     for fragment in expected:
         assert any(fragment in line for line in lines), fragment
@@ -270,8 +273,11 @@ connections = 3
     assert "[proxy] key 'queued_max_request_bytes': must be > 0, got -1" in text
     assert "[proxy] key 'connections_max_idle_ms': must be > 0, or -1 to never" in text
     assert "ips/10.0.0.300: not an IP address" in text
-    assert "ips/<default>: key 'connection_creation_rate': expected an integer >= 1" in text
-    assert "ips/<default>: key 'connections': unknown quota" in text
+    assert (
+        "ips/<default>: key 'connection_creation_rate': connection_creation_rate cannot be a "
+        "fractional value." in text
+    )
+    assert "ips/<default>: key 'connections': Invalid configuration key connections" in text
     assert len(text.splitlines()) == 8
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from config.loader import load_config
-from pipeline.quota_file import quota_file
+from config.quota_file import HEADER_MARK, quota_file
 from pipeline.whatif import PrincipalWindow, replay
 from quotas.entities import QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
@@ -97,3 +97,21 @@ def test_the_quota_file_keeps_the_current_config_and_loads(tmp_path: Path) -> No
     rocket = QuotaEntity("dave", "rocket-\U0001f680-\x7f")  # TOML has no surrogate pairs
     assert limits[QuotaType.CONTROLLER_MUTATION][rocket] == 2.5
     assert path.read_text().startswith("# made by a test\n# line two\n")
+
+
+def test_the_quota_file_keeps_the_operators_comments_and_replaces_its_own_header(
+    tmp_path: Path,
+) -> None:
+    current = tmp_path / "proxy.toml"
+    operator = (
+        "[proxy]\nbootstrap_port = 19192  # the port the load balancer checks\n\n"
+        "# the batch team's quota, agreed in ticket 42\n"
+        "[users.alice.clients.app]\nproducer_byte_rate = 100\n"
+    )
+    current.write_text(operator)
+    first = quota_file({("bob", None): {"request_percentage": 5.0}}, current, HEADER_MARK + ": 1")
+    assert first.startswith(f"# {HEADER_MARK}: 1\n" + operator)  # every line of it, untouched
+    current.write_text(first)
+    second = quota_file({("bob", None): {"request_percentage": 6.0}}, current, HEADER_MARK + ": 2")
+    assert second.startswith(f"# {HEADER_MARK}: 2\n" + operator)  # the old header replaced
+    assert "request_percentage = 6.0" in second and "5.0" not in second

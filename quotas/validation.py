@@ -1,0 +1,130 @@
+"""Kafka's validation of client quotas, with its error messages: what the KRaft controller
+accepts in an AlterClientQuotas (ClientQuotaControlManager) and a broker in a
+DescribeClientQuotas filter (ClientQuotasImage), so a quota the proxy is given, from its file
+or through kafka-configs, is refused for the same reasons and in the same words.
+
+An entity on the wire is a list of (entity type, name) pairs, a null name meaning Kafka's
+default entity; QuotaEntity writes that default as DEFAULT.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from enum import Enum
+from typing import Final
+
+from quotas.connections import canonical_ip
+from quotas.entities import DEFAULT, QuotaEntity
+from quotas.javamath import INT_MAX
+
+#: Kafka's error codes a quota request is refused with
+INVALID_REQUEST: Final = 42
+UNSUPPORTED_VERSION: Final = 35
+
+USER: Final = "user"
+CLIENT_ID: Final = "client-id"
+IP: Final = "ip"
+
+
+class QuotaError(ValueError):
+    """A quota Kafka refuses, with the error code and message its controller gives."""
+
+    def __init__(self, message: str, code: int = INVALID_REQUEST) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class KeyType(Enum):
+    """A quota key's ConfigDef type (QuotaConfig.java)."""
+
+    LONG = "LONG"
+    INT = "INT"
+    DOUBLE = "DOUBLE"
+
+
+#: QuotaConfig.userAndClientQuotaConfigs(): the keys of user and client-id entities
+CLIENT_KEYS: Final[Mapping[str, KeyType]] = {
+    "producer_byte_rate": KeyType.LONG,
+    "consumer_byte_rate": KeyType.LONG,
+    "request_percentage": KeyType.DOUBLE,
+    "controller_mutation_rate": KeyType.DOUBLE,
+}
+#: KIP-936's producer_ids_rate (DOUBLE), for user entities alone: users/<user>, users/<default>
+USER_KEYS: Final[Mapping[str, KeyType]] = {**CLIENT_KEYS, "producer_ids_rate": KeyType.DOUBLE}
+#: QuotaConfig.ipConfigs()
+IP_KEYS: Final[Mapping[str, KeyType]] = {"connection_creation_rate": KeyType.INT}
+
+#: (entity type, name) pairs as a request carries them; None names the default entity
+EntityPairs = Iterable[tuple[str, str | None]]
+#: what an ip entity's name stands for (None: not an address); literal addresses by default
+Resolve = Callable[[str], str | None]
+
+
+def entity_of(pairs: EntityPairs, resolve: Resolve = canonical_ip) -> QuotaEntity:
+    """A request's entity, validated as ClientQuotaControlManager.validateEntity and
+    configKeysForEntityType do, in their order; a repeated type takes the last name, as
+    Kafka's request reading keeps it."""
+    entity = dict(pairs)
+    if not entity:
+        raise QuotaError("Invalid empty client quota entity")
+    for entity_type, name in entity.items():
+        if entity_type not in (USER, CLIENT_ID, IP):
+            raise QuotaError(f"Unhandled client quota entity type: {entity_type}")
+        if name == "":
+            raise QuotaError(f"Empty {entity_type} not supported")
+    if IP in entity:
+        if len(entity) > 1:
+            raise QuotaError(
+                "Invalid quota entity combination, IP entity shouldnot be combined with User "
+                "or ClientId"
+            )
+        name = entity[IP]
+        if name is None:
+            return QuotaEntity(ip=DEFAULT)
+        address = resolve(name)
+        if address is None:
+            raise QuotaError(f"{name} is not a valid IP or resolvable host.")
+        return QuotaEntity(ip=address)
+    user, client_id = entity.get(USER, ...), entity.get(CLIENT_ID, ...)
+    return QuotaEntity(
+        user=None if user is ... else (DEFAULT if user is None else user),
+        client_id=None if client_id is ... else (DEFAULT if client_id is None else client_id),
+    )
+
+
+def pairs_of(entity: QuotaEntity) -> list[tuple[str, str | None]]:
+    """The entity as a request names it: (type, name), None for a default."""
+    pairs = []
+    for entity_type, name in ((USER, entity.user), (CLIENT_ID, entity.client_id), (IP, entity.ip)):
+        if name is not None:
+            pairs.append((entity_type, None if name == DEFAULT else name))
+    return pairs
+
+
+def keys_for(entity: QuotaEntity) -> Mapping[str, KeyType]:
+    """The quota keys an entity may carry."""
+    if entity.ip is not None:
+        return IP_KEYS
+    if entity.user is not None and entity.client_id is None:
+        return USER_KEYS
+    return CLIENT_KEYS
+
+
+def validate_value(entity: QuotaEntity, key: str, value: float) -> None:
+    """ClientQuotaControlManager.validateQuotaKeyValue: the key must be one of the entity's,
+    the value above 0, and a whole number of its type's range for LONG and INT keys."""
+    key_type = keys_for(entity).get(key)
+    if key_type is None:
+        raise QuotaError(f"Invalid configuration key {key}")
+    if value <= 0.0:
+        raise QuotaError(f"Quota {key} must be greater than 0")
+    if key_type is KeyType.DOUBLE:
+        return
+    if key_type is KeyType.INT and value > INT_MAX:
+        raise QuotaError(f"Proposed value for {key} is too large for an INT.")
+    if key_type is KeyType.LONG and value > 9.223372036854775807e18:  # Long.MAX_VALUE, a double
+        raise QuotaError(f"Proposed value for {key} is too large for a LONG.")
+    if abs(math.fmod(value, 1.0)) > 1e-6:  # Java's %, which keeps the dividend's sign
+        raise QuotaError(f"{key} cannot be a fractional value.")
