@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from config.cluster import ClusterSettings, parse_cluster
 from config.errors import ConfigError
 from config.quotas import parse_broker_settings, parse_entities, parse_ips
 from config.settings import (
@@ -26,6 +27,7 @@ _SECTIONS = (
     "proxy",
     "listener",
     "upstream",
+    "cluster",
     "metrics",
     "usage",
     "enforcement",
@@ -52,11 +54,14 @@ class ProxyConfig:
     #: TLS towards clients ([listener]) and towards the cluster ([upstream])
     listener: TlsSettings = field(default_factory=TlsSettings)
     upstream: TlsSettings = field(default_factory=TlsSettings)
+    #: the proxy's own client on the cluster ([cluster]; else [upstream] without SASL)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
 
     def watched_files(self) -> list[Path]:
         """What a change of reloads the config: the file, and the TLS files it names (a
         renewed certificate is taken without a restart)."""
-        files = [Path(name) for name in (*self.listener.files, *self.upstream.files)]
+        sides = (self.listener, self.upstream, self.cluster.tls)
+        files = sorted({Path(name) for side in sides for name in side.files})
         return [self.path, *files] if self.path is not None else files
 
 
@@ -83,11 +88,14 @@ def load_config(path: Path | str) -> ProxyConfig:
     listener, upstream = parse_tls(
         _table(document, "listener", problems), _table(document, "upstream", problems), problems
     )
-    if usage.kafka_topic and not usage.kafka_bootstrap_servers and upstream.sasl:
+    cluster = parse_cluster(_table(document, "cluster", problems), upstream, problems)
+    on_upstream = usage.kafka_topic and not usage.kafka_bootstrap_servers
+    if on_upstream and upstream.sasl and not cluster.sasl:
         problems.append(
-            f"[usage] key 'kafka_topic': the upstream cluster speaks {upstream.security_protocol}"
-            " and the proxy holds no SASL credentials of its own; name a PLAINTEXT listener "
-            "of a cluster it can write to in kafka_bootstrap_servers"
+            "[usage] key 'kafka_topic': the upstream cluster speaks "
+            f"{upstream.security_protocol} and the proxy holds no SASL credentials of its "
+            "own; give it some in [cluster], or name a PLAINTEXT listener of a cluster it "
+            "can write to in kafka_bootstrap_servers"
         )
     if problems:
         raise ConfigError(path, problems)
@@ -102,6 +110,7 @@ def load_config(path: Path | str) -> ProxyConfig:
         ip_connection_rates=ip_rates,
         listener=listener,
         upstream=upstream,
+        cluster=cluster,
     )
 
 

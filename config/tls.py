@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.quotas import flatten_dotted
+from config.secrets import SecretError, secret
 from config.settings import typed_values
 from config.ssl_principal import SslPrincipalMapper
 
@@ -86,8 +87,8 @@ def parse_tls(
     listener: dict[str, Any], upstream: dict[str, Any], problems: list[str]
 ) -> tuple[TlsSettings, TlsSettings]:
     """([listener], [upstream]), appending one message per problem."""
-    clients = _parse_side("listener", listener, _LISTENER_KEYS, problems)
-    cluster = _parse_side("upstream", upstream, _UPSTREAM_KEYS, problems)
+    clients = _parse_side("listener", flatten_dotted(listener), _LISTENER_KEYS, problems)
+    cluster = parse_tls_side("upstream", flatten_dotted(upstream), problems)
     if clients.sasl != cluster.sasl:
         problems.append(
             f"[listener] key 'security.protocol': {clients.security_protocol} in front of "
@@ -142,10 +143,15 @@ def describe(clients: TlsSettings, cluster: TlsSettings) -> list[str]:
     return [listener, upstream, *([f"warning: {warning}"] if warning else [])]
 
 
+def parse_tls_side(name: str, values: dict[str, Any], problems: list[str]) -> TlsSettings:
+    """A side towards the brokers ([upstream], the proxy's own [cluster]), flattened keys."""
+    return _parse_side(name, values, _UPSTREAM_KEYS, problems)
+
+
 def _parse_side(
-    name: str, section: dict[str, Any], known: dict[str, tuple[type, ...]], problems: list[str]
+    name: str, flat: dict[str, Any], known: dict[str, tuple[type, ...]], problems: list[str]
 ) -> TlsSettings:
-    values = typed_values(name, flatten_dotted(section), known, problems)
+    values = typed_values(name, flat, known, problems)
     protocol = values.get("security.protocol", "PLAINTEXT")
     if protocol not in PROTOCOLS:
         problems.append(
@@ -164,8 +170,8 @@ def _parse_side(
                 f"[{name}] key '{ssl_keys[0]}': set, but security.protocol is {protocol}"
             )
         return TlsSettings(protocol, keys=keys)
-    if name == "upstream":
-        return TlsSettings(protocol, _client_context(values, problems), keys=keys)
+    if name != "listener":
+        return TlsSettings(protocol, _client_context(name, values, problems), keys=keys)
     context = _server_context(values, problems)
     mapper = _principal_mapper(values, problems) if context is not None else None
     return TlsSettings(protocol, context, mapper, keys)
@@ -228,7 +234,9 @@ def _server_context(values: dict[str, Any], problems: list[str]) -> ssl.SSLConte
     return context
 
 
-def _client_context(values: dict[str, Any], problems: list[str]) -> ssl.SSLContext | None:
+def _client_context(
+    name: str, values: dict[str, Any], problems: list[str]
+) -> ssl.SSLContext | None:
     """The context towards the brokers: their certificates verified against the truststore
     (the system's CAs without one), hostnames verified unless the algorithm is "", and the
     proxy's own certificate when the cluster asks for one."""
@@ -237,7 +245,7 @@ def _client_context(values: dict[str, Any], problems: list[str]) -> ssl.SSLConte
     algorithm = values.get(_ALGORITHM, "https")
     if algorithm not in ("https", ""):
         problems.append(
-            "[upstream] key 'ssl.endpoint.identification.algorithm': expected \"https\" or "
+            f"[{name}] key 'ssl.endpoint.identification.algorithm': expected \"https\" or "
             f'"" (no hostname verification), got {algorithm!r}'
         )
         return None
@@ -245,10 +253,10 @@ def _client_context(values: dict[str, Any], problems: list[str]) -> ssl.SSLConte
     truststore = values.get("ssl.truststore.location")
     if truststore is None:
         context.load_default_certs()  # as Java's default truststore; with one, only it
-    elif not _load_truststore("upstream", context, truststore, problems):
+    elif not _load_truststore(name, context, truststore, problems):
         return None
     keystore = values.get("ssl.keystore.location")
-    if keystore is not None and not _load_keystore("upstream", context, keystore, values, problems):
+    if keystore is not None and not _load_keystore(name, context, keystore, values, problems):
         return None
     return context
 
@@ -256,8 +264,15 @@ def _client_context(values: dict[str, Any], problems: list[str]) -> ssl.SSLConte
 def _load_keystore(
     name: str, context: ssl.SSLContext, path: str, values: dict[str, Any], problems: list[str]
 ) -> bool:
+    password = values.get("ssl.key.password")
+    reference = secret(password)
     try:
-        context.load_cert_chain(path, password=values.get("ssl.key.password"))
+        if reference is not None:
+            password = reference.value()
+        context.load_cert_chain(path, password=password)
+    except SecretError as exc:
+        problems.append(f"[{name}] key 'ssl.key.password': {exc}")
+        return False
     except (OSError, ssl.SSLError) as exc:
         problems.append(f"[{name}] key 'ssl.keystore.location': cannot load {path}: {exc}")
         return False

@@ -9,11 +9,14 @@ skipped.
 from __future__ import annotations
 
 from struct import Struct
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from protocol.apis import DECODED, request_is_flexible, response_header_is_flexible
 from protocol.errors import ProtocolError
 from protocol.primitives import skip_tagged_fields
+
+#: the client-id of the proxy's own requests, as a broker's request log shows it
+OWN_CLIENT_ID: Final = "kafka-quota-proxy"
 
 _REQUEST_PREFIX = Struct(">ihhih")  # size, api_key, api_version, correlation_id, client_id len
 _REQUEST_HEADER_V1 = Struct(">hhih")  # the same without the size

@@ -15,6 +15,7 @@ from config.loader import ProxyConfig, load_config
 from config.report import effective_quotas
 from config.tls import describe, unencrypted_upstream
 from proxy.clock import Clock, LoopClock
+from proxy.cluster import AuthenticationFailed
 from proxy.context import ProxyContext, build_context
 from proxy.enforcement import Enforcement
 from proxy.log_limit import RepeatedLineFilter
@@ -88,7 +89,7 @@ async def serve(config: ProxyConfig) -> None:
             log.warning("quota window settings changed: every quota sensor starts afresh")
         server.slot_freed()  # a raised max.connections lets waiting acceptors go on at once
         if kafka_sink is not None:
-            kafka_sink.renew_tls(new.upstream.context)
+            kafka_sink.renew(new.cluster)
 
     files = None
     if recorder is not None and usage.directory:
@@ -109,7 +110,7 @@ async def serve(config: ProxyConfig) -> None:
     sampling = None
     if recorder is not None:
         if usage.kafka_topic:
-            # to the upstream cluster by default, over the proxy's own [upstream] TLS
+            # to the upstream cluster by default, as the proxy's own client ([cluster])
             upstream = not usage.kafka_bootstrap_servers
             servers = usage.kafka_bootstrap_servers or config.proxy.upstream_bootstrap_servers
             kafka_sink = UsageKafkaSink(
@@ -117,7 +118,7 @@ async def serve(config: ProxyConfig) -> None:
                 usage.kafka_topic,
                 usage.kafka_buffer_samples,
                 stats,
-                config.upstream.context if upstream else None,
+                config.cluster if upstream else None,
             )
             background.append(asyncio.create_task(kafka_sink.run()))
         sampling = asyncio.create_task(record_usage(recorder, usage, files, kafka_sink, stats))
@@ -193,6 +194,8 @@ def check_config(path: Path) -> int:
     print(f"{path}: valid")
     for line in describe(config.listener, config.upstream):
         print(line)
+    if config.cluster.configured:
+        print(config.cluster.describe())
     if config.shadow:
         keys = ", ".join(quota_type.key for quota_type in QuotaType if quota_type in config.shadow)
         print(f"shadow mode (decided and reported, not enforced): {keys}")
@@ -260,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(serve(config))
     except ConfigError as exc:
         print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
+        return 2
+    except AuthenticationFailed as exc:
+        print(
+            f"kafka-quota-proxy: the cluster refused the proxy's own client: {exc}", file=sys.stderr
+        )
         return 2
     return 0
 

@@ -13,6 +13,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from config.cluster import ClusterSettings
 from config.loader import ProxyConfig
 from config.settings import ProxySettings
 from protocol.rewrite import Advertise
@@ -50,6 +51,8 @@ class ProxyContext:
     #: plaintext. SASL needs neither: clients' exchanges pass through either way
     listener_tls: ssl.SSLContext | None = None
     upstream_tls: ssl.SSLContext | None = None
+    #: the proxy's own client on the cluster ([cluster], else [upstream] without SASL)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
     #: partition counts by topic, from every Metadata response through the proxy
     topics: TopicCache = field(default_factory=TopicCache)
     brokers: Brokers = field(init=False)
@@ -86,6 +89,7 @@ class ProxyContext:
         self.connection_quotas.update(limits, config.quotas.settings.client)
         self.listener_tls = config.listener.context
         self.upstream_tls = config.upstream.context
+        self.cluster = config.cluster
         self.principals.certificates = config.listener.principal_mapper
         return kept
 
@@ -115,6 +119,7 @@ def build_context(config: ProxyConfig, clock: Clock, usage: UsageRecorder | None
         memory_pool=MemoryPool(config.proxy.queued_max_request_bytes),
         listener_tls=config.listener.context,
         upstream_tls=config.upstream.context,
+        cluster=config.cluster,
     )
     limits = connection_limits(config.proxy, store.ip_rates())
     context.connection_quotas.update(limits, config.quotas.settings.client)

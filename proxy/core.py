@@ -21,7 +21,12 @@ from typing import ClassVar, Final, Protocol
 
 from protocol.errors import ProtocolError
 from protocol.frames import FrameSplitter
-from protocol.headers import encode_request, parse_request_header, response_correlation_id
+from protocol.headers import (
+    OWN_CLIENT_ID,
+    encode_request,
+    parse_request_header,
+    response_correlation_id,
+)
 from protocol.throttle import with_throttle_time
 from proxy.clock import Timer
 from proxy.context import ProxyContext
@@ -33,8 +38,6 @@ from quotas.principal import Principal
 log = logging.getLogger(__name__)
 
 
-#: the client-id of the proxy's own requests, as a broker's request log shows it
-OWN_CLIENT_ID: Final = "kafka-quota-proxy"
 #: the proxy's own requests are numbered from here, apart from what clients use in practice
 _OWN_CORRELATION_IDS: Final = 0x7F000000
 

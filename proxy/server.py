@@ -15,15 +15,13 @@ import asyncio
 import contextlib
 import logging
 import socket
-from struct import Struct
 
 from protocol.apis import METADATA
 from protocol.errors import ProtocolError
-from protocol.headers import encode_request
 from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body, read_metadata_response
+from proxy.cluster import ClusterClient
 from proxy.connection import ClientConnection
 from proxy.context import ProxyContext
-from proxy.core import OWN_CLIENT_ID
 from proxy.listener import Listener
 from quotas.connections import Verdict, canonical_ip
 
@@ -31,8 +29,6 @@ log = logging.getLogger(__name__)
 #: the idle sweep looks at every connection: not more often than this, however short
 #: connections_max_idle_ms is
 IDLE_SWEEP_MIN_S = 0.05
-
-_INT32 = Struct(">i")
 
 
 def peer_ip(address: str) -> str:
@@ -74,8 +70,8 @@ class ProxyServer:
         try:
             await self.discover_brokers()
         except (OSError, TimeoutError, ValueError, EOFError, ProtocolError) as exc:
-            # a SASL listener closes on a request before authentication; listeners then
-            # open as clients' own Metadata responses name the brokers
+            # a SASL listener closes on a request before authentication (without [cluster]
+            # credentials); listeners then open as clients' own Metadata responses name them
             log.warning("no broker listeners opened at start-up: %r", exc)
         log.info(
             "proxy serving bootstrap at %s for %s",
@@ -284,27 +280,12 @@ class ProxyServer:
             )
 
     async def discover_brokers(self) -> None:
-        """Open every broker's listener up front, so clients with cached metadata reconnect."""
-        tls = self.context.upstream_tls
-        for host, port in self.settings.upstream_addresses():
-            try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(
-                        host, port, ssl=tls, server_hostname=host if tls is not None else None
-                    ),
-                    self.settings.connect_timeout_s,
-                )
-            except (OSError, TimeoutError):
-                continue
-            version = OWN_METADATA_VERSION
-            try:
-                body = metadata_request_body([])  # brokers only
-                writer.write(encode_request(METADATA, version, 0, OWN_CLIENT_ID, body))
-                size = _INT32.unpack(await reader.readexactly(4))[0]
-                frame = _INT32.pack(size) + await reader.readexactly(size)
-            finally:
-                writer.close()
-            for broker in read_metadata_response(frame, version).brokers:
-                self.context.brokers.advertise(broker.node_id, broker.host, broker.port)
-            return
-        raise OSError("no upstream bootstrap server reachable")
+        """Open every broker's listener up front, so clients with cached metadata reconnect:
+        the brokers asked with the proxy's own client, as its [cluster] principal."""
+        addresses = self.settings.upstream_addresses()
+        timeout_s = self.settings.connect_timeout_s
+        version = OWN_METADATA_VERSION
+        async with ClusterClient(self.context.cluster, addresses, timeout_s) as cluster:
+            frame = await cluster.ask(METADATA, version, metadata_request_body([]))  # brokers only
+        for broker in read_metadata_response(frame, version).brokers:
+            self.context.brokers.advertise(broker.node_id, broker.host, broker.port)

@@ -14,7 +14,6 @@ import asyncio
 import logging
 import os
 import re
-import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -23,6 +22,8 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from config.cluster import ClusterSettings
+from config.secrets import SecretError
 from config.settings import UsageSettings
 from proxy.metrics import ProxyStats
 from proxy.usage import UsageRecorder
@@ -98,11 +99,11 @@ class UsageKafkaSink:
         topic: str,
         capacity: int,
         stats: ProxyStats,
-        tls: ssl.SSLContext | None = None,
+        cluster: ClusterSettings | None = None,
     ) -> None:
         self.bootstrap_servers = list(bootstrap_servers)
-        #: on the upstream cluster, the proxy's own [upstream] TLS; None: plaintext
-        self._tls = tls
+        #: on the upstream cluster, the proxy's own client ([cluster]); None: plaintext
+        self._cluster = cluster
         self.topic = topic
         self._buffer: deque[UsageSample] = deque()
         self._capacity = capacity
@@ -121,15 +122,15 @@ class UsageKafkaSink:
         if self._buffer:
             self._ready.set()
 
-    def renew_tls(self, tls: ssl.SSLContext | None) -> None:
-        """A reload re-read the [upstream] files: aiokafka keeps the context it was made with
-        for every connection it opens, so the producer is made again with the new one, as
-        the proxy's own connections use it from now on. A sink made without TLS (a plaintext
+    def renew(self, cluster: ClusterSettings) -> None:
+        """A reload re-read the TLS files: aiokafka keeps the context it was made with for
+        every connection it opens, so the producer is made again with the new one, as the
+        proxy's own connections use it from now on. A sink made without TLS (a plaintext
         cluster, or kafka_bootstrap_servers) has none to renew, and a reload cannot turn
         TLS on (it refuses a new security.protocol)."""
-        if self._tls is None:
+        if self._cluster is None or self._cluster.tls.context is None:
             return
-        self._tls = tls
+        self._cluster = cluster
         self._renewed.set()
         self._ready.set()
 
@@ -138,13 +139,18 @@ class UsageKafkaSink:
         the buffer fills and then drops."""
         while True:
             self._renewed.clear()
+            try:
+                client = self._cluster.aiokafka_options() if self._cluster is not None else {}
+            except SecretError as exc:
+                log.warning("usage samples to Kafka topic %s: %s; retrying", self.topic, exc)
+                await asyncio.sleep(_RETRY_S)
+                continue
             producer = AIOKafkaProducer(
                 bootstrap_servers=self.bootstrap_servers,
                 client_id="kafka-quota-proxy-usage",
                 acks=1,
                 linger_ms=100,
-                security_protocol="SSL" if self._tls is not None else "PLAINTEXT",
-                ssl_context=self._tls,
+                **client,
             )
             try:
                 await producer.start()

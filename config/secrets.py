@@ -1,0 +1,58 @@
+"""Secrets in the config file are references, never values: Kafka's config providers'
+syntax, `${env:NAME}` (KIP-887's EnvVarConfigProvider) and `${file:PATH:KEY}` (KIP-297's
+FileConfigProvider, a properties file). The value is read when it is used, so a rotated
+secret is taken by the next connection, and it is never logged, printed or echoed in an error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_REFERENCE = re.compile(r"^\$\{(env|file):([^}]+)\}$")
+
+
+class SecretError(ValueError):
+    """A reference that does not resolve; its message never holds the secret."""
+
+
+@dataclass(frozen=True)
+class Secret:
+    """Where a secret is, as the config names it (printable: it holds no secret)."""
+
+    reference: str
+
+    def __str__(self) -> str:
+        return self.reference
+
+    def value(self) -> str:
+        """The secret, read now."""
+        match = _REFERENCE.match(self.reference)
+        assert match is not None
+        provider, where = match.groups()
+        if provider == "env":
+            value = os.environ.get(where)
+            if value is None:
+                raise SecretError(f"{self.reference}: the environment variable {where} is not set")
+            return value
+        path, _, key = where.rpartition(":")
+        if not path:
+            raise SecretError(f"{self.reference}: expected ${{file:PATH:KEY}}")
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise SecretError(f"{self.reference}: cannot read {path}: {exc.strerror}") from exc
+        for line in text.splitlines():
+            name, separator, value = line.partition("=")
+            if separator and name.strip() == key and not name.lstrip().startswith("#"):
+                return value.strip()
+        raise SecretError(f"{self.reference}: {path} has no key {key!r}")
+
+
+def secret(value: object) -> Secret | None:
+    """A config value as a secret reference; None when it is not one (a literal secret)."""
+    if isinstance(value, str) and _REFERENCE.match(value):
+        return Secret(value)
+    return None

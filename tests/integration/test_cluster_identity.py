@@ -1,0 +1,179 @@
+"""The proxy's own identity on a SASL cluster ([cluster]).
+
+Three brokers whose only listener for clients is SASL_PLAINTEXT (PLAIN and SCRAM). With the
+proxy's own SCRAM credentials, read from the environment, it opens every broker's listener
+before its first client, and writes usage samples to a topic of that cluster; bad credentials
+stop it at start-up with an error that names [cluster], and no password is ever echoed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from localkafka import KafkaCluster, free_port
+from localkafka.proxy_process import RunningProxy, free_port_block, start_proxy
+from tests.integration.scrape import value, wait_for_metric
+
+pytestmark = pytest.mark.integration
+
+USERS = {"kqp": "kqp-secret", "alice": "alice-secret"}
+SAMPLES = "kafka-quota-proxy-usage"
+TOPIC = "identity-traffic"
+PASSWORD_ENV = "KQP_CLUSTER_PASSWORD"
+CLUSTER = f"""
+[cluster]
+security.protocol = "SASL_PLAINTEXT"
+sasl.mechanism = "SCRAM-SHA-512"
+sasl.username = "kqp"
+sasl.password = "${{env:{PASSWORD_ENV}}}"
+
+[usage]
+interval_s = 1
+directory = ""
+kafka_topic = "{SAMPLES}"
+"""
+
+
+@pytest.fixture(scope="module")
+def kafka_sasl3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    cluster = KafkaCluster(
+        brokers_count=3, workdir=tmp_path_factory.mktemp("kafka-sasl3"), sasl_users=USERS
+    )
+    cluster.start()
+    cluster.create_topic(SAMPLES, partitions=1, replication=1)
+    cluster.create_topic(TOPIC, partitions=3, replication=1)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def identified_proxy(kafka_sasl3: KafkaCluster, tmp_path: Path) -> Iterator[RunningProxy]:
+    proxy = start_proxy(
+        tmp_path,
+        kafka_sasl3.brokers[0].sasl_address,
+        3,
+        CLUSTER,
+        env={PASSWORD_ENV: USERS["kqp"]},
+    )
+    yield proxy
+    proxy.stop()
+
+
+def accepts(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((host, int(port))) == 0
+
+
+async def test_every_broker_listener_is_open_before_the_first_client_and_samples_reach_a_topic(
+    identified_proxy: RunningProxy, kafka_sasl3: KafkaCluster
+) -> None:
+    # nothing has connected to the proxy yet: the brokers came from its own client
+    assert all(
+        accepts(identified_proxy.broker_address(broker.node_id)) for broker in kafka_sasl3.brokers
+    )
+    log = identified_proxy.log()
+    assert "authenticated to the cluster: SCRAM-SHA-512 as User:kqp" in log
+    assert "no broker listeners opened" not in log
+    assert USERS["kqp"] not in log
+    producer = AIOKafkaProducer(
+        bootstrap_servers=identified_proxy.bootstrap,
+        client_id="identity-app",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="alice",
+        sasl_plain_password=USERS["alice"],
+    )
+    await producer.start()
+    try:
+        for _ in range(10):
+            await producer.send_and_wait(TOPIC, b"x" * 1000)
+    finally:
+        await producer.stop()
+    produced = "kafka_quota_proxy_usage_samples_total"
+    await wait_for_metric(
+        identified_proxy.metrics_url, lambda m: (value(m, produced, sink="kafka") or 0) >= 1
+    )
+    consumer = AIOKafkaConsumer(
+        SAMPLES, bootstrap_servers=kafka_sasl3.bootstrap_servers, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        batches = await consumer.getmany(timeout_ms=10_000)
+    finally:
+        await consumer.stop()
+    samples = [json.loads(record.value) for batch in batches.values() for record in batch]
+    assert any(
+        sample["user"] == "alice" and sample["client_id"] == "identity-app" for sample in samples
+    )
+
+
+def test_bad_credentials_are_a_clear_start_up_error_naming_cluster(
+    kafka_sasl3: KafkaCluster, tmp_path: Path
+) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text(
+        f'[proxy]\nupstream_bootstrap_servers = ["{kafka_sasl3.brokers[0].sasl_address}"]\n'
+        f"bootstrap_port = {free_port()}\nbroker_port_base = {free_port_block(3)}\n"
+        f"{CLUSTER}\n[metrics]\nenabled = false\n"
+    )
+    wrong = "not-the-secret-at-all"
+    run = subprocess.run(
+        [sys.executable, "-m", "proxy", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, PASSWORD_ENV: wrong},
+    )
+    assert run.returncode == 2
+    assert "[cluster] SCRAM-SHA-512 as User:kqp" in run.stderr
+    assert "Authentication failed" in run.stderr
+    assert wrong not in run.stderr + run.stdout
+
+
+def test_check_config_never_echoes_a_password(tmp_path: Path) -> None:
+    literal = tmp_path / "literal.toml"
+    literal.write_text(CLUSTER.replace(f"${{env:{PASSWORD_ENV}}}", "hunter2-literal"))
+    refused = subprocess.run(
+        [sys.executable, "-m", "proxy", "check-config", str(literal)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert f"{literal}: [cluster] key 'sasl.password': write where the secret is" in refused.stderr
+    assert "hunter2-literal" not in refused.stderr + refused.stdout
+    referenced = tmp_path / "referenced.toml"
+    referenced.write_text(CLUSTER)
+    described = subprocess.run(
+        [sys.executable, "-m", "proxy", "check-config", str(referenced)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, PASSWORD_ENV: "hunter2-from-env"},
+    )
+    assert described.returncode == 0, described.stderr
+    assert (
+        "[cluster] SASL_PLAINTEXT, SCRAM-SHA-512 as User:kqp "
+        f"(password ${{env:{PASSWORD_ENV}}})" in described.stdout
+    )
+    assert "hunter2-from-env" not in described.stderr + described.stdout
+    unset = subprocess.run(
+        [sys.executable, "-m", "proxy", "check-config", str(referenced)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={name: v for name, v in os.environ.items() if name != PASSWORD_ENV},
+    )
+    assert unset.returncode == 2
+    assert f"the environment variable {PASSWORD_ENV} is not set" in unset.stderr
