@@ -56,18 +56,17 @@ class ProxyContext:
     #: partition counts by topic, from every Metadata response through the proxy
     topics: TopicCache = field(default_factory=TopicCache)
     brokers: Brokers = field(init=False)
+    #: the proxy's address for a broker (the handlers' Runtime.advertise)
+    advertise: Advertise = field(init=False)
     #: max.connections, max.connections.per.ip and the ips' connection_creation_rate
     connection_quotas: ConnectionQuotas = field(init=False)
 
     def __post_init__(self) -> None:
         self.brokers = Brokers(self.settings)
+        self.advertise = self.brokers.advertise
         window = self.quotas.engine.config.settings.client
         self.connection_quotas = ConnectionQuotas(ConnectionLimits(), window)
         self.store.subscribe(self._limits_changed)
-
-    @property
-    def advertise(self) -> Advertise:
-        return self.brokers.advertise
 
     def _limits_changed(self, store: QuotaStore) -> None:
         """A writer changed the store: live connections are judged on the new limits at once,

@@ -39,15 +39,16 @@ class ClientSensors:
         "bucket",
         "dropped_logged_ms",
         "dropped_requests",
+        "exported",
         "held_until_ms",
         "last_record_ms",
         "limit",
         "rate",
+        "remote",
         "shadow_logged_ms",
         "shadow_throttles",
         "tags",
         "throttle_time",
-        "unexported",
     )
 
     def __init__(self, tags: MetricTags, limit: float, now_ms: int) -> None:
@@ -67,8 +68,10 @@ class ClientSensors:
         #: requests refused with no response to carry the refusal (acks=0), so dropped
         self.dropped_requests = 0
         self.dropped_logged_ms: int | None = None
-        #: what this process recorded since the last export (use seen elsewhere excluded)
-        self.unexported = 0.0
+        #: the rate's recorded() at the last export, and the use seen elsewhere since: what
+        #: this process recorded since is the difference (see QuotaManager.export)
+        self.exported = 0.0
+        self.remote = 0.0
 
 
 #: Kafka's metric name for each quota type's rate stat (group = QuotaType.group)
@@ -150,12 +153,15 @@ class QuotaManager:
 
     def export(self) -> dict[MetricTags, float]:
         """What each sensor recorded here since the last export, by its metric tags: the use
-        a fleet member publishes to the others."""
+        a fleet member publishes to the others. Read from the rate's running total, so the
+        per-request path adds nothing for it."""
         exported = {}
         for tags, sensors in self._sensors.items():
-            if sensors.unexported:
-                exported[tags] = sensors.unexported
-                sensors.unexported = 0.0
+            recorded = sensors.rate.recorded()
+            local = recorded - sensors.exported - sensors.remote
+            if local:
+                exported[tags] = local
+            sensors.exported, sensors.remote = recorded, 0.0
         return exported
 
     def record_throttle(self, sensors: ClientSensors, throttle_time_ms: int, now_ms: int) -> None:
@@ -216,7 +222,6 @@ class ClientQuotaManager(QuotaManager):
     ) -> int:
         """Record, then check (the value that violates stays recorded, as in Kafka)."""
         sensors.last_record_ms = now_ms
-        sensors.unexported += value
         observed, window_ms = sensors.rate.record_and_measure(self.config, value, now_ms)
         if observed <= sensors.limit:
             return 0
@@ -238,6 +243,7 @@ class ClientQuotaManager(QuotaManager):
 
     def record_remote(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         sensors.last_record_ms = now_ms
+        sensors.remote += value
         sensors.rate.record(self.config, value, now_ms)
 
     def max_value_in_quota_window(self, sensors: ClientSensors) -> float:
@@ -292,17 +298,15 @@ class TokenBucketQuotaManager(QuotaManager):
         return self._throttle_ms(sensors, tokens) if tokens < 0 else 0
 
     def _record(self, sensors: ClientSensors, value: float, now_ms: int) -> float:
-        """This process's use: recorded, and exported to the rest of a fleet."""
-        sensors.unexported += value
-        self.record_remote(sensors, value, now_ms)
-        assert sensors.bucket is not None
-        return sensors.bucket.tokens
-
-    def record_remote(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         assert sensors.bucket is not None
         sensors.last_record_ms = now_ms
         sensors.rate.record(self._rate_config, value, now_ms)
         sensors.bucket.record(sensors.limit, self.burst(sensors.limit), self.unit_ms, value, now_ms)
+        return sensors.bucket.tokens
+
+    def record_remote(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
+        sensors.remote += value
+        self._record(sensors, value, now_ms)
 
     @property
     def _rate_config(self) -> MetricConfig:

@@ -62,6 +62,7 @@ class SampledStat:
 
     __slots__ = (
         "_current",
+        "_expired",
         "_integral",
         "_oldest_event_ms",
         "_oldest_start_ms",
@@ -82,6 +83,8 @@ class SampledStat:
         self._oldest_event_ms = -(2**62)
         #: the sum of values, exact while _integral
         self._total = 0.0
+        #: what samples held when they were reset: with _total, all ever recorded
+        self._expired = 0.0
         #: every value ever recorded was a whole number
         self._integral = True
 
@@ -103,6 +106,7 @@ class SampledStat:
         starts[index] = now_ms
         self.last_events_ms[index] = now_ms
         self._total -= self.values[index]
+        self._expired += self.values[index]
         self.values[index] = 0.0
         if now_ms < self._oldest_event_ms:
             self._oldest_event_ms = now_ms
@@ -141,6 +145,11 @@ class SampledStat:
                 if now_ms - last_event >= expire_age:
                     self._reset(index, now_ms)
         self._oldest_event_ms = min(last_events)
+
+    def recorded(self) -> float:
+        """Everything ever recorded, expired samples included: a sensor's use between two
+        readings is their difference, with nothing added to the per-record path."""
+        return self._total + self._expired
 
     def total(self) -> float:
         """The values summed in slot order, as Java's SampledStat.combine adds them."""

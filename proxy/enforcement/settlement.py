@@ -62,9 +62,12 @@ class Settlement:
         time, throttled by the larger."""
         request_time = None
         if request.route.request_time:
-            manager = self._sensors.engine.request
+            sensors = self._sensors
+            manager = sensors.engine.request
             if manager.enabled:
-                principal = self._sensors.current(request.principal)
+                principal = request.principal
+                if principal.generation != sensors.generation:  # a reload came in between
+                    principal = sensors.current(principal)
                 request_time = charge(manager, principal, elapsed_ns * _NANOS_TO_PERCENTAGE, now)
         verdict = request.verdict
         if verdict is not None:
