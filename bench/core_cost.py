@@ -4,7 +4,8 @@ bench.latency measures what the proxy adds on the wire, which on a 2-core machin
 the broker swings by hundreds of microseconds; this drives the real connection core (handlers,
 enforcement under quotas that never throttle, usage counting) in-process on recording
 transports with one request and its response at a time, so what it prints is the Python work
-of the proxy per request and nothing else. Run it at two commits to compare a change.
+of the proxy per request and nothing else. `--instructions --against REV` compares a change
+with its parent in counts that do not move from run to run (bench/instructions.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 
+from bench.instructions import REPO, checkout, per_operation
 from protocol.apis import METADATA, PRODUCE
 from proxy.enforcement import Enforcement
 from proxy.usage import UsageRecorder
@@ -84,7 +86,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.core_cost", description=__doc__)
     parser.add_argument("--round-trips", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per round trip with callgrind instead of timing (repeatable)",
+    )
+    parser.add_argument(
+        "--against", metavar="REV", help="with --instructions: also at REV, and the ratio"
+    )
     args = parser.parse_args(argv)
+    if args.instructions:
+        print("connection core, instructions per round trip (callgrind)")
+        for api in _frames():
+            call = f"from bench.core_cost import run\nrun({api!r}, n, 1)"
+            here = per_operation(REPO, call, 1000, 5000)
+            line = f"  {api:<9} {here:,.0f}"
+            if args.against:
+                with checkout(args.against) as tree:
+                    there = per_operation(tree, call, 1000, 5000)
+                line += f"  at {args.against}: {there:,.0f}  ratio {here / there:.3f}"
+            print(line)
+        return 0
     print(f"connection core, Python per round trip (us), {args.round_trips} per round")
     for api in _frames():
         results = run(api, args.round_trips, args.rounds)

@@ -18,6 +18,7 @@ import random
 import statistics
 import time
 
+from bench.instructions import REPO, checkout, per_operation
 from protocol.apis import FETCH, METADATA, PRODUCE
 from protocol.headers import parse_request_header
 from proxy.enforcement import Enforcement
@@ -97,7 +98,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--principals", type=int, action="append", help="default: 100, then 10,000")
     parser.add_argument("--decisions", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per decision with callgrind instead of timing (repeatable)",
+    )
+    parser.add_argument(
+        "--against", metavar="REV", help="with --instructions: also at REV, and the ratio"
+    )
     args = parser.parse_args(argv)
+    if args.instructions:
+        print("quota decision, instructions per decision (callgrind)")
+        for principals in args.principals or (100,):
+            call = (
+                "import contextlib, io\nfrom bench.quota_decision import run\n"
+                f"with contextlib.redirect_stdout(io.StringIO()): run({principals}, n, 1)"
+            )
+            here = per_operation(REPO, call, 2000, 10_000)
+            line = f"  {principals} principals: {here:,.0f}"
+            if args.against:
+                with checkout(args.against) as tree:
+                    there = per_operation(tree, call, 2000, 10_000)
+                line += f"  at {args.against}: {there:,.0f}  ratio {here / there:.3f}"
+            print(line)
+        return 0
     for principals in args.principals or (100, 10_000):
         results = run(principals, args.decisions, args.rounds)
         best, median = min(results), statistics.median(results)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from proxy.enforcement.sensors import Sensors, charge
+from proxy.enforcement.sensors import Sensors
 from proxy.handlers.base import Request, Route
 from quotas.entities import QuotaType
 from quotas.principal import Principal, sensors_of
@@ -64,11 +64,16 @@ class Settlement:
         if request.route.request_time:
             sensors = self._sensors
             manager = sensors.engine.request
-            if manager.enabled:
+            if manager.enabled:  # charge(), inline: every answered request comes here
                 principal = request.principal
                 if principal.generation != sensors.generation:  # a reload came in between
                     principal = sensors.current(principal)
-                request_time = charge(manager, principal, elapsed_ns * _NANOS_TO_PERCENTAGE, now)
+                used = principal.sensors[manager.slot] or sensors_of(manager, principal, now)
+                throttle = manager.record_and_get_throttle_time_ms(
+                    used, elapsed_ns * _NANOS_TO_PERCENTAGE, now
+                )
+                if throttle:
+                    request_time = Verdict(manager, used, throttle)
         verdict = request.verdict
         if verdict is not None:
             throttle = verdict.at(now)
