@@ -13,10 +13,12 @@ from config.quotas import parse_broker_settings, parse_entities, parse_ips
 from config.settings import (
     MetricsSettings,
     ProxySettings,
+    QuotaStoreSettings,
     UsageSettings,
     parse_enforcement,
     parse_metrics_settings,
     parse_proxy_settings,
+    parse_quota_store,
     parse_usage_settings,
 )
 from config.tls import TlsSettings, parse_tls
@@ -28,6 +30,7 @@ _SECTIONS = (
     "listener",
     "upstream",
     "cluster",
+    "quota_store",
     "metrics",
     "usage",
     "enforcement",
@@ -56,6 +59,8 @@ class ProxyConfig:
     upstream: TlsSettings = field(default_factory=TlsSettings)
     #: the proxy's own client on the cluster ([cluster]; else [upstream] without SASL)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    #: the topic quotas altered through the proxy live in ([quota_store])
+    quota_store: QuotaStoreSettings = field(default_factory=QuotaStoreSettings)
 
     def watched_files(self) -> list[Path]:
         """What a change of reloads the config: the file, and the TLS files it names (a
@@ -89,6 +94,7 @@ def load_config(path: Path | str) -> ProxyConfig:
         _table(document, "listener", problems), _table(document, "upstream", problems), problems
     )
     cluster = parse_cluster(_table(document, "cluster", problems), upstream, problems)
+    quota_store = parse_quota_store(_table(document, "quota_store", problems), problems)
     on_upstream = usage.kafka_topic and not usage.kafka_bootstrap_servers
     if on_upstream and upstream.sasl and not cluster.sasl:
         problems.append(
@@ -111,6 +117,7 @@ def load_config(path: Path | str) -> ProxyConfig:
         listener=listener,
         upstream=upstream,
         cluster=cluster,
+        quota_store=quota_store,
     )
 
 

@@ -7,6 +7,8 @@ change wants to see exactly that.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from quotas.entities import DEFAULT, EntityQuotas, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
 from quotas.stats import MetricConfig
@@ -20,7 +22,11 @@ def _windows(prefix: str, config: MetricConfig) -> str:
     return f"{prefix}window.num={config.samples} {prefix}window.size.seconds={seconds}"
 
 
-def effective_quotas(config: QuotaConfig) -> list[str]:
+#: where an entity's value of a quota key comes from, when more than the file is read
+Sources = Callable[[QuotaEntity, str], str | None]
+
+
+def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> list[str]:
     settings = config.settings
     cache = settings.producer_id_cache
     lines = [
@@ -49,7 +55,9 @@ def effective_quotas(config: QuotaConfig) -> list[str]:
             else:
                 value = quotas.limits[source]
                 shown = int(value) if value.is_integer() else value
-                lines.append(f"  {quota_type.key:<{width}}  {shown:<12} from {source}")
+                line = f"  {quota_type.key:<{width}}  {shown:<12} from {source}"
+                layer = sources(source, quota_type.key) if sources is not None else None
+                lines.append(f"{line} ({layer})" if layer else line)
     return lines
 
 

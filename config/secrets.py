@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 _REFERENCE = re.compile(r"^\$\{(env|file):([^}]+)\}$")
@@ -23,12 +23,16 @@ class Secret:
     """Where a secret is, as the config names it (printable: it holds no secret)."""
 
     reference: str
+    #: a secret given to a command directly (a client's --command-config), never shown
+    given: str | None = field(default=None, repr=False, compare=False)
 
     def __str__(self) -> str:
         return self.reference
 
     def value(self) -> str:
         """The secret, read now."""
+        if self.given is not None:
+            return self.given
         match = _REFERENCE.match(self.reference)
         assert match is not None
         provider, where = match.groups()

@@ -4,6 +4,7 @@ run in shadow mode."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -120,6 +121,31 @@ def parse_usage_settings(section: dict[str, Any], problems: list[str]) -> UsageS
         else:
             values["kafka_bootstrap_servers"] = tuple(servers)
     return UsageSettings(**values)
+
+
+@dataclass(frozen=True)
+class QuotaStoreSettings:
+    """[quota_store]: the compacted topic on the cluster that quotas altered through the
+    proxy (kafka-configs, the Admin API) live in, shared by every instance; "" keeps none,
+    and such alterations are refused."""
+
+    topic: str = ""
+
+
+#: Kafka's legal topic names (Topic.validate)
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def parse_quota_store(section: dict[str, Any], problems: list[str]) -> QuotaStoreSettings:
+    values = typed_values("quota_store", section, {"topic": (str,)}, problems)
+    topic = values.get("topic", "")
+    if topic and (not _TOPIC_NAME.match(topic) or topic in (".", "..")):
+        problems.append(
+            f"[quota_store] key 'topic': {topic!r} is not a legal Kafka topic name "
+            "(up to 249 of a-z A-Z 0-9 . _ -)"
+        )
+        topic = ""
+    return QuotaStoreSettings(topic)
 
 
 _METRICS_TYPES: dict[str, tuple[type, ...]] = {

@@ -10,12 +10,16 @@ from __future__ import annotations
 from typing import Any, Final
 
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -53,6 +57,8 @@ CREATE_TOPICS: Final = 19
 DELETE_TOPICS: Final = 20
 DESCRIBE_CONFIGS: Final = 32
 CREATE_PARTITIONS: Final = 37
+DESCRIBE_CLIENT_QUOTAS: Final = 48
+ALTER_CLIENT_QUOTAS: Final = 49
 
 #: Requests Kafka never charges to a client's request quota: SASL (handled by the network
 #: layer) and the cluster actions of ApiKeys (clusterAction = true), which brokers and
@@ -77,6 +83,8 @@ DECODED: Final[dict[int, tuple[Any, Any]]] = {
     CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
     #: asked by the proxy itself, for the partitions a topic gets by default
     DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+    DESCRIBE_CLIENT_QUOTAS: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+    ALTER_CLIENT_QUOTAS: (AlterClientQuotasRequest, AlterClientQuotasResponse),
 }
 
 #: api_key -> highest version the proxy can decode in both directions.

@@ -20,6 +20,9 @@ from proxy.context import ProxyContext, build_context
 from proxy.enforcement import Enforcement
 from proxy.log_limit import RepeatedLineFilter
 from proxy.metrics import QuotaCollector, build_registry, serve_metrics
+from proxy.quota_topic import StoreUnreachable, read_quota_store
+from proxy.quotas_command import add_arguments as add_quota_arguments
+from proxy.quotas_command import run as run_quotas
 from proxy.reload import ConfigReloader
 from proxy.server import ProxyServer
 from proxy.usage import UsageRecorder
@@ -31,6 +34,7 @@ from proxy.usage_sinks import (
     wall_ms,
 )
 from quotas.entities import QuotaType
+from quotas.settings import QuotaConfig
 
 log = logging.getLogger("kafka-quota-proxy")
 
@@ -103,9 +107,13 @@ async def serve(config: ProxyConfig) -> None:
         except OSError as exc:
             problem = f"[usage] key 'directory': cannot write {usage.directory!r}: {exc}"
             raise ConfigError(config.path or "config", [problem]) from exc
+    background: list[asyncio.Task[None]] = []
+    if config.quota_store.topic:  # read before serving: no client is served on forgotten quotas
+        await context.quota_admin.start(2 * config.proxy.connect_timeout_s)
+        background.append(asyncio.create_task(context.quota_admin.run()))
+        log.info("altered quotas: the quota store topic %s", config.quota_store.topic)
     server = ProxyServer(context)
     await server.start()
-    background: list[asyncio.Task[None]] = []
     kafka_sink = None
     sampling = None
     if recorder is not None:
@@ -167,6 +175,7 @@ async def serve(config: ProxyConfig) -> None:
     for task in background:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+    await context.quota_admin.close()
     if metrics_server is not None:
         metrics_server.close()
 
@@ -191,17 +200,28 @@ def check_config(path: Path) -> int:
     except ConfigError as exc:
         print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
         return 2
+    quotas, sources = config.quotas, None
+    if config.quota_store.topic:  # what kafka-configs altered, read from the cluster
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # the error below says it
+        try:
+            store = asyncio.run(read_quota_store(config))
+        except StoreUnreachable as exc:
+            print(f"kafka-quota-proxy: {exc}", file=sys.stderr)
+            return 2
+        quotas, sources = QuotaConfig(config.quotas.settings, store.limits()), store.source
     print(f"{path}: valid")
     for line in describe(config.listener, config.upstream):
         print(line)
     if config.cluster.configured:
         print(config.cluster.describe())
+    if config.quota_store.topic:
+        print(f"altered quotas: read from the quota store topic {config.quota_store.topic}")
     if config.shadow:
         keys = ", ".join(quota_type.key for quota_type in QuotaType if quota_type in config.shadow)
         print(f"shadow mode (decided and reported, not enforced): {keys}")
     if not config.hold_principal:
         print("hold: connection (a throttle mutes only the connection it answers, as a broker)")
-    for line in effective_quotas(config.quotas):
+    for line in effective_quotas(quotas, sources):
         print(line)
     return 0
 
@@ -240,12 +260,20 @@ def main(argv: list[str] | None = None) -> int:
         help="per-principal usage, recommended quotas and a what-if, from usage samples "
         "(needs the pipeline extra: pyspark)",
     )
+    quotas = sub.add_parser(
+        "quotas",
+        help="describe or alter the proxy's quotas with kafka-configs' flags, every key "
+        "included (producer_ids_rate)",
+    )
+    add_quota_arguments(quotas)
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["report"]:
         return _report(report, args_list[1:])
     args = parser.parse_args(args_list)
     if args.command == "check-config":
         return check_config(args.file)
+    if args.command == "quotas":
+        return run_quotas(args)
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -263,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(serve(config))
     except ConfigError as exc:
         print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
+        return 2
+    except StoreUnreachable as exc:
+        print(f"kafka-quota-proxy: {exc}", file=sys.stderr)
         return 2
     except AuthenticationFailed as exc:
         print(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from config.cluster import ClusterSettings
 from config.loader import ProxyConfig
-from config.settings import ProxySettings
+from config.settings import ProxySettings, QuotaStoreSettings
 from protocol.rewrite import Advertise
 from proxy.brokers import Brokers
 from proxy.clock import Clock
@@ -24,6 +24,7 @@ from proxy.handlers.principals import PrincipalBuilder
 from proxy.handlers.topics import TopicCache
 from proxy.memory_pool import MemoryPool
 from proxy.metrics import ProxyStats
+from proxy.quota_topic import QuotaTopic
 from proxy.usage import UsageRecorder
 from quotas.connections import ConnectionLimits, ConnectionQuotas
 from quotas.engine import QuotaEngine
@@ -53,6 +54,8 @@ class ProxyContext:
     upstream_tls: ssl.SSLContext | None = None
     #: the proxy's own client on the cluster ([cluster], else [upstream] without SASL)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    #: where quotas altered through the proxy live ([quota_store])
+    quota_store: QuotaStoreSettings = field(default_factory=QuotaStoreSettings)
     #: partition counts by topic, from every Metadata response through the proxy
     topics: TopicCache = field(default_factory=TopicCache)
     brokers: Brokers = field(init=False)
@@ -60,6 +63,9 @@ class ProxyContext:
     advertise: Advertise = field(init=False)
     #: max.connections, max.connections.per.ip and the ips' connection_creation_rate
     connection_quotas: ConnectionQuotas = field(init=False)
+    #: the quota store's topic, through which kafka-configs alters quotas (handlers'
+    #: QuotaAdmin)
+    quota_admin: QuotaTopic = field(init=False)
 
     def __post_init__(self) -> None:
         self.brokers = Brokers(self.settings)
@@ -67,6 +73,13 @@ class ProxyContext:
         window = self.quotas.engine.config.settings.client
         self.connection_quotas = ConnectionQuotas(ConnectionLimits(), window)
         self.store.subscribe(self._limits_changed)
+        self.quota_admin = QuotaTopic(
+            self.store,
+            self.quota_store,
+            self.cluster,
+            self.settings.upstream_bootstrap_servers,
+            self.stats,
+        )
 
     def _limits_changed(self, store: QuotaStore) -> None:
         """A writer changed the store: live connections are judged on the new limits at once,
@@ -119,6 +132,7 @@ def build_context(config: ProxyConfig, clock: Clock, usage: UsageRecorder | None
         listener_tls=config.listener.context,
         upstream_tls=config.upstream.context,
         cluster=config.cluster,
+        quota_store=config.quota_store,
     )
     limits = connection_limits(config.proxy, store.ip_rates())
     context.connection_quotas.update(limits, config.quotas.settings.client)

@@ -277,6 +277,18 @@ class ConnectionCore:
         log.warning("closing client %s: %s", self.session.peer, exc)
         self.close()
 
+    def begin(self) -> Callable[[], None]:
+        """The handlers' Cluster: a deferral also waits for the callback returned."""
+        self._asked += 1
+        return self._answered
+
+    def _answered(self) -> None:
+        self._asked -= 1
+        if not self._asked and self._deferred is not None:
+            # resumed from the event loop, once the responses that came with the answer
+            # have gone to the client
+            self._clock.call_later(0, self._end_deferral)
+
     def ask(
         self, api_key: int, api_version: int, body: bytes, on_answer: Callable[[bytes], object]
     ) -> bool:
@@ -490,11 +502,7 @@ class ConnectionCore:
             self._check_correlation(correlation_id, entry.correlation_id)
             self._last_answered_ns = now_ns  # the broker was busy with it: see _request_time_ns
             entry.on_answer(frame)
-            self._asked -= 1
-            if not self._asked and self._deferred is not None:
-                # resumed from the event loop, once the responses that came with the answer
-                # have gone to the client
-                self._clock.call_later(0, self._end_deferral)
+            self._answered()
             return None
         assert isinstance(entry, Request)
         request = entry

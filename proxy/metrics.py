@@ -46,6 +46,8 @@ class ProxyStats:
     #: usage samples written, and dropped, by sink ("file", "kafka")
     usage_samples: Counter[str] = field(default_factory=Counter)
     usage_dropped: Counter[str] = field(default_factory=Counter)
+    #: whether the quota store's topic is read now; None without one ([quota_store])
+    quota_store_up: bool | None = None
 
 
 def metric_name(group: str, name: str) -> str:
@@ -192,6 +194,13 @@ class QuotaCollector(Collector):
             for sink in ("file", "kafka"):
                 counter.add_metric([sink], by_sink[sink])
             yield counter
+        if stats.quota_store_up is not None:
+            yield GaugeMetricFamily(
+                "kafka_quota_proxy_quota_store_up",
+                "1 while the quota store topic ([quota_store]) is read; 0 while it is not, and "
+                "the proxy enforces the quotas it last read and refuses alterations",
+                value=1.0 if stats.quota_store_up else 0.0,
+            )
         yield GaugeMetricFamily(
             "kafka_quota_proxy_connections_active",
             "Client connections open now",

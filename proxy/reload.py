@@ -80,6 +80,7 @@ class ConfigReloader:
             ("proxy", replace(self.config.proxy, **live), config.proxy),
             ("metrics", self.config.metrics, config.metrics),
             ("usage", self.config.usage, config.usage),
+            ("quota_store", self.config.quota_store, config.quota_store),
         ):
             if old != new:
                 log.warning(

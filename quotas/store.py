@@ -73,21 +73,34 @@ class QuotaStore:
         """Kafka's alteration of one entity's quotas: all or nothing, every value set
         validated first (QuotaError as the controller refuses it); None removes a key, which
         needs no validation, and removing a key that is not set changes nothing."""
-        for key, value in changes.items():
-            if value is not None:
-                validate_value(entity, key, value)
-        if validate_only or not changes:
+        if validate_only:
+            for key, value in changes.items():
+                if value is not None:
+                    validate_value(entity, key, value)
             return
+        self.alter_many(layer, {entity: changes})
+
+    def alter_many(
+        self, layer: str, changes: Mapping[QuotaEntity, Mapping[str, float | None]]
+    ) -> None:
+        """Several entities' alterations, validated then made together: the listeners hear
+        of them once."""
+        for entity, entity_changes in changes.items():
+            for key, value in entity_changes.items():
+                if value is not None:
+                    validate_value(entity, key, value)
         entries = self._layers[layer]
-        values = entries.setdefault(entity, {})
-        for key, value in changes.items():
-            if value is None:
-                values.pop(key, None)
-            else:
-                values[key] = value
-        if not values:
-            del entries[entity]
-        self._changed()
+        for entity, entity_changes in changes.items():
+            values = entries.setdefault(entity, {})
+            for key, value in entity_changes.items():
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = value
+            if not values:
+                del entries[entity]
+        if any(changes.values()):
+            self._changed()
 
     def layer(self, layer: str) -> dict[QuotaEntity, Values]:
         return {entity: dict(values) for entity, values in self._layers[layer].items()}
@@ -193,4 +206,3 @@ def entries_of(limits: QuotaLimits, ip_rates: Mapping[str, float]) -> dict[Quota
     for ip, rate in ip_rates.items():
         entries[QuotaEntity(ip=ip)] = {"connection_creation_rate": rate}
     return entries
-

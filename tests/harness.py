@@ -159,6 +159,16 @@ class RecordingCluster:
         self.reachable = reachable
         self.asked: list[tuple[int, int, bytes, Callable[[bytes], object]]] = []
         self.principal: Principal | None = None
+        #: what handlers began and has not ended yet (a deferral waits for it too)
+        self.pending = 0
+
+    def begin(self) -> Callable[[], None]:
+        self.pending += 1
+
+        def done() -> None:
+            self.pending -= 1
+
+        return done
 
     def ask(
         self, api_key: int, api_version: int, body: bytes, on_answer: Callable[[bytes], object]

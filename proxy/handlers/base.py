@@ -9,7 +9,7 @@ so the handlers import nothing of the asyncio shell and are tested by calling th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from protocol.headers import RequestHeader, request_body_offset
 from protocol.rewrite import Advertise
 from protocol.sasl import SaslExchange
-from quotas.entities import QuotaType
+from quotas.admin import Changes
+from quotas.entities import QuotaEntity, QuotaType
 from quotas.principal import Principal
+from quotas.store import QuotaStore
 from quotas.usage import UsageCounters
 from quotas.verdicts import Verdict
 
@@ -170,6 +172,11 @@ class Cluster(Protocol):
     connection's requests in order, so a question takes its place among the client's, and
     on a SASL cluster the client's authenticated connection is the one the proxy has."""
 
+    def begin(self) -> Callable[[], None]:
+        """Hold a Defer until the callback returned is called: for what the runtime does
+        for a handler elsewhere than on this connection (the quota store's topic)."""
+        ...
+
     def ask(
         self,
         api_key: int,
@@ -254,6 +261,24 @@ class Quotas(Protocol):
     def producer_ids(self) -> ProducerIdQuota: ...
 
 
+class QuotaAdmin(Protocol):
+    """The quotas the proxy enforces, as kafka-configs reads and alters them (KIP-546)."""
+
+    @property
+    def store(self) -> QuotaStore: ...
+
+    def unavailable(self) -> tuple[int, str] | None:
+        """Why an alteration cannot be stored now: (Kafka error code, message)."""
+        ...
+
+    def apply(
+        self, changes: Mapping[QuotaEntity, Changes], done: Callable[[str | None], object]
+    ) -> None:
+        """Store the changes where every instance reads them; `done(None)` once they are in
+        force here, `done(problem)` when they could not be stored."""
+        ...
+
+
 class Principals(Protocol):
     """Names a connection's principal: the one writer of Session.user
     (proxy/handlers/principals.py)."""
@@ -283,6 +308,9 @@ class Runtime(Protocol):
 
     @property
     def principals(self) -> Principals: ...
+
+    @property
+    def quota_admin(self) -> QuotaAdmin: ...
 
 
 @dataclass(slots=True)

@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import Final
 
 from protocol.apis import (
+    ALTER_CLIENT_QUOTAS,
     API_VERSIONS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
+    DESCRIBE_CLIENT_QUOTAS,
     DESCRIBE_CLUSTER,
     FETCH,
     FIND_COORDINATOR,
@@ -27,6 +29,7 @@ from protocol.apis import (
 from proxy.handlers.addresses import AddressesHandler
 from proxy.handlers.api_versions import ApiVersionsHandler
 from proxy.handlers.base import Handler, Route, Stage
+from proxy.handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from proxy.handlers.fetch import FetchHandler
 from proxy.handlers.metadata import MetadataHandler
 from proxy.handlers.mutations import MutationsHandler
@@ -46,6 +49,8 @@ _HANDLERS: dict[int, Handler] = {
     CREATE_TOPICS: _MUTATIONS,
     CREATE_PARTITIONS: _MUTATIONS,
     DELETE_TOPICS: _MUTATIONS,
+    DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasHandler(),
+    ALTER_CLIENT_QUOTAS: AlterClientQuotasHandler(),
 }
 #: api_key -> highest version decoded, for every API a handler acts on (ApiVersions included)
 DECODED_VERSIONS: Final = {

@@ -6,7 +6,8 @@ A one-broker cluster with a SASL listener, the proxy in front of it advertising 
 and a recording relay on 127.0.0.5 at the proxy's ports: every client connection crosses
 the relay, which keeps each request frame it carries. kafka-python, aiokafka,
 confluent-kafka and Kafka's Java tools then produce, consume in groups, run transactions
-and create, grow and delete topics, each authenticating with another SASL mechanism. A few
+and create, grow and delete topics, and alter and describe quotas, each authenticating with
+another SASL mechanism. A few
 frames of each (client, api_key, api_version) are written as `<client>-<api>-v<n>-<i>.bin`,
 and a few responses of each (api_key, api_version) as `responses/<key>-<api>-v<n>-<i>.bin`
 (the connection harness answers with them); the files are committed, so fuzzing needs no
@@ -245,8 +246,12 @@ def _java(bootstrap: str, workdir: Path) -> None:
         f'username="{USER}" password="{PASSWORD}";\n'
     )
     topics = "org.apache.kafka.tools.TopicCommand"
+    configs = "kafka.admin.ConfigCommand"
     base = ["--bootstrap-server", bootstrap, "--command-config", str(props)]
+    quota = ["--entity-type", "users", "--entity-name", "seed-user"]
     runs = [
+        (configs, [*base, "--alter", *quota, "--add-config", "producer_byte_rate=1048576"]),
+        (configs, [*base, "--describe", "--entity-type", "users"]),
         (topics, [*base, "--create", "--topic", "seed-java", "--partitions", "2"]),
         (topics, [*base, "--alter", "--topic", "seed-java", "--partitions", "3"]),
         (topics, [*base, "--describe", "--topic", "seed-java"]),
@@ -278,8 +283,17 @@ async def capture(out: Path) -> int:
         workdir = Path(tmp)
         cluster = KafkaCluster(workdir=workdir / "kafka", sasl_users={USER: PASSWORD})
         cluster.start()
+        own = (  # the proxy's own client keeps kafka-configs' quotas in a topic
+            '[cluster]\nsecurity.protocol = "SASL_PLAINTEXT"\nsasl.mechanism = "PLAIN"\n'
+            f'sasl.username = "{USER}"\nsasl.password = "${{env:KQP_SEED_PASSWORD}}"\n'
+            '[quota_store]\ntopic = "seed-quotas"\n'
+        )
         proxy = start_proxy(
-            workdir, cluster.brokers[0].sasl_address, 1, f'advertised_host = "{RELAY_HOST}"\n'
+            workdir,
+            cluster.brokers[0].sasl_address,
+            1,
+            f'advertised_host = "{RELAY_HOST}"\n{own}',
+            env={"KQP_SEED_PASSWORD": PASSWORD},
         )
         servers: list[asyncio.Server] = []
         try:

@@ -24,10 +24,12 @@ from kafka.protocol.producer import ProduceRequest
 
 from config.settings import ProxySettings
 from protocol.apis import (
+    ALTER_CLIENT_QUOTAS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DECODED,
     DELETE_TOPICS,
+    DESCRIBE_CLIENT_QUOTAS,
     FETCH,
     MAX_DECODABLE_VERSION,
     PRODUCE,
@@ -183,11 +185,20 @@ def sasl(data: bytes) -> None:
     handle(_with_api_key(data, SASL_AUTHENTICATE), session)
 
 
+_ADMIN = (
+    CREATE_TOPICS,
+    CREATE_PARTITIONS,
+    DELETE_TOPICS,
+    DESCRIBE_CLIENT_QUOTAS,
+    ALTER_CLIENT_QUOTAS,
+)
+
+
 def admin(data: bytes) -> None:
-    """CreateTopics, CreatePartitions or DeleteTopics, the input's last byte picks which."""
+    """CreateTopics, CreatePartitions, DeleteTopics, DescribeClientQuotas or
+    AlterClientQuotas, the input's last byte picks which."""
     if data:
-        api_key = (CREATE_TOPICS, CREATE_PARTITIONS, DELETE_TOPICS)[data[-1] % 3]
-        handle(_with_api_key(data, api_key))
+        handle(_with_api_key(data, _ADMIN[data[-1] % len(_ADMIN)]))
 
 
 class _Malformed(logging.Handler):

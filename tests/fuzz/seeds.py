@@ -9,9 +9,11 @@ from typing import Final
 from kafka.protocol.producer import ProduceRequest
 
 from protocol.apis import (
+    ALTER_CLIENT_QUOTAS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
+    DESCRIBE_CLIENT_QUOTAS,
     FETCH,
     PRODUCE,
     SASL_AUTHENTICATE,
@@ -28,7 +30,15 @@ _APIS: dict[str, frozenset[int] | None] = {
     "produce": frozenset({PRODUCE}),
     "fetch": frozenset({FETCH}),
     "sasl": frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE}),
-    "admin": frozenset({CREATE_TOPICS, CREATE_PARTITIONS, DELETE_TOPICS}),
+    "admin": frozenset(
+        {
+            CREATE_TOPICS,
+            CREATE_PARTITIONS,
+            DELETE_TOPICS,
+            DESCRIBE_CLIENT_QUOTAS,
+            ALTER_CLIENT_QUOTAS,
+        }
+    ),
     "connection": None,
 }
 

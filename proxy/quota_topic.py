@@ -1,0 +1,319 @@
+"""The quota store's topic: quotas altered through the proxy, kept in the cluster it fronts.
+
+Every instance that names the topic ([quota_store]) reads it to its end before it serves and
+follows it while it runs, into the store's ALTERED layer, so all instances converge and a
+restart loses nothing; the cluster is the only shared state. An alteration is written as one
+record batch to the topic's one partition (all of a request's changes or none) and takes
+effect here when this instance reads it back, in the topic's order, as it does on every other.
+
+The topic is created, compacted, with the proxy's own client ([cluster]) when it is missing,
+and made again if it is deleted, with what this instance last read. While it cannot be read,
+the proxy enforces the last quotas it read, says so in its log and in
+kafka_quota_proxy_quota_store_up, and refuses alterations with a retriable error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+from config.cluster import ClusterSettings
+from config.loader import ProxyConfig
+from config.secrets import SecretError
+from config.settings import QuotaStoreSettings
+from protocol.quota_records import read_record, record_key, record_value
+from proxy.metrics import ProxyStats
+from quotas.admin import Changes
+from quotas.entities import QuotaEntity
+from quotas.store import ALTERED, FILE, QuotaStore, entries_of
+from quotas.validation import INVALID_REQUEST, QuotaError, entity_of, pairs_of, validate_value
+
+log = logging.getLogger(__name__)
+
+#: Kafka's REQUEST_TIMED_OUT: retriable, so a client may try again once the topic is back
+REQUEST_TIMED_OUT: Final = 7
+#: how often the topic's health is looked at, and how long an alteration may take to be
+#: written and read back
+_CHECK_S: Final = 1.0
+_APPLY_TIMEOUT_S: Final = 10.0
+#: how long a topic that could not be read is left before it is tried again
+_RETRY_S: Final = 5.0
+#: replicas of the topic when the cluster has the brokers for them
+_REPLICAS: Final = 3
+#: one request's alterations are one record batch (Kafka's default message.max.bytes)
+_MAX_BATCH_BYTES: Final = 1_000_000
+
+
+class StoreUnreachable(Exception):
+    """The topic could not be read at start-up: the proxy does not serve without it."""
+
+
+class QuotaTopic:
+    def __init__(
+        self,
+        store: QuotaStore,
+        settings: QuotaStoreSettings,
+        cluster: ClusterSettings,
+        servers: Sequence[str],
+        stats: ProxyStats,
+    ) -> None:
+        self.store = store
+        self.topic = settings.topic
+        self._cluster = cluster
+        self._servers = list(servers)
+        self._stats = stats
+        self._partition = TopicPartition(self.topic, 0)
+        #: why the topic cannot be read now (None: it can)
+        self._problem: str | None = "not read yet"
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._admin: AIOKafkaAdminClient | None = None
+        #: every record below this offset has been applied to the store
+        self._read_to = 0
+        self._read_more = asyncio.Event()
+
+    # the handlers' QuotaAdmin --------------------------------------------------------------
+
+    def unavailable(self) -> tuple[int, str] | None:
+        """Why an alteration cannot be stored now, as (Kafka error code, message)."""
+        if not self.topic:
+            return (
+                INVALID_REQUEST,
+                "this proxy keeps no altered quotas: name a topic in its [quota_store]",
+            )
+        if self._problem is not None:
+            return (
+                REQUEST_TIMED_OUT,
+                f"the quota store topic {self.topic} cannot be reached ({self._problem}); "
+                "the proxy enforces the quotas it last read",
+            )
+        return None
+
+    def apply(
+        self, changes: Mapping[QuotaEntity, Changes], done: Callable[[str | None], object]
+    ) -> None:
+        """Write the changes to the topic; `done(None)` once this instance has read them back
+        (they are then in force here), `done(problem)` if they could not be written."""
+        asyncio.get_running_loop().create_task(self._apply(changes, done))
+
+    async def _apply(
+        self, changes: Mapping[QuotaEntity, Changes], done: Callable[[str | None], object]
+    ) -> None:
+        records = [
+            (record_key(pairs_of(entity), key), record_value(value))
+            for entity, entity_changes in changes.items()
+            for key, value in entity_changes.items()
+        ]
+        try:
+            offset = await asyncio.wait_for(self._write(records), _APPLY_TIMEOUT_S)
+            await asyncio.wait_for(self._read_past(offset), _APPLY_TIMEOUT_S)
+        except (KafkaError, OSError, TimeoutError) as exc:
+            done(f"the quota store topic {self.topic} was not written: {exc!r}")
+            return
+        done(None)
+
+    # the topic -----------------------------------------------------------------------------
+
+    async def start(self, timeout_s: float) -> None:
+        """Create the topic if it is missing and read it to its end: before the proxy
+        serves, so a restart serves no client on quotas it forgot."""
+        try:
+            await asyncio.wait_for(self._open(), timeout_s)
+        except (KafkaError, OSError, TimeoutError, SecretError) as exc:
+            await self.close()
+            raise StoreUnreachable(
+                f"[quota_store] topic {self.topic}: cannot be read from the cluster: {exc!r}"
+            ) from exc
+        self._set_problem(None)
+
+    async def run(self) -> None:
+        """Follow the topic while the proxy runs; watch that it still exists and answers."""
+        checked = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                if self._consumer is None:
+                    await self._open()
+                    self._set_problem(None)
+                await self._follow()
+                if loop.time() - checked >= _CHECK_S:
+                    checked = loop.time()
+                    await self._check()
+            except (KafkaError, OSError, TimeoutError, SecretError) as exc:
+                self._set_problem(repr(exc))
+                await self.close()
+                await asyncio.sleep(_RETRY_S)
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+        if self._producer is not None:
+            await self._producer.stop()
+        if self._admin is not None:
+            await self._admin.close()
+        self._consumer = self._producer = self._admin = None
+
+    async def _open(self) -> None:
+        options = self._cluster.aiokafka_options()
+        admin = self._admin = AIOKafkaAdminClient(
+            bootstrap_servers=self._servers, client_id="kafka-quota-proxy-store", **options
+        )
+        await admin.start()
+        created = await self._create(admin)
+        producer = self._producer = AIOKafkaProducer(
+            bootstrap_servers=self._servers,
+            client_id="kafka-quota-proxy-store",
+            acks="all",
+            max_batch_size=_MAX_BATCH_BYTES,
+            **options,
+        )
+        await producer.start()
+        if created:  # made again after a deletion: what this instance knew goes back in
+            await self._republish()
+        consumer = self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._servers,
+            client_id="kafka-quota-proxy-store",
+            enable_auto_commit=False,
+            **options,
+        )
+        await consumer.start()
+        consumer.assign([self._partition])
+        await consumer.seek_to_beginning(self._partition)
+        self._read_to = 0
+        end = (await consumer.end_offsets([self._partition]))[self._partition]
+        while self._read_to < end:
+            await self._follow()
+
+    async def _create(self, admin: AIOKafkaAdminClient) -> bool:
+        """Make the topic, compacted, with as many replicas as the cluster allows; False when
+        it exists."""
+        if self.topic in await admin.list_topics():
+            return False
+        brokers = len((await admin.describe_cluster())["brokers"])
+        topic = NewTopic(
+            self.topic,
+            num_partitions=1,
+            replication_factor=max(1, min(_REPLICAS, brokers)),
+            topic_configs={"cleanup.policy": "compact"},
+        )
+        try:
+            await admin.create_topics([topic])
+        except TopicAlreadyExistsError:  # another instance made it first
+            return False
+        log.info(
+            "quota store topic %s created (replicas: %d)", self.topic, topic.replication_factor
+        )
+        return True
+
+    async def _check(self) -> None:
+        """The topic is still there: a deleted one is made again (see _open)."""
+        assert self._admin is not None
+        if self.topic not in await self._admin.list_topics():
+            raise KafkaError(f"the topic {self.topic} was deleted")
+
+    async def _follow(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        batches = await consumer.getmany(self._partition, timeout_ms=int(_CHECK_S * 1000) // 4)
+        changes: dict[QuotaEntity, Changes] = {}
+        for record in batches.get(self._partition, ()):
+            self._read(record.key, record.value, changes)
+        if changes:
+            self.store.alter_many(ALTERED, changes)
+        self._read_to = await consumer.position(self._partition)
+        self._read_more.set()
+
+    def _read(
+        self, key: bytes | None, value: bytes | None, changes: dict[QuotaEntity, Changes]
+    ) -> None:
+        try:
+            if key is None:
+                raise ValueError("no key")
+            pairs, quota_key, number = read_record(key, value)
+            entity = entity_of(pairs)
+            if number is not None:
+                validate_value(entity, quota_key, number)
+        except (ValueError, QuotaError) as exc:  # QuotaError is a ValueError with a message
+            log.warning("quota store topic %s: a record skipped: %s", self.topic, exc)
+            return
+        changes.setdefault(entity, {})[quota_key] = number
+
+    async def _write(self, records: list[tuple[bytes, bytes | None]]) -> int:
+        """One request's records, while the topic is read: all appended, or none."""
+        if self._producer is None or self._problem is not None:
+            raise KafkaError(self._problem or "not open")
+        return await self._append(records)
+
+    async def _append(self, records: list[tuple[bytes, bytes | None]]) -> int:
+        """One batch on the one partition; the offset of its last record."""
+        assert self._producer is not None
+        batch = self._producer.create_batch()
+        for key, value in records:
+            if batch.append(key=key, value=value, timestamp=None) is None:
+                raise KafkaError(f"more alterations than one batch of {_MAX_BATCH_BYTES} bytes")
+        delivered = await self._producer.send_batch(batch, self.topic, partition=0)
+        return int((await delivered).offset) + len(records) - 1
+
+    async def _read_past(self, offset: int) -> None:
+        while self._read_to <= offset:
+            self._read_more.clear()
+            await self._read_more.wait()
+
+    async def _republish(self) -> None:
+        known = [
+            (record_key(pairs_of(entity), key), record_value(value))
+            for entity, values in self.store.layer(ALTERED).items()
+            for key, value in values.items()
+        ]
+        for start in range(0, len(known), 1000):  # atomicity is not needed: each is a value
+            await self._append(known[start : start + 1000])
+        if known:
+            log.warning(
+                "quota store topic %s was missing: made again with the %d altered quotas "
+                "this instance had read",
+                self.topic,
+                len(known),
+            )
+
+    def _altered(self) -> int:
+        return sum(len(values) for values in self.store.layer(ALTERED).values())
+
+    def _set_problem(self, problem: str | None) -> None:
+        if problem == self._problem:
+            return
+        if problem is None:
+            log.info("quota store topic %s read: %d altered quotas", self.topic, self._altered())
+        else:
+            log.warning(
+                "quota store topic %s cannot be read (%s): enforcing the quotas last read; "
+                "alterations are refused until it is back",
+                self.topic,
+                problem,
+            )
+        self._problem = problem
+        self._stats.quota_store_up = problem is None
+
+
+async def read_quota_store(config: ProxyConfig) -> QuotaStore:
+    """The file's quotas and those altered through the proxy, as a proxy of this config
+    starts with them (check-config shows where each comes from)."""
+    store = QuotaStore()
+    store.replace(FILE, entries_of(config.quotas.limits, config.ip_connection_rates))
+    topic = QuotaTopic(
+        store,
+        config.quota_store,
+        config.cluster,
+        config.proxy.upstream_bootstrap_servers,
+        ProxyStats(),
+    )
+    try:
+        await topic.start(2 * config.proxy.connect_timeout_s)
+    finally:
+        await topic.close()
+    return store
