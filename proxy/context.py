@@ -28,7 +28,7 @@ from proxy.quota_topic import QuotaTopic
 from proxy.usage import UsageRecorder
 from quotas.connections import ConnectionLimits, ConnectionQuotas
 from quotas.engine import QuotaEngine
-from quotas.settings import QuotaConfig
+from quotas.settings import QuotaConfig, QuotaLimits
 from quotas.store import FILE, QuotaStore, entries_of
 
 
@@ -66,6 +66,9 @@ class ProxyContext:
     #: the quota store's topic, through which kafka-configs alters quotas (handlers'
     #: QuotaAdmin)
     quota_admin: QuotaTopic = field(init=False)
+    #: the share of every budget this process enforces on its own: 1 alone or while its
+    #: fleet's bus carries the others' use, less while it does not (proxy/enforcement/fleet.py)
+    budget_share: float = field(default=1.0, init=False)
 
     def __post_init__(self) -> None:
         self.brokers = Brokers(self.settings)
@@ -84,10 +87,16 @@ class ProxyContext:
     def _limits_changed(self, store: QuotaStore) -> None:
         """A writer changed the store: live connections are judged on the new limits at once,
         keeping their sensors' history."""
-        self.quotas.apply_limits(store.limits())
+        self.quotas.apply_limits(shared(store.limits(), self.budget_share))
         connections = self.connection_quotas
         rates = replace(connections.limits, connection_creation_rate=store.ip_rates())
         connections.update(rates, connections.window)
+
+    def share_budgets(self, share: float) -> None:
+        """Enforce this share of every client quota (a fleet member that lost its bus)."""
+        if share != self.budget_share:
+            self.budget_share = share
+            self.quotas.apply_limits(shared(self.store.limits(), share))
 
     def reconfigure(self, config: ProxyConfig) -> bool:
         """A reloaded file: its quotas as the store's file layer, its windows, enforcement
@@ -95,15 +104,27 @@ class ProxyContext:
         a new security.protocol). False when the quota windows changed and every sensor
         starts afresh."""
         self.store.replace(FILE, entries_of(config.quotas.limits, config.ip_connection_rates))
-        quotas = QuotaConfig(config.quotas.settings, self.store.limits())
-        kept = self.quotas.apply(quotas, config.shadow, config.hold_principal)
-        limits = connection_limits(config.proxy, self.store.ip_rates())
-        self.connection_quotas.update(limits, config.quotas.settings.client)
+        limits = shared(self.store.limits(), self.budget_share)
+        kept = self.quotas.apply(
+            QuotaConfig(config.quotas.settings, limits), config.shadow, config.hold_principal
+        )
+        connections = connection_limits(config.proxy, self.store.ip_rates())
+        self.connection_quotas.update(connections, config.quotas.settings.client)
         self.listener_tls = config.listener.context
         self.upstream_tls = config.upstream.context
         self.cluster = config.cluster
         self.principals.certificates = config.listener.principal_mapper
         return kept
+
+
+def shared(limits: QuotaLimits, share: float) -> QuotaLimits:
+    """Every client quota times `share`."""
+    if share == 1.0:
+        return limits
+    return {
+        quota_type: {entity: limit * share for entity, limit in per_entity.items()}
+        for quota_type, per_entity in limits.items()
+    }
 
 
 def connection_limits(proxy: ProxySettings, ip_rates: Mapping[str, float]) -> ConnectionLimits:

@@ -19,6 +19,8 @@ from quotas.stats import DEFAULT_METRIC_CONFIG, Avg, MetricConfig, Rate, TokenBu
 SENSOR_EXPIRATION_MS = 3_600_000
 #: Kafka's quotaLimit() when no entity applies: Long.MAX_VALUE as a double.
 UNLIMITED = float(2**63 - 1)
+#: a sensor's running total differs from what was settled by more than float rounding
+SETTLED = 1e-6
 
 
 def throttle_time_ms(
@@ -49,6 +51,7 @@ class ClientSensors:
         "shadow_throttles",
         "tags",
         "throttle_time",
+        "weight",
     )
 
     def __init__(self, tags: MetricTags, limit: float, now_ms: int) -> None:
@@ -68,10 +71,14 @@ class ClientSensors:
         #: requests refused with no response to carry the refusal (acks=0), so dropped
         self.dropped_requests = 0
         self.dropped_logged_ms: int | None = None
-        #: the rate's recorded() at the last export, and the use seen elsewhere since: what
-        #: this process recorded since is the difference (see QuotaManager.export)
+        #: the rate's recorded() when last settled, and the use seen elsewhere since: what
+        #: this process recorded since is the difference (see QuotaManager.settle)
         self.exported = 0.0
         self.remote = 0.0
+        #: what one unit of use charged here stands for: 1 alone; in a fleet, 1 + the use
+        #: expected on the other members meanwhile, until their own reports replace it
+        #: (proxy/enforcement/fleet.py)
+        self.weight = 1.0
 
 
 #: Kafka's metric name for each quota type's rate stat (group = QuotaType.group)
@@ -101,6 +108,9 @@ class QuotaManager:
         self._sensors: dict[MetricTags, ClientSensors] = {}
         #: (user, client_id) -> sensors, so a request resolves with one dict lookup
         self._by_client: dict[tuple[str, str], ClientSensors] = {}
+        #: a new sensor's weight: a fleet member expects its first use to be mirrored on
+        #: every other member until they say otherwise
+        self.new_weight = 1.0
 
     def sensors_for(self, user: str, client_id: str, now_ms: int) -> ClientSensors:
         sensors = self._by_client.get((user, client_id))
@@ -114,7 +124,9 @@ class QuotaManager:
         return sensors
 
     def _new_sensors(self, tags: MetricTags, now_ms: int) -> ClientSensors:
-        return ClientSensors(tags, self._limit(tags), now_ms)
+        sensors = ClientSensors(tags, self._limit(tags), now_ms)
+        sensors.weight = self.new_weight
+        return sensors
 
     def _limit(self, tags: MetricTags) -> float:
         limit = self._quotas.limit(tags)
@@ -151,18 +163,26 @@ class QuotaManager:
             sensors = self._sensors[tags] = self._new_sensors(tags, now_ms)
         return sensors
 
+    def exports(self) -> Iterator[ClientSensors]:
+        """Each sensor that charged use here since it was last settled: read from the rate's
+        running total, so the per-request path adds nothing for it."""
+        for sensors in list(self._sensors.values()):
+            if abs(sensors.rate.recorded() - sensors.exported - sensors.remote) > SETTLED:
+                yield sensors
+
+    @staticmethod
+    def settle(sensors: ClientSensors) -> tuple[float, float]:
+        """The use charged here since the last settle, and what its weight added for the
+        other members' use (the weight changes only once a sensor is settled)."""
+        recorded = sensors.rate.recorded()
+        charged = recorded - sensors.exported - sensors.remote
+        sensors.exported, sensors.remote = recorded, 0.0
+        local = charged / sensors.weight
+        return local, charged - local
+
     def export(self) -> dict[MetricTags, float]:
-        """What each sensor recorded here since the last export, by its metric tags: the use
-        a fleet member publishes to the others. Read from the rate's running total, so the
-        per-request path adds nothing for it."""
-        exported = {}
-        for tags, sensors in self._sensors.items():
-            recorded = sensors.rate.recorded()
-            local = recorded - sensors.exported - sensors.remote
-            if local:
-                exported[tags] = local
-            sensors.exported, sensors.remote = recorded, 0.0
-        return exported
+        """What each sensor charged here since the last export, by its metric tags."""
+        return {sensors.tags: self.settle(sensors)[0] for sensors in self.exports()}
 
     def record_throttle(self, sensors: ClientSensors, throttle_time_ms: int, now_ms: int) -> None:
         """The `throttle-time` average Kafka keeps whenever it throttles a client."""
@@ -194,12 +214,12 @@ class QuotaManager:
     def metric_values(self, sensors: ClientSensors, now_ms: int) -> list[tuple[str, float]]:
         """Kafka's metrics for one sensor, by Kafka's metric names, as a JMX read sees them."""
         return [
-            (RATE_METRIC[self.quota_type], sensors.rate.measure(self._rate_config, now_ms)),
+            (RATE_METRIC[self.quota_type], sensors.rate.measure(self.rate_config, now_ms)),
             ("throttle-time", sensors.throttle_time.measure(DEFAULT_METRIC_CONFIG, now_ms)),
         ]
 
     @property
-    def _rate_config(self) -> MetricConfig:
+    def rate_config(self) -> MetricConfig:
         return self.config
 
 
@@ -222,7 +242,9 @@ class ClientQuotaManager(QuotaManager):
     ) -> int:
         """Record, then check (the value that violates stays recorded, as in Kafka)."""
         sensors.last_record_ms = now_ms
-        observed, window_ms = sensors.rate.record_and_measure(self.config, value, now_ms)
+        observed, window_ms = sensors.rate.record_and_measure(
+            self.config, value * sensors.weight, now_ms
+        )
         if observed <= sensors.limit:
             return 0
         return self._throttle_time_ms(sensors, observed, window_ms)
@@ -239,7 +261,7 @@ class ClientQuotaManager(QuotaManager):
 
     def unrecord(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         """Take back a throttled fetch's bytes: its client receives an empty response."""
-        sensors.rate.record(self.config, -value, now_ms)
+        sensors.rate.record(self.config, -value * sensors.weight, now_ms)
 
     def record_remote(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         sensors.last_record_ms = now_ms
@@ -300,7 +322,7 @@ class TokenBucketQuotaManager(QuotaManager):
     def _record(self, sensors: ClientSensors, value: float, now_ms: int) -> float:
         assert sensors.bucket is not None
         sensors.last_record_ms = now_ms
-        sensors.rate.record(self._rate_config, value, now_ms)
+        sensors.rate.record(self.rate_config, value, now_ms)
         sensors.bucket.record(sensors.limit, self.burst(sensors.limit), self.unit_ms, value, now_ms)
         return sensors.bucket.tokens
 
@@ -309,7 +331,7 @@ class TokenBucketQuotaManager(QuotaManager):
         self._record(sensors, value, now_ms)
 
     @property
-    def _rate_config(self) -> MetricConfig:
+    def rate_config(self) -> MetricConfig:
         """The reported rate is not the quota metric here: Kafka's Metrics defaults."""
         return DEFAULT_METRIC_CONFIG
 
@@ -324,15 +346,15 @@ class TokenBucketQuotaManager(QuotaManager):
         tokens = self.tokens(sensors, now_ms)
         if tokens < 0:
             return Admission(False, self._throttle_ms(sensors, tokens))
-        self._record(sensors, value, now_ms)
+        self._record(sensors, value * sensors.weight, now_ms)
         return ADMITTED
 
     def refund(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         """Give back mutations the cluster did not make (Kafka charges a topic only once
         it passes validation; the proxy charges before the broker has looked)."""
-        self._record(sensors, -value, now_ms)
+        self._record(sensors, -value * sensors.weight, now_ms)
 
     def record_permissive(self, sensors: ClientSensors, value: float, now_ms: int) -> int:
         """Record, then check: never refuses, throttles while the bucket is negative."""
-        tokens = self._record(sensors, value, now_ms)
+        tokens = self._record(sensors, value * sensors.weight, now_ms)
         return self._throttle_ms(sensors, tokens) if tokens < 0 else 0

@@ -44,6 +44,9 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
         #: by sensor tags (one per user), least recently given a new layer first, so the
         #: cleanup finds the filters that have emptied without visiting the others
         self._filters: OrderedDict[MetricTags, LayeredBloomFilter] = OrderedDict()
+        #: ids admitted since the fleet last took them, by user (kept only in a fleet)
+        self.sharing = False
+        self._admitted: dict[MetricTags, list[int]] = {}
 
     def burst(self, limit: float) -> float:
         """One window's worth: producer_ids_rate is ids per window, not per second, and the
@@ -51,7 +54,7 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
         return limit
 
     @property
-    def _rate_config(self) -> MetricConfig:
+    def rate_config(self) -> MetricConfig:
         """producer.id.quota.window.num x window.size: the samples the reported rate keeps
         (the KIP's "samples to retain"), as the bucket does not use them."""
         return self.config
@@ -88,14 +91,39 @@ class ProducerIdQuotaManager(TokenBucketQuotaManager):
                 self.record_permissive(sensors, 1, now_ms)
                 verdict = Admission(True, admission.throttle_ms)
             new += 1
-            if ids is None:
-                ids = self._filters[sensors.tags] = LayeredBloomFilter(
-                    self.config.window_ms, self.cache.layer_count, self.cache.false_positive_rate
-                )
+            if self.sharing:
+                self._admitted.setdefault(sensors.tags, []).append(producer_id)
+            ids = self._filter(sensors.tags, ids)
             ids.add(item, new_ids, now_ms)
         if ids is not None and ids.newest_ms != layer:
             self._filters.move_to_end(sensors.tags)
         return ProducerIdAdmission(verdict.admitted, verdict.throttle_ms, new)
+
+    def _filter(self, tags: MetricTags, ids: LayeredBloomFilter | None) -> LayeredBloomFilter:
+        if ids is None:
+            ids = self._filters[tags] = LayeredBloomFilter(
+                self.config.window_ms, self.cache.layer_count, self.cache.false_positive_rate
+            )
+        return ids
+
+    def take_admitted(self) -> dict[MetricTags, list[int]]:
+        """The ids admitted here since the last call, by user: another member remembers
+        them, so a producer that reconnects through it is not charged again."""
+        taken, self._admitted = self._admitted, {}
+        return taken
+
+    def remember(self, tags: MetricTags, producer_ids: list[int], now_ms: int) -> None:
+        """Ids another member admitted (and charged): known here from now, charged nothing."""
+        sensors = self.sensors_of_tags(tags, now_ms)
+        new_ids = math.ceil(sensors.limit) + 1
+        ids = self._filter(tags, self._filters.get(tags))
+        layer = ids.newest_ms
+        for producer_id in producer_ids:
+            item = hashed(producer_id)
+            if not ids.seen(item, new_ids, now_ms):
+                ids.add(item, new_ids, now_ms)
+        if ids.newest_ms != layer:
+            self._filters.move_to_end(tags)
 
     def current_slot(self, sensors: ClientSensors, now_ms: int) -> object | None:
         """The user's current time slot (see LayeredBloomFilter.current_slot)."""

@@ -1,0 +1,305 @@
+"""One member of a fleet: proxy processes and hosts that hold one budget per quota entity.
+
+Every sync interval a member publishes what its sensors charged since its previous
+publication, keyed by metric tags, and records every other member's publication into the same
+sensors (QuotaManager.record_remote): a principal's rate is then the fleet's rate wherever
+its connections land, and each member throttles it on that rate. KIP-936's producer ids a
+member admits are published too, so a producer that reconnects through another member is not
+charged again. Sans-IO: the bus that carries publications is the caller's (proxy/fleet_bus.py
+over a topic of the cluster; a simulated one in tests/fleet_simulation.py).
+
+Time base: remote use is recorded on the receiving member's own clock, when it arrives, into
+the sample current then. Monotonic clocks of two hosts do not compare.
+
+Anticipation. The others' use reaches a member up to a sync interval plus the bus's delay
+late, and a greedy principal fills in that lag whatever room its window has: when a window
+full of use ages out, every member sees the same room at once and each would fill it. So a
+member charges each unit of use weighted by what it expects meanwhile on the others: 1 + the
+ratio of their recent use to its own (at most the other members' count; that count for a
+sensor with no use here yet). When their publications arrive, the use they report replaces
+what was anticipated for them, and what they did not report is withdrawn after
+ANTICIPATED_FOR intervals. A principal spread evenly is then held as one process holds it;
+one that uses a single member is weighted 1 there once a publication has shown it. The bound
+this leaves is stated and tested in tests/unit/test_fleet.py (README, "A fleet").
+
+What is published is bounded: a sensor whose limit no entity sets cannot be throttled and is
+never published; a sensor far below its limit (cold) adds up its use and is published every
+COLD_EVERY intervals, or as soon as it is no longer cold; a hot one every interval.
+
+Membership is what the bus shows: a member whose publications stop for GONE_AFTER intervals
+is gone. A member that stops reading its own publications back has lost the bus: it falls
+back to its share of every budget (the limit divided by the members it last saw), never to
+the whole limit, until it reads itself again.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+from protocol.fleet_records import Publication, Use
+from quotas.engine import QuotaEngine
+from quotas.entities import MetricTags
+from quotas.managers import (
+    SETTLED,
+    UNLIMITED,
+    ClientQuotaManager,
+    ClientSensors,
+    QuotaManager,
+    TokenBucketQuotaManager,
+)
+from quotas.stats import Rate
+
+#: sync intervals of silence after which a member is gone (or, for its own publications, the
+#: bus is)
+GONE_AFTER: Final = 4
+#: a sensor whose use, as this member sees the fleet's, is below this share of its limit
+HOT_SHARE: Final = 0.25
+#: a cold sensor is published at least every this many intervals
+COLD_EVERY: Final = 8
+#: intervals after which use anticipated on the others and not reported by them is withdrawn
+ANTICIPATED_FOR: Final = 2
+#: how much of its recent use, here and elsewhere, a sensor's weight remembers per interval
+DECAY: Final = 0.9
+
+
+class _Share:
+    """One sensor's part in the fleet, as this member sees it."""
+
+    __slots__ = ("anticipated", "elsewhere", "fresh", "here", "local", "sensors", "unpublished")
+
+    def __init__(self, sensors: ClientSensors) -> None:
+        self.sensors = sensors
+        #: the use charged here alone, as the sensor's own rate would measure it
+        self.local = Rate()
+        #: use charged here up to the previous publication and reported by the others up to
+        #: now, decayed every interval: the others' reports of an interval arrive after it,
+        #: so this interval's own use (fresh) joins `here` only once it is over
+        self.here = 0.0
+        self.fresh = 0.0
+        self.elsewhere = 0.0
+        #: charged here and not yet published (a cold sensor's use adds up)
+        self.unpublished = 0.0
+        #: [settled at ms, use the weight added for the others], oldest first
+        self.anticipated: deque[list[float]] = deque()
+
+    def replace_anticipated(self, reported: float) -> float:
+        """The part of use reported by another member that was already charged as
+        anticipated: the rest is recorded."""
+        matched = 0.0
+        anticipated = self.anticipated
+        while anticipated and matched < reported:
+            entry = anticipated[0]
+            take = min(entry[1], reported - matched)
+            matched += take
+            entry[1] -= take
+            if entry[1] <= SETTLED:
+                anticipated.popleft()
+        return matched
+
+    def idle(self) -> bool:
+        return (
+            self.here < SETTLED
+            and self.elsewhere < SETTLED
+            and not self.fresh
+            and not self.unpublished
+            and not self.anticipated
+        )
+
+
+class FleetMember:
+    def __init__(self, member: str, sync_interval_ms: int) -> None:
+        self.member = member
+        self.sync_interval_ms = sync_interval_ms
+        self._gone_after_ms = GONE_AFTER * sync_interval_ms
+        self._sequence = 0
+        #: when this member's publications were made (by sequence), until they come back:
+        #: the bus's delay is how long they took
+        self._published_ms: dict[int, int] = {}
+        self._delay_ms = 0
+        #: a publication the bus did not take: its use goes out with the next one; and
+        #: when the first of those lost in a row was
+        self._lost: Publication | None = None
+        self._lost_ms = 0
+        #: other members -> when their last publication arrived (this member's clock)
+        self._heard: dict[str, int] = {}
+        #: when this member's own last publication came back from the bus
+        self._own_ms: int | None = None
+        #: the members alive when the bus was last up: the budget is shared among them
+        #: while it is down
+        self._members_when_up = 1
+        #: the engine's managers the shares are of, and per manager its sensors' shares
+        self._managers: Sequence[QuotaManager] = ()
+        self._shares: list[dict[MetricTags, _Share]] = []
+
+    def publish(self, engine: QuotaEngine, now_ms: int, wall_ms: int) -> Publication:
+        """What this member charged since its last publication; every sensor's weight
+        renewed from the use seen here and elsewhere."""
+        shares = self._shares_of(engine)
+        others = self.members(now_ms) - 1 if self.bus_up(now_ms) else 0
+        cold_round = self._sequence % COLD_EVERY == 0
+        uses = []
+        for manager, by_tags in zip(self._managers, shares, strict=True):
+            if not manager.enabled:
+                continue
+            manager.new_weight = 1.0 + others
+            for sensors in manager.exports():
+                self._settle(manager, by_tags, sensors, now_ms)
+            for tags, share in list(by_tags.items()):
+                sensors = share.sensors
+                self._withdraw(manager, share, now_ms)
+                if share.unpublished and (cold_round or _hot(manager, sensors, now_ms)):
+                    uses.append(Use(manager.slot, *tags, share.unpublished))
+                    share.unpublished = 0.0
+                if share.here > SETTLED:
+                    sensors.weight = 1.0 + max(0.0, min(others, share.elsewhere / share.here))
+                else:
+                    sensors.weight = 1.0 + others
+                share.here = share.here * DECAY + share.fresh
+                share.fresh = 0.0
+                share.elsewhere *= DECAY
+                if share.idle():
+                    del by_tags[tags]
+        engine.producer_ids.sharing = True  # a reload may have made the manager anew
+        producer_ids = {tags[0]: ids for tags, ids in engine.producer_ids.take_admitted().items()}
+        if self._lost is not None:
+            uses, producer_ids = _merged(self._lost, uses, producer_ids)
+            self._lost = None
+        self._sequence += 1
+        self._published_ms[self._sequence] = now_ms
+        return Publication(self.member, self._sequence, wall_ms, uses, producer_ids)
+
+    def lost(self, publication: Publication, now_ms: int) -> None:
+        """The bus did not take a publication: its use goes out with the next one, unless
+        the bus stays down so long that the others have fallen back to their shares (then
+        it was held by the shares, and would only throttle everyone at once on return).
+        One that timed out may have been written after all: its use then counts twice,
+        on the safe side."""
+        self._published_ms.pop(publication.sequence, None)
+        if self._lost is not None and now_ms - self._lost_ms <= self._gone_after_ms:
+            uses, producer_ids = _merged(self._lost, publication.uses, publication.producer_ids)
+            publication = publication._replace(uses=uses, producer_ids=producer_ids)
+        else:
+            self._lost_ms = now_ms
+        self._lost = publication
+
+    def receive(self, publication: Publication, engine: QuotaEngine, now_ms: int) -> None:
+        """A publication the bus carried: this member's own says the bus is up; another
+        member's use is recorded into the same sensors, unjudged, less what was already
+        charged here in anticipation of it."""
+        if publication.member == self.member:
+            self._own_ms = now_ms
+            published = self._published_ms.pop(publication.sequence, None)
+            if published is not None:
+                self._delay_ms = now_ms - published
+                for older in [seq for seq in self._published_ms if seq < publication.sequence]:
+                    del self._published_ms[older]
+            # the members the budget is shared among if the bus is lost from here on
+            self._members_when_up = self.members(now_ms)
+            return
+        self._heard[publication.member] = now_ms
+        shares = self._shares_of(engine)
+        for use in publication.uses:
+            if not 0 <= use.quota_type < len(shares):
+                continue  # a newer member's quota type
+            manager = self._managers[use.quota_type]
+            if not manager.enabled:
+                continue
+            sensors = manager.sensors_of_tags((use.user, use.client_id), now_ms)
+            share = self._settle(manager, shares[use.quota_type], sensors, now_ms)
+            if share is None:
+                continue  # unlimited here: nothing to judge
+            share.elsewhere += use.value
+            unforeseen = use.value - share.replace_anticipated(use.value)
+            if unforeseen > SETTLED:
+                manager.record_remote(sensors, unforeseen, now_ms)
+        producer_ids = engine.producer_ids
+        if producer_ids.enabled:
+            for user, ids in publication.producer_ids.items():
+                producer_ids.remember((user, ""), ids, now_ms)
+
+    def _shares_of(self, engine: QuotaEngine) -> list[dict[MetricTags, _Share]]:
+        """The shares of the engine's managers: a reload that changed the quota windows
+        made new managers, whose sensors start afresh, and so do their shares."""
+        managers = tuple(engine.managers())
+        if managers != self._managers:
+            self._managers = managers
+            self._shares = [{} for _ in managers]
+        return self._shares
+
+    @staticmethod
+    def _settle(
+        manager: QuotaManager,
+        by_tags: dict[MetricTags, _Share],
+        sensors: ClientSensors,
+        now_ms: int,
+    ) -> _Share | None:
+        """Take what the sensor charged here since it was last settled into its share: the
+        use to publish, and what its weight anticipated for the others (replaced by what
+        they report from now on)."""
+        local, anticipated = manager.settle(sensors)
+        if sensors.limit == UNLIMITED:
+            return None  # never throttled, so never published
+        share = by_tags.get(sensors.tags)
+        if share is None:
+            share = by_tags[sensors.tags] = _Share(sensors)
+        share.fresh += local
+        share.unpublished += local
+        share.local.record(manager.rate_config, local, now_ms)
+        if anticipated:
+            share.anticipated.append([now_ms, anticipated])
+        return share
+
+    def _withdraw(self, manager: QuotaManager, share: _Share, now_ms: int) -> None:
+        """Anticipated use the others never reported is taken back out of the sensor."""
+        anticipated = share.anticipated
+        # the others' reports of an interval come at most an interval after it, and a
+        # bus delay later
+        expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self._delay_ms
+        while anticipated and anticipated[0][0] <= expired_ms:
+            manager.record_remote(share.sensors, -anticipated.popleft()[1], now_ms)
+
+    def local_rates(self, now_ms: int) -> Iterator[tuple[QuotaManager, MetricTags, float]]:
+        """Each shared sensor's rate of the use charged here alone (the sensor's own rate
+        is the fleet's, as this member judges it)."""
+        for manager, by_tags in zip(self._managers, self._shares, strict=True):
+            for tags, share in by_tags.items():
+                yield manager, tags, share.local.measure(manager.rate_config, now_ms)
+
+    def members(self, now_ms: int) -> int:
+        """This member and every other heard from lately."""
+        gone = [m for m, heard in self._heard.items() if now_ms - heard > self._gone_after_ms]
+        for member in gone:
+            del self._heard[member]
+        return 1 + len(self._heard)
+
+    def bus_up(self, now_ms: int) -> bool:
+        own = self._own_ms
+        return own is not None and now_ms - own <= self._gone_after_ms
+
+    def share(self, now_ms: int) -> float:
+        """The share of each budget this member enforces on its own: all of it while the bus
+        carries the fleet's use, 1 / the members last seen while it does not."""
+        return 1.0 if self.bus_up(now_ms) else 1.0 / self._members_when_up
+
+
+def _merged(
+    lost: Publication, uses: list[Use], producer_ids: dict[str, list[int]]
+) -> tuple[list[Use], dict[str, list[int]]]:
+    """A lost publication's use and producer ids added to a new one's."""
+    values = {use[:3]: use.value for use in uses}
+    for use in lost.uses:
+        values[use[:3]] = values.get(use[:3], 0.0) + use.value
+    merged = {user: [*lost.producer_ids.get(user, ()), *ids] for user, ids in producer_ids.items()}
+    for user, ids in lost.producer_ids.items():
+        merged.setdefault(user, ids)
+    return [Use(*key, value) for key, value in values.items()], merged
+
+
+def _hot(manager: QuotaManager, sensors: ClientSensors, now_ms: int) -> bool:
+    """Whether the fleet's use of this sensor, as this member sees it, is near its limit."""
+    if isinstance(manager, TokenBucketQuotaManager):
+        return manager.tokens(sensors, now_ms) < (1 - HOT_SHARE) * manager.burst(sensors.limit)
+    assert isinstance(manager, ClientQuotaManager)
+    return sensors.rate.measure(manager.config, now_ms) >= HOT_SHARE * sensors.limit

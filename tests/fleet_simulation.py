@@ -1,0 +1,179 @@
+"""A fleet on a virtual clock: greedy clients of one principal spread over members, each a
+real connection core and enforcement of its own, and a simulated bus between them.
+
+The clients, brokers and workloads are the fidelity table's (tests/fidelity.py); each member
+publishes every sync interval (members staggered over the interval) what its sensors recorded,
+and the bus delivers each publication to every member, the publisher included, after a delay,
+losing some with a given probability, or none at all once cut. What the principal got, over
+whole echo periods, is what the fleet held it to; the unit tests assert it and its bound
+(tests/unit/test_fleet.py), and `python -m tests.fleet_simulation` prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from protocol.fleet_records import decode, encode
+from proxy.enforcement import Enforcement
+from proxy.enforcement.fleet import FleetMember
+from quotas.engine import QuotaEngine
+from quotas.entities import DEFAULT, QuotaEntity
+from quotas.settings import QuotaConfig, QuotaSettings
+from quotas.stats import MetricConfig
+from quotas.store import FILE, entries_of
+from tests.fidelity import (
+    BEHAVIOURS,
+    LONG_RUN_S,
+    SECOND,
+    WORKLOADS,
+    Behaviour,
+    SimBroker,
+    SimClient,
+    Workload,
+    whole_periods,
+)
+from tests.harness import RecordingTransport, VirtualClock, connect, proxy_context
+
+MS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Bus:
+    sync_interval_ms: int = 250
+    delay_ms: int = 20
+    #: the chance a publication is not written (its member is told, as a producer is)
+    loss: float = 0.0
+    #: from this second of the run on, nothing is delivered
+    cut_at_s: int | None = None
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    #: the fleet's rate over whole echo periods from the end of the first windows, to quota
+    fleet: float
+    #: once the bus is cut: each client's own rate over the rest of the run, to quota
+    members_after_cut: tuple[float, ...]
+
+
+def simulate_fleet(
+    workload: Workload,
+    behaviour: Behaviour,
+    windows: tuple[int, int],
+    bus: Bus,
+    placement: tuple[int, ...] = (1, 1, 1),
+    seconds: int = LONG_RUN_S,
+    seed: int = 7,
+) -> FleetResult:
+    """`placement`: how many of the principal's clients each member serves (one member
+    each; a member with none still takes part in the fleet)."""
+    members = len(placement)
+    samples, window_s = windows
+    settings = QuotaSettings(client=MetricConfig(samples=samples, window_ms=window_s * 1000))
+    limits = {workload.quota_type: {QuotaEntity(client_id=DEFAULT): workload.quota}}
+    clock = VirtualClock()
+    chance = random.Random(seed)
+    contexts, fleet, clients = [], [], []
+    for index, served in enumerate(placement):
+        context = proxy_context(Enforcement(QuotaEngine(QuotaConfig(settings, limits))), clock)
+        context.store.replace(FILE, entries_of(limits, {}))
+        for _ in range(served):
+            broker = SimBroker(clock, workload)
+            client = SimClient(clock, workload, behaviour, broker)
+            conn, transport, _ = connect(
+                context,
+                clock,
+                RecordingTransport(on_write=client.receive, on_resume=client.deliver),
+                RecordingTransport(on_write=broker.receive),
+            )
+            broker.conn = client.conn = conn
+            client.transport = transport
+            clients.append(client)
+        contexts.append(context)
+        fleet.append(FleetMember(f"member-{index}", bus.sync_interval_ms))
+
+    def deliver(recipient: int, record: bytes) -> None:
+        now_ms = clock.now_ms()
+        fleet[recipient].receive(decode(record), contexts[recipient].quotas.engine, now_ms)
+
+    def delivery(recipient: int, record: bytes) -> Callable[[], None]:
+        return lambda: deliver(recipient, record)
+
+    def sync(index: int) -> None:
+        now_ms = clock.now_ms()
+        member, context = fleet[index], contexts[index]
+        publication = member.publish(context.quotas.engine, now_ms, now_ms)
+        if bus.cut_at_s is not None and now_ms >= bus.cut_at_s * 1000:
+            pass  # cut: written nowhere, and the member is not told (a partition)
+        elif chance.random() < bus.loss:
+            member.lost(publication, now_ms)
+        else:
+            record = encode(publication)
+            for recipient in range(members):
+                clock.call_later(bus.delay_ms * MS, delivery(recipient, record))
+        context.share_budgets(member.share(now_ms))
+        clock.call_later(bus.sync_interval_ms * MS, syncing(index))
+
+    def syncing(index: int) -> Callable[[], None]:
+        return lambda: sync(index)
+
+    for index in range(members):  # staggered over one interval, as independent processes are
+        clock.call_later(bus.sync_interval_ms * MS * index // members, syncing(index))
+    # the clients come once the members have read their own publications back (a proxy
+    # serves once its bus is up: proxy/fleet_bus.py), on a whole second
+    warm_s = -(-(2 * bus.sync_interval_ms + bus.delay_ms) // 1000)
+    clock.advance_to(warm_s * SECOND)
+    for client in clients:
+        client.start()
+    start = samples * window_s
+    end = warm_s + start + seconds
+    clock.advance_to(end * SECOND)
+    per_client = [client.per_second(end)[warm_s:] for client in clients]
+    used = [sum(second) for second in zip(*per_client, strict=True)]
+    span = whole_periods(seconds, windows, at_least=False)
+    if bus.cut_at_s is not None:
+        span = min(span, bus.cut_at_s - warm_s - start)
+    fleet_rate = workload.rate(sum(used[start : start + span]), span) / workload.quota
+    after: tuple[float, ...] = ()
+    if bus.cut_at_s is not None:
+        # a member's share takes effect once it has missed its own publications; from then
+        # on each is held to quota / members over whole periods
+        settled = bus.cut_at_s - warm_s + 2 * start
+        rest = whole_periods(start + seconds - settled, windows, at_least=False)
+        after = tuple(
+            workload.rate(sum(seconds_used[settled : settled + rest]), rest) / workload.quota
+            for seconds_used in per_client
+        )
+    return FleetResult(fleet_rate, after)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.fleet_simulation", description=__doc__)
+    parser.add_argument(
+        "--placement", default="1,1,1", help="clients per member, e.g. 2,1,0 (default 1,1,1)"
+    )
+    parser.add_argument("--sync-ms", type=int, default=250)
+    parser.add_argument("--delay-ms", type=int, default=20)
+    parser.add_argument("--loss", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    bus = Bus(args.sync_ms, args.delay_ms, args.loss)
+    placement = tuple(int(served) for served in args.placement.split(","))
+    print(f"clients per member {args.placement}, sync {args.sync_ms} ms,", end=" ")
+    print(f"delay {args.delay_ms} ms, loss {args.loss}")
+    print("| quota | windows | client | fleet / quota |")
+    print("|---|---|---|---|")
+    for workload in WORKLOADS:
+        for windows in ((11, 1), (2, 1)):
+            for behaviour in BEHAVIOURS:
+                result = simulate_fleet(workload, behaviour, windows, bus, placement)
+                print(
+                    f"| {workload.quota_type.key} | {windows[0]} x {windows[1]} s |"
+                    f" {behaviour.name} | {result.fleet:.4f} |"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,222 @@
+"""A fleet holds one budget per quota entity (proxy/enforcement/fleet.py), on a virtual clock.
+
+The fidelity table's greedy clients (tests/fidelity.py), spread over 3 members, each a real
+connection core and enforcement, with a simulated bus between them (tests/fleet_simulation.py):
+what the principal got over whole echo periods of a 300 s run, to its quota.
+
+The bound, stated in README "A fleet": |fleet / quota - 1| <= 4 % + 2.5 % per second of
+sync interval plus bus delay. The members' view of each other lags by up to that much; each
+anticipates the others' use in the lag (a weight on what it charges, replaced by what they
+report), and what anticipation misses grows with the lag. Measured, the most any row of the
+table missed by: 3.6 % at 250 ms + 20 ms, 3.1 % at 250 + 100, 3.1 % at 100 + 20, 4.9 % at 500
++ 50, 6.3 % at 1000 + 200; alone on one member of three, 1.4 % (the table itself is 1.5 %).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.fleet_records import Publication, Use, decode, encode, split
+from proxy.enforcement.fleet import COLD_EVERY, GONE_AFTER, FleetMember
+from quotas.engine import QuotaEngine
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.settings import QuotaConfig, QuotaLimits
+from tests.fidelity import BEHAVIOURS, WINDOWS, WORKLOADS, Behaviour, Workload
+from tests.fleet_simulation import Bus, simulate_fleet
+
+SYNC_MS = 250
+EVERYONE = QuotaEntity(client_id=DEFAULT)
+
+
+def bound(bus: Bus) -> float:
+    """How far from its quota the fleet may hold a principal, by the bus's lag."""
+    return 0.04 + 0.025 * (bus.sync_interval_ms + bus.delay_ms) / 1000
+
+
+@pytest.mark.parametrize("windows", WINDOWS, ids=lambda w: f"{w[0]}x{w[1]}s")
+@pytest.mark.parametrize("behaviour", BEHAVIOURS, ids=lambda b: b.name)
+@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.quota_type.key)
+def test_three_members_hold_greedy_clients_within_5_percent(
+    workload: Workload, behaviour: Behaviour, windows: tuple[int, int]
+) -> None:
+    result = simulate_fleet(workload, behaviour, windows, Bus(SYNC_MS, 20))
+    assert abs(result.fleet - 1) <= 0.05, result
+
+
+@pytest.mark.parametrize(
+    "bus",
+    [Bus(100, 20), Bus(250, 100), Bus(1000, 200), Bus(250, 20, loss=0.1)],
+    ids=lambda b: f"{b.sync_interval_ms}ms+{b.delay_ms}ms,loss{b.loss}",
+)
+@pytest.mark.parametrize(
+    "behaviour", [BEHAVIOURS[0], BEHAVIOURS[2], BEHAVIOURS[5]], ids=lambda b: b.name
+)
+@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.quota_type.key)
+def test_the_bound_grows_with_sync_interval_and_delay(
+    workload: Workload, behaviour: Behaviour, bus: Bus
+) -> None:
+    """Kafka's default windows, where a lag weighs most (its first burst echoes every 11 s)."""
+    result = simulate_fleet(workload, behaviour, (11, 1), bus)
+    assert abs(result.fleet - 1) <= bound(bus), result
+
+
+@pytest.mark.parametrize("placement", [(1, 0, 0), (2, 1, 0)])
+@pytest.mark.parametrize("windows", [(11, 1), (2, 1)], ids=lambda w: f"{w[0]}x{w[1]}s")
+@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.quota_type.key)
+def test_clients_placed_unevenly(
+    workload: Workload, windows: tuple[int, int], placement: tuple[int, ...]
+) -> None:
+    """One member serving the principal alone is held as one process holds it (the fidelity
+    table's 1.5 %); two clients on one member and one on another, within 5 %."""
+    result = simulate_fleet(workload, BEHAVIOURS[2], windows, Bus(SYNC_MS, 20), placement)
+    tolerance = 0.015 if placement == (1, 0, 0) else 0.05
+    assert abs(result.fleet - 1) <= tolerance, result
+
+
+@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.quota_type.key)
+def test_with_the_bus_cut_each_member_holds_its_share(workload: Workload) -> None:
+    """Cut 60 s in: each member's own publications stop coming back, and from then on each
+    holds the principal to a third of the quota: never the whole of it."""
+    bus = Bus(SYNC_MS, 20, cut_at_s=60)
+    result = simulate_fleet(workload, BEHAVIOURS[2], (2, 1), bus, seconds=200)
+    assert result.members_after_cut
+    for member in result.members_after_cut:
+        assert abs(member - 1 / 3) <= 0.02, result
+
+
+# the member's logic, publication by publication ---------------------------------------------
+
+
+def engine(limits: QuotaLimits) -> QuotaEngine:
+    return QuotaEngine(QuotaConfig(limits=limits))
+
+
+def exchange(members: list[FleetMember], engines: list[QuotaEngine], now_ms: int) -> None:
+    """Every member publishes, and every publication reaches every member at once."""
+    publications = [
+        member.publish(each, now_ms, now_ms) for member, each in zip(members, engines, strict=True)
+    ]
+    for publication in publications:
+        for member, each in zip(members, engines, strict=True):
+            member.receive(decode(encode(publication)), each, now_ms)
+
+
+def fleet(size: int, limits: QuotaLimits) -> tuple[list[FleetMember], list[QuotaEngine]]:
+    members = [FleetMember(f"m{index}", SYNC_MS) for index in range(size)]
+    engines = [engine(limits) for _ in range(size)]
+    exchange(members, engines, 0)  # every member knows the others: the bus is up
+    return members, engines
+
+
+def test_use_charged_on_one_member_holds_the_principal_on_the_other() -> None:
+    members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1000.0}})
+    here = engines[0].produce.sensors_for("", "app", 10)
+    assert engines[0].produce.record_and_get_throttle_time_ms(here, 50_000, 10) > 0
+    exchange(members, engines, SYNC_MS)
+    there = engines[1].produce.sensors_for("", "app", SYNC_MS)
+    # the other member has charged nothing itself, and throttles the principal's next request
+    assert engines[1].produce.record_and_get_throttle_time_ms(there, 1, SYNC_MS) > 0
+
+
+def test_mutation_tokens_come_from_one_fleet_budget() -> None:
+    """KIP-599: a burst taken on one member leaves the other's bucket empty."""
+    members, engines = fleet(2, {QuotaType.CONTROLLER_MUTATION: {EVERYONE: 10.0}})
+    mutations = [each.controller_mutation for each in engines]
+    here = mutations[0].sensors_for("", "admin", 10)
+    burst = mutations[0].burst(here.limit)
+    assert mutations[0].record_strict(here, burst, 10).admitted
+    exchange(members, engines, SYNC_MS)
+    there = mutations[1].sensors_for("", "admin", SYNC_MS)
+    assert mutations[1].record_strict(there, 1, SYNC_MS).admitted  # the bucket was not < 0
+    assert not mutations[1].record_strict(there, 1, SYNC_MS + 1).admitted
+
+
+def test_a_producer_id_admitted_on_one_member_is_not_charged_on_another() -> None:
+    """KIP-936: a producer that reconnects through another member is known there."""
+    limits = {QuotaType.PRODUCER_IDS: {QuotaEntity(user=DEFAULT): 100.0}}
+    members, engines = fleet(2, limits)
+    first, second = (each.producer_ids for each in engines)
+    assert first.admit(first.sensors_for("alice", "", 10), [7, 8], 10).new_ids == 2
+    exchange(members, engines, SYNC_MS)
+    sensors = second.sensors_for("alice", "", SYNC_MS + 1)
+    assert second.admit(sensors, [7, 8, 9], SYNC_MS + 1).new_ids == 1
+
+
+def test_only_sensors_that_can_be_throttled_are_published_and_cold_ones_seldom() -> None:
+    limits = {QuotaType.PRODUCE: {QuotaEntity(user="limited"): 1_000_000.0}}
+    member, produce = FleetMember("m", SYNC_MS), engine(limits)
+    manager = produce.produce
+    now = 0
+    published = []
+    for _ in range(2 * COLD_EVERY):
+        now += SYNC_MS
+        for user in ("limited", "unlimited"):
+            manager.record_and_get_throttle_time_ms(manager.sensors_for(user, "", now), 10, now)
+        published.append(member.publish(produce, now, now).uses)
+    # "unlimited" never; "limited", far below its quota, every COLD_EVERY intervals with
+    # what it charged since
+    cold = [uses for uses in published if uses]
+    assert len(cold) == 2
+    assert all(
+        [use.user for use in uses] == ["limited"] and uses[0].value == 10 * COLD_EVERY
+        for uses in cold[1:]
+    )
+    # near its quota, every interval
+    for _ in range(3):
+        now += SYNC_MS
+        sensors = manager.sensors_for("limited", "", now)
+        manager.record_and_get_throttle_time_ms(sensors, 5_000_000, now)
+        assert [use.user for use in member.publish(produce, now, now).uses] == ["limited"]
+
+
+def test_losing_the_bus_shares_each_budget_and_its_return_restores_it() -> None:
+    members, engines = fleet(3, {QuotaType.PRODUCE: {EVERYONE: 900.0}})
+    now = SYNC_MS
+    exchange(members, engines, now)
+    assert [member.share(now) for member in members] == [1.0, 1.0, 1.0]
+    for _ in range(GONE_AFTER + 1):  # publications go out, none comes back
+        now += SYNC_MS
+        for member, each in zip(members, engines, strict=True):
+            member.lost(member.publish(each, now, now), now)
+    assert [member.share(now) for member in members] == [1 / 3, 1 / 3, 1 / 3]
+    now += SYNC_MS
+    exchange(members, engines, now)  # back: one interval, and each reads itself again
+    assert [member.share(now) for member in members] == [1.0, 1.0, 1.0]
+    assert [member.members(now) for member in members] == [3, 3, 3]
+
+
+def test_a_silent_member_is_gone_after_a_few_intervals() -> None:
+    members, engines = fleet(3, {QuotaType.PRODUCE: {EVERYONE: 900.0}})
+    now = 0
+    for _ in range(GONE_AFTER + 1):
+        now += SYNC_MS
+        exchange(members[:2], engines[:2], now)
+    assert members[0].members(now) == 2
+
+
+def test_a_lost_publication_goes_out_with_the_next() -> None:
+    member, produce = FleetMember("m", SYNC_MS), engine({QuotaType.PRODUCE: {EVERYONE: 1.0}})
+    manager = produce.produce
+    manager.record_and_get_throttle_time_ms(manager.sensors_for("", "a", 1), 100, 1)
+    member.lost(member.publish(produce, SYNC_MS, 0), SYNC_MS)
+    manager.record_and_get_throttle_time_ms(manager.sensors_for("", "a", 300), 50, 300)
+    assert [use.value for use in member.publish(produce, 2 * SYNC_MS, 0).uses] == [150.0]
+
+
+def test_records_round_trip_split_and_refuse_what_they_are_not() -> None:
+    publication = Publication(
+        "host:9192/w0/1",
+        7,
+        1_700_000_000_000,
+        [Use(0, "User:alice", "app", 1234.5), Use(2, "", "é", 0.25)],
+        {"User:alice": [1, -2, 2**62]},
+    )
+    assert decode(encode(publication)) == publication
+    parts = split(publication, 1)
+    assert [len(part.uses) for part in parts] == [1, 1]
+    assert parts[0].producer_ids and not parts[1].producer_ids
+    for bad in (b"", b"\x02" + encode(publication)[1:], encode(publication)[:-1]):
+        with pytest.raises(ValueError):
+            decode(bad)
+    with pytest.raises(ValueError):
+        decode(encode(publication) + b"\x00")
