@@ -19,16 +19,14 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import KafkaError
 
 from config.cluster import ClusterSettings
 from config.loader import ProxyConfig
-from config.secrets import SecretError
 from config.settings import QuotaStoreSettings
 from protocol.quota_records import read_record, record_key, record_value
 from proxy.metrics import ProxyStats
+from proxy.own_topic import UNREACHABLE, OwnTopic
 from quotas.admin import Changes
 from quotas.entities import QuotaEntity
 from quotas.store import ALTERED, FILE, QuotaStore, entries_of
@@ -44,8 +42,6 @@ _CHECK_S: Final = 1.0
 _APPLY_TIMEOUT_S: Final = 10.0
 #: how long a topic that could not be read is left before it is tried again
 _RETRY_S: Final = 5.0
-#: replicas of the topic when the cluster has the brokers for them
-_REPLICAS: Final = 3
 #: one request's alterations are one record batch (Kafka's default message.max.bytes)
 _MAX_BATCH_BYTES: Final = 1_000_000
 
@@ -65,15 +61,17 @@ class QuotaTopic:
     ) -> None:
         self.store = store
         self.topic = settings.topic
-        self._cluster = cluster
-        self._servers = list(servers)
         self._stats = stats
-        self._partition = TopicPartition(self.topic, 0)
+        self._own = OwnTopic(
+            self.topic,
+            cluster,
+            servers,
+            "kafka-quota-proxy-store",
+            {"cleanup.policy": "compact"},
+            {"acks": "all", "max_batch_size": _MAX_BATCH_BYTES},
+        )
         #: why the topic cannot be read now (None: it can)
         self._problem: str | None = "not read yet"
-        self._producer: AIOKafkaProducer | None = None
-        self._consumer: AIOKafkaConsumer | None = None
-        self._admin: AIOKafkaAdminClient | None = None
         #: every record below this offset has been applied to the store
         self._read_to = 0
         self._read_more = asyncio.Event()
@@ -113,7 +111,7 @@ class QuotaTopic:
         try:
             offset = await asyncio.wait_for(self._write(records), _APPLY_TIMEOUT_S)
             await asyncio.wait_for(self._read_past(offset), _APPLY_TIMEOUT_S)
-        except (KafkaError, OSError, TimeoutError) as exc:
+        except UNREACHABLE as exc:
             done(f"the quota store topic {self.topic} was not written: {exc!r}")
             return
         done(None)
@@ -125,7 +123,7 @@ class QuotaTopic:
         serves, so a restart serves no client on quotas it forgot."""
         try:
             await asyncio.wait_for(self._open(), timeout_s)
-        except (KafkaError, OSError, TimeoutError, SecretError) as exc:
+        except UNREACHABLE as exc:
             await self.close()
             raise StoreUnreachable(
                 f"[quota_store] topic {self.topic}: cannot be read from the cluster: {exc!r}"
@@ -138,95 +136,45 @@ class QuotaTopic:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                if self._consumer is None:
+                if not self._own.is_open:
                     await self._open()
                     self._set_problem(None)
                 await self._follow()
                 if loop.time() - checked >= _CHECK_S:
                     checked = loop.time()
                     await self._check()
-            except (KafkaError, OSError, TimeoutError, SecretError) as exc:
+            except UNREACHABLE as exc:
                 self._set_problem(repr(exc))
                 await self.close()
                 await asyncio.sleep(_RETRY_S)
 
     async def close(self) -> None:
-        if self._consumer is not None:
-            await self._consumer.stop()
-        if self._producer is not None:
-            await self._producer.stop()
-        if self._admin is not None:
-            await self._admin.close()
-        self._consumer = self._producer = self._admin = None
+        await self._own.close()
 
     async def _open(self) -> None:
-        options = self._cluster.aiokafka_options()
-        admin = self._admin = AIOKafkaAdminClient(
-            bootstrap_servers=self._servers, client_id="kafka-quota-proxy-store", **options
-        )
-        await admin.start()
-        created = await self._create(admin)
-        producer = self._producer = AIOKafkaProducer(
-            bootstrap_servers=self._servers,
-            client_id="kafka-quota-proxy-store",
-            acks="all",
-            max_batch_size=_MAX_BATCH_BYTES,
-            **options,
-        )
-        await producer.start()
-        if created:  # made again after a deletion: what this instance knew goes back in
+        """Open the topic (made again, with what this instance last read, if it was
+        deleted) and read it to its end."""
+        if await self._own.open():
+            log.info("quota store topic %s created", self.topic)
             await self._republish()
-        consumer = self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._servers,
-            client_id="kafka-quota-proxy-store",
-            enable_auto_commit=False,
-            **options,
-        )
-        await consumer.start()
-        consumer.assign([self._partition])
-        await consumer.seek_to_beginning(self._partition)
+        await self._own.seek_to_beginning()
         self._read_to = 0
-        end = (await consumer.end_offsets([self._partition]))[self._partition]
+        end = await self._own.end_offset()
         while self._read_to < end:
             await self._follow()
 
-    async def _create(self, admin: AIOKafkaAdminClient) -> bool:
-        """Make the topic, compacted, with as many replicas as the cluster allows; False when
-        it exists."""
-        if self.topic in await admin.list_topics():
-            return False
-        brokers = len((await admin.describe_cluster())["brokers"])
-        topic = NewTopic(
-            self.topic,
-            num_partitions=1,
-            replication_factor=max(1, min(_REPLICAS, brokers)),
-            topic_configs={"cleanup.policy": "compact"},
-        )
-        try:
-            await admin.create_topics([topic])
-        except TopicAlreadyExistsError:  # another instance made it first
-            return False
-        log.info(
-            "quota store topic %s created (replicas: %d)", self.topic, topic.replication_factor
-        )
-        return True
-
     async def _check(self) -> None:
         """The topic is still there: a deleted one is made again (see _open)."""
-        assert self._admin is not None
-        if self.topic not in await self._admin.list_topics():
+        if not await self._own.exists():
             raise KafkaError(f"the topic {self.topic} was deleted")
 
     async def _follow(self) -> None:
-        consumer = self._consumer
-        assert consumer is not None
-        batches = await consumer.getmany(self._partition, timeout_ms=int(_CHECK_S * 1000) // 4)
         changes: dict[QuotaEntity, Changes] = {}
-        for record in batches.get(self._partition, ()):
+        for record in await self._own.read(int(_CHECK_S * 1000) // 4):
             self._read(record.key, record.value, changes)
         if changes:
             self.store.alter_many(ALTERED, changes)
-        self._read_to = await consumer.position(self._partition)
+        self._read_to = await self._own.position()
         self._read_more.set()
 
     def _read(
@@ -246,19 +194,9 @@ class QuotaTopic:
 
     async def _write(self, records: list[tuple[bytes, bytes | None]]) -> int:
         """One request's records, while the topic is read: all appended, or none."""
-        if self._producer is None or self._problem is not None:
-            raise KafkaError(self._problem or "not open")
-        return await self._append(records)
-
-    async def _append(self, records: list[tuple[bytes, bytes | None]]) -> int:
-        """One batch on the one partition; the offset of its last record."""
-        assert self._producer is not None
-        batch = self._producer.create_batch()
-        for key, value in records:
-            if batch.append(key=key, value=value, timestamp=None) is None:
-                raise KafkaError(f"more alterations than one batch of {_MAX_BATCH_BYTES} bytes")
-        delivered = await self._producer.send_batch(batch, self.topic, partition=0)
-        return int((await delivered).offset) + len(records) - 1
+        if self._problem is not None:
+            raise KafkaError(self._problem)
+        return await self._own.append(records)
 
     async def _read_past(self, offset: int) -> None:
         while self._read_to <= offset:
@@ -272,7 +210,7 @@ class QuotaTopic:
             for key, value in values.items()
         ]
         for start in range(0, len(known), 1000):  # atomicity is not needed: each is a value
-            await self._append(known[start : start + 1000])
+            await self._own.append(known[start : start + 1000])
         if known:
             log.warning(
                 "quota store topic %s was missing: made again with the %d altered quotas "
