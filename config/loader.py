@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,11 +12,13 @@ from config.cluster import ClusterSettings, parse_cluster
 from config.errors import ConfigError
 from config.quotas import parse_broker_settings, parse_entities, parse_ips
 from config.settings import (
+    FleetSettings,
     MetricsSettings,
     ProxySettings,
     QuotaStoreSettings,
     UsageSettings,
     parse_enforcement,
+    parse_fleet,
     parse_metrics_settings,
     parse_proxy_settings,
     parse_quota_store,
@@ -31,6 +34,7 @@ _SECTIONS = (
     "upstream",
     "cluster",
     "quota_store",
+    "fleet",
     "metrics",
     "usage",
     "enforcement",
@@ -61,6 +65,16 @@ class ProxyConfig:
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     #: the topic quotas altered through the proxy live in ([quota_store])
     quota_store: QuotaStoreSettings = field(default_factory=QuotaStoreSettings)
+    #: the instances this one holds its budgets with ([fleet])
+    fleet: FleetSettings = field(default_factory=FleetSettings)
+
+    @property
+    def fleet_name(self) -> str:
+        """[fleet] name; for several workers without one, a fleet of this host's workers
+        alone, named after the host and the bootstrap port; "" for one process alone."""
+        if self.fleet.name or self.proxy.workers == 1:
+            return self.fleet.name
+        return f"{socket.gethostname()}-{self.proxy.bootstrap_port}"
 
     def watched_files(self) -> list[Path]:
         """What a change of reloads the config: the file, and the TLS files it names (a
@@ -95,6 +109,7 @@ def load_config(path: Path | str) -> ProxyConfig:
     )
     cluster = parse_cluster(_table(document, "cluster", problems), upstream, problems)
     quota_store = parse_quota_store(_table(document, "quota_store", problems), problems)
+    fleet = parse_fleet(_table(document, "fleet", problems), problems)
     on_upstream = usage.kafka_topic and not usage.kafka_bootstrap_servers
     if on_upstream and upstream.sasl and not cluster.sasl:
         problems.append(
@@ -118,6 +133,7 @@ def load_config(path: Path | str) -> ProxyConfig:
         upstream=upstream,
         cluster=cluster,
         quota_store=quota_store,
+        fleet=fleet,
     )
 
 

@@ -46,6 +46,9 @@ class ProxySettings:
     #: on SIGTERM, how long requests already sent upstream may take to be answered before
     #: the remaining connections are closed
     drain_timeout_s: float = 10.0
+    #: processes that share every listener port (SO_REUSEPORT), each with its own event
+    #: loop; more than one form a fleet (proxy/workers.py)
+    workers: int = 1
 
     @property
     def advertised(self) -> str:
@@ -139,13 +142,60 @@ _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 def parse_quota_store(section: dict[str, Any], problems: list[str]) -> QuotaStoreSettings:
     values = typed_values("quota_store", section, {"topic": (str,)}, problems)
     topic = values.get("topic", "")
-    if topic and (not _TOPIC_NAME.match(topic) or topic in (".", "..")):
+    if topic and not _legal_topic(topic):
         problems.append(
             f"[quota_store] key 'topic': {topic!r} is not a legal Kafka topic name "
             "(up to 249 of a-z A-Z 0-9 . _ -)"
         )
         topic = ""
     return QuotaStoreSettings(topic)
+
+
+def _legal_topic(topic: str) -> bool:
+    return bool(_TOPIC_NAME.match(topic)) and topic not in (".", "..")
+
+
+#: a fleet's bus is this topic, suffixed with the fleet's name
+FLEET_TOPIC_PREFIX = "kafka-quota-proxy-fleet."
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    """[fleet]: instances (and workers) with the same name in front of the same cluster hold
+    one budget per quota entity, through a topic of their own on it (proxy/fleet_bus.py).
+    No name: an instance of one worker holds its budgets alone; one of several workers is a
+    fleet of its own host (see fleet_name)."""
+
+    name: str = ""
+    #: how often each member publishes the use it charged
+    sync_interval_ms: int = 250
+
+
+#: bounds of sync_interval_ms: below, the bus costs more than it buys; above, the fleet's
+#: error grows past what a quota window can hide (README, "A fleet")
+SYNC_INTERVAL_MS = (10, 10_000)
+
+
+def parse_fleet(section: dict[str, Any], problems: list[str]) -> FleetSettings:
+    values = typed_values("fleet", section, {"name": (str,), "sync_interval_ms": (int,)}, problems)
+    name = values.get("name", "")
+    if name and not _legal_topic(FLEET_TOPIC_PREFIX + name):
+        problems.append(
+            f"[fleet] key 'name': {name!r} cannot name a Kafka topic "
+            f"({FLEET_TOPIC_PREFIX}<name>: up to {249 - len(FLEET_TOPIC_PREFIX)} of "
+            "a-z A-Z 0-9 . _ -)"
+        )
+        values.pop("name")
+    low, high = SYNC_INTERVAL_MS
+    interval = values.get("sync_interval_ms")
+    if interval is not None and not low <= interval <= high:
+        problems.append(
+            f"[fleet] key 'sync_interval_ms': must be between {low} and {high}, got {interval}"
+        )
+        values.pop("sync_interval_ms")
+    if section and not values.get("name") and "name" not in section:
+        problems.append("[fleet] key 'name': missing (the fleet's members share it)")
+    return FleetSettings(**values)
 
 
 _METRICS_TYPES: dict[str, tuple[type, ...]] = {
@@ -171,6 +221,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "queued_max_request_bytes": (int,),
     "connections_max_idle_ms": (int,),
     "drain_timeout_s": (int, float),
+    "workers": (int,),
 }
 assert set(_TYPES) == {f.name for f in fields(ProxySettings)}
 
@@ -199,6 +250,9 @@ def parse_metrics_settings(section: dict[str, Any], problems: list[str]) -> Metr
         problems.append(f"[metrics] key 'port': {values.pop('port')} is not a TCP port")
     return MetricsSettings(**values)
 
+
+#: more workers than this is a typo, not a machine
+MAX_WORKERS = 256
 
 #: the [proxy] keys a reload applies at once (Kafka's dynamic broker configs); the others
 #: take a restart
@@ -232,6 +286,9 @@ def parse_proxy_settings(section: dict[str, Any], problems: list[str]) -> ProxyS
         elif key == "connections_max_idle_ms" and value <= 0 and value != -1:
             problems.append(f"{where}: must be > 0, or -1 to never close idle ones; got {value}")
             continue
+        elif key == "workers" and not 1 <= value <= MAX_WORKERS:
+            problems.append(f"{where}: must be between 1 and {MAX_WORKERS}, got {value}")
+            continue
         if key == "max_connections_per_ip_overrides":
             overrides = {
                 canonical_ip(ip): limit
@@ -251,6 +308,13 @@ def parse_proxy_settings(section: dict[str, Any], problems: list[str]) -> ProxyS
                 continue
             value = tuple(value)
         values[key] = value
+    if values.get("workers", 1) > 1:
+        for key in ("bootstrap_port", "broker_port_base"):
+            if values.get(key, 1) == 0:
+                problems.append(
+                    f"[proxy] key '{key}': workers share their listeners' ports, so name "
+                    "one (0 would give each worker a port of its own)"
+                )
     if values.get("max_connections_per_ip") == 0 and not values.get(
         "max_connections_per_ip_overrides"
     ):

@@ -14,7 +14,7 @@ import argparse
 import json
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from localkafka.load import RECORD_BYTES, Timeline, confluent_flood
@@ -25,20 +25,29 @@ SEQ_STRIDE = 10**9
 
 @contextmanager
 def confluent_fleet(
-    bootstrap: str, client_id: str, topic: str, seconds: float, processes: int
+    bootstrap: str | Sequence[str],
+    client_id: str,
+    topic: str,
+    seconds: float,
+    processes: int,
+    options: Mapping[str, str] | None = None,
 ) -> Iterator[list[subprocess.Popen[str]]]:
-    """The fleet's processes, started at once; killed if the block is left while they run."""
+    """The fleet's processes, started at once; killed if the block is left while they run.
+    Several bootstrap lists are dealt out: process i gets the (i mod their count)-th;
+    `options` are librdkafka settings of every process."""
+    lists = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
     fleet = [
         subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "localkafka.fleet",
-                bootstrap,
+                lists[i % len(lists)],
                 client_id,
                 topic,
                 str(seconds),
                 str(i * SEQ_STRIDE),
+                *(f"--option={key}={value}" for key, value in (options or {}).items()),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -84,9 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("topic")
     parser.add_argument("seconds", type=float)
     parser.add_argument("first_seq", type=int)
+    parser.add_argument("--option", action="append", default=[], help="librdkafka key=value")
     args = parser.parse_args(argv)
     timeline = Timeline()
     config = {"bootstrap.servers": args.bootstrap, "client.id": args.client_id}
+    config.update(option.split("=", 1) for option in args.option)
     confluent_flood(config, args.topic, args.seconds, timeline, args.first_seq)
     acked = [[at, seq] for (at, _), seq in zip(timeline.events, timeline.seqs, strict=True)]
     print(json.dumps({"started": timeline.started, "acked": acked}))

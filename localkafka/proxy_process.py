@@ -40,10 +40,12 @@ class RunningProxy:
     broker_port_base: int
     config_path: Path
     log_path: Path
-    #: http://host:port/metrics
+    #: http://host:port/metrics (of the first worker, with several)
     metrics_url: str
     #: variables added to the proxy's environment, kept across restarts
     env: dict[str, str]
+    #: every worker's metrics, in the order of their index
+    metrics_urls: list[str]
 
     def broker_address(self, node_id: int) -> str:
         return f"{LOOPBACK}:{self.broker_port_base + node_id}"
@@ -116,12 +118,16 @@ def _launch(config: Path, log_path: Path, base: int, env: dict[str, str]) -> Run
     else:
         process.kill()
         raise RuntimeError(f"proxy did not start: {printed}\n{log_path.read_text()}")
+    # one "metrics" line, or one "metrics (worker N)" line per worker
+    workers = [f"kafka-quota-proxy metrics (worker {index})" for index in range(len(printed))]
+    urls = [printed[label] for label in ("kafka-quota-proxy metrics", *workers) if label in printed]
     return RunningProxy(
         process,
         printed["kafka-quota-proxy bootstrap"],
         base,
         config,
         log_path,
-        printed["kafka-quota-proxy metrics"],
+        urls[0],
         env,
+        urls,
     )

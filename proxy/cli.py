@@ -13,13 +13,16 @@ from pathlib import Path
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
 from config.report import effective_quotas
+from config.settings import FLEET_TOPIC_PREFIX
 from config.tls import describe, unencrypted_upstream
 from proxy.clock import Clock, LoopClock
 from proxy.cluster import AuthenticationFailed
 from proxy.context import ProxyContext, build_context
 from proxy.enforcement import Enforcement
+from proxy.enforcement.fleet import FleetMember
+from proxy.fleet_bus import FleetBus, FleetUnreachable, member_id
 from proxy.log_limit import RepeatedLineFilter
-from proxy.metrics import QuotaCollector, build_registry, serve_metrics
+from proxy.metrics import FleetStats, QuotaCollector, build_registry, serve_metrics
 from proxy.quota_topic import StoreUnreachable, read_quota_store
 from proxy.quotas_command import add_arguments as add_quota_arguments
 from proxy.quotas_command import run as run_quotas
@@ -33,6 +36,7 @@ from proxy.usage_sinks import (
     record_usage,
     wall_ms,
 )
+from proxy.workers import WATCH_S, Worker, run_workers
 from quotas.entities import QuotaType
 from quotas.settings import QuotaConfig
 
@@ -78,13 +82,47 @@ async def _forget_producer_ids(enforcement: Enforcement, clock: Clock) -> None:
             await asyncio.sleep(_IDLE_CLEANUP_S)
 
 
-async def serve(config: ProxyConfig) -> None:
+async def _start_fleet(
+    config: ProxyConfig, context: ProxyContext, worker: Worker | None
+) -> FleetBus | None:
+    """Join the fleet this config names, if any: its bus is up before the proxy serves."""
+    name = config.fleet_name
+    if not name:
+        return None
+    member = FleetMember(
+        member_id(config.proxy.bootstrap_port, worker.index if worker else 0),
+        config.fleet.sync_interval_ms,
+    )
+    context.stats.fleet = FleetStats()
+    bus = FleetBus(
+        member,
+        context,
+        name,
+        config.cluster,
+        config.proxy.upstream_bootstrap_servers,
+        context.stats.fleet,
+    )
+    await bus.start(2 * config.proxy.connect_timeout_s)
+    return bus
+
+
+async def _watch_parent(worker: Worker, stop: asyncio.Event) -> None:
+    while not worker.orphaned():
+        await asyncio.sleep(WATCH_S)
+    log.warning("worker %d: the parent process is gone: stopping", worker.index)
+    stop.set()
+
+
+async def serve(config: ProxyConfig, worker: Worker | None = None) -> None:
     if (unencrypted := unencrypted_upstream(config.listener, config.upstream)) is not None:
         log.warning(unencrypted)
     usage = config.usage
     recorder = None
     if usage.enabled:
-        recorder = UsageRecorder(instance_id(usage, config.proxy.bootstrap_port), wall_ms())
+        source = instance_id(usage, config.proxy.bootstrap_port)
+        if worker is not None:
+            source = f"{source}/w{worker.index}"
+        recorder = UsageRecorder(source, wall_ms())
     context = build_context(config, LoopClock(), recorder)
     stats, clock = context.stats, context.clock
 
@@ -112,6 +150,9 @@ async def serve(config: ProxyConfig) -> None:
         await context.quota_admin.start(2 * config.proxy.connect_timeout_s)
         background.append(asyncio.create_task(context.quota_admin.run()))
         log.info("altered quotas: the quota store topic %s", config.quota_store.topic)
+    fleet = await _start_fleet(config, context, worker)
+    if fleet is not None:
+        background.append(asyncio.create_task(fleet.run()))
     server = ProxyServer(context)
     await server.start()
     kafka_sink = None
@@ -146,23 +187,29 @@ async def serve(config: ProxyConfig) -> None:
                 lambda: len(server.connections),
                 lambda: {listener.name: listener.serving for listener in server.listeners.values()},
                 context.memory_pool,
-            )
+                fleet.member.local_rates if fleet is not None else None,
+            ),
+            worker.index if worker is not None else None,
         )
-        metrics_server = await serve_metrics(
-            registry, config.metrics.listen_host, config.metrics.port
-        )
+        port = worker.port(config.metrics.port) if worker else config.metrics.port
+        metrics_server = await serve_metrics(registry, config.metrics.listen_host, port)
         host, port = metrics_server.sockets[0].getsockname()[:2]
-        print(f"kafka-quota-proxy metrics: http://{host}:{port}/metrics", flush=True)
+        which = f" (worker {worker.index})" if worker is not None else ""
+        print(f"kafka-quota-proxy metrics{which}: http://{host}:{port}/metrics", flush=True)
     reloader = ConfigReloader(config, apply, stats)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, reloader.reload, "SIGHUP")
     background.append(loop.create_task(reloader.watch(config.proxy.config_poll_interval_s)))
     background.append(loop.create_task(_expire_sensors(context)))
     background.append(loop.create_task(_forget_producer_ids(context.quotas, clock)))
-    print(f"kafka-quota-proxy bootstrap: {server.bootstrap_address}", flush=True)
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if worker is None:
+        print(f"kafka-quota-proxy bootstrap: {server.bootstrap_address}", flush=True)
+    else:
+        background.append(loop.create_task(_watch_parent(worker, stop)))
+        worker.ready()
     await stop.wait()
     log.info("shutting down")
     await server.stop(config.proxy.drain_timeout_s)
@@ -176,6 +223,8 @@ async def serve(config: ProxyConfig) -> None:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     await context.quota_admin.close()
+    if fleet is not None:
+        await fleet.close()
     if metrics_server is not None:
         metrics_server.close()
 
@@ -216,6 +265,14 @@ def check_config(path: Path) -> int:
         print(config.cluster.describe())
     if config.quota_store.topic:
         print(f"altered quotas: read from the quota store topic {config.quota_store.topic}")
+    if config.proxy.workers > 1:
+        print(f"workers: {config.proxy.workers}, sharing every listener port")
+    if config.fleet_name:
+        print(
+            f"fleet: {config.fleet_name}, one budget per quota entity through the topic "
+            f"{FLEET_TOPIC_PREFIX}{config.fleet_name}, published every "
+            f"{config.fleet.sync_interval_ms} ms"
+        )
     if config.shadow:
         keys = ", ".join(quota_type.key for quota_type in QuotaType if quota_type in config.shadow)
         print(f"shadow mode (decided and reported, not enforced): {keys}")
@@ -287,12 +344,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     loop_name = install_event_loop(config.proxy.uvloop)
     log.info("event loop: %s; open files: up to %d", loop_name, raise_open_file_limit())
+    workers = config.proxy.workers
+    if workers == 1:
+        return _run(config, None)
+
+    def announce() -> None:
+        log.info("%d workers serve", workers)
+        address = f"{config.proxy.advertised}:{config.proxy.bootstrap_port}"
+        print(f"kafka-quota-proxy bootstrap: {address}", flush=True)
+
+    return run_workers(workers, lambda worker: _run(config, worker), announce)
+
+
+def _run(config: ProxyConfig, worker: Worker | None) -> int:
+    """One proxy process to its end: the exit code."""
     try:
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, worker))
     except ConfigError as exc:
         print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
         return 2
-    except StoreUnreachable as exc:
+    except (StoreUnreachable, FleetUnreachable) as exc:
         print(f"kafka-quota-proxy: {exc}", file=sys.stderr)
         return 2
     except AuthenticationFailed as exc:

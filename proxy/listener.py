@@ -70,6 +70,8 @@ class Listener:
         sock = socket.socket(family)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self._context.settings.workers > 1:  # every worker binds it; the kernel spreads
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind((self.host, self.port))
             sock.listen(_BACKLOG)
             sock.setblocking(False)

@@ -20,9 +20,13 @@ from prometheus_client.registry import Collector
 
 from proxy.memory_pool import MemoryPool
 from quotas.engine import QuotaEngine
-from quotas.entities import QuotaType, sanitize
+from quotas.entities import MetricTags, QuotaType, sanitize
+from quotas.managers import QuotaManager
 
 log = logging.getLogger(__name__)
+
+#: a fleet member's local rates: (manager, metric tags, rate) of each shared sensor
+LocalRates = Callable[[], Iterator[tuple[QuotaManager, MetricTags, float]]]
 
 _MAX_REQUEST_HEAD = 8192
 _READ_TIMEOUT_S = 5.0
@@ -48,6 +52,21 @@ class ProxyStats:
     usage_dropped: Counter[str] = field(default_factory=Counter)
     #: whether the quota store's topic is read now; None without one ([quota_store])
     quota_store_up: bool | None = None
+    #: the fleet's bus (proxy/fleet_bus.py); None outside a fleet
+    fleet: FleetStats | None = None
+
+
+@dataclass
+class FleetStats:
+    #: this member and the others heard from lately
+    members: int = 1
+    bus_up: bool = False
+    #: the share of every budget enforced here on its own: 1 while the bus is up
+    budget_share: float = 1.0
+    bytes_published: int = 0
+    bytes_read: int = 0
+    #: publications the bus did not take (their use went out with the next one)
+    publications_lost: int = 0
 
 
 def metric_name(group: str, name: str) -> str:
@@ -64,6 +83,7 @@ class QuotaCollector(Collector):
         active_connections: Callable[[], int],
         listeners: Callable[[], Mapping[str, bool]] = dict,
         pool: MemoryPool | None = None,
+        local_rates: LocalRates | None = None,
     ) -> None:
         self._engine = engine
         self._now_ms = now_ms
@@ -72,6 +92,8 @@ class QuotaCollector(Collector):
         #: listener name -> whether it accepts now (False while its upstream is unreachable)
         self._listeners = listeners
         self._pool = pool
+        #: in a fleet: each shared sensor's rate of the use charged in this process alone
+        self._local_rates = local_rates
 
     def collect(self) -> Iterator[Metric]:
         now_ms = self._now_ms()
@@ -201,18 +223,78 @@ class QuotaCollector(Collector):
                 "the proxy enforces the quotas it last read and refuses alterations",
                 value=1.0 if stats.quota_store_up else 0.0,
             )
+        if stats.fleet is not None:
+            yield from self._fleet(stats.fleet)
         yield GaugeMetricFamily(
             "kafka_quota_proxy_connections_active",
             "Client connections open now",
             value=self._active_connections(),
         )
 
+    def _fleet(self, fleet: FleetStats) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "kafka_quota_proxy_fleet_members",
+            "Members of this proxy's fleet: itself and those it heard from lately",
+            value=fleet.members,
+        )
+        yield GaugeMetricFamily(
+            "kafka_quota_proxy_fleet_bus_up",
+            "1 while this member reads its own publications back from the fleet's topic; 0 "
+            "while it does not, and holds each budget's share (fleet_budget_share)",
+            value=1.0 if fleet.bus_up else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "kafka_quota_proxy_fleet_budget_share",
+            "The share of every quota this member enforces on its own: 1 with the bus up, "
+            "1 / the members last seen without it",
+            value=fleet.budget_share,
+        )
+        for name, value, text in (
+            ("bytes_published", fleet.bytes_published, "Bytes this member wrote to the bus"),
+            ("bytes_read", fleet.bytes_read, "Bytes this member read from the bus"),
+            (
+                "publications_lost",
+                fleet.publications_lost,
+                "Publications the bus did not take; their use went out with the next one",
+            ),
+        ):
+            yield CounterMetricFamily(f"kafka_quota_proxy_fleet_{name}", text, value=value)
+        if self._local_rates is None:
+            return
+        local = GaugeMetricFamily(
+            "kafka_quota_proxy_local_rate",
+            "A fleet-shared quota's rate of the use charged in this process alone, beside "
+            "Kafka's rate metric, which is the fleet's as this process judges it",
+            labels=["quota", "user", "client_id"],
+        )
+        for manager, (user, client_id), rate in self._local_rates():
+            local.add_metric([manager.quota_type.key, sanitize(user), client_id], rate)
+        yield local
 
-def build_registry(collector: QuotaCollector) -> CollectorRegistry:
+
+def build_registry(collector: QuotaCollector, worker: int | None = None) -> CollectorRegistry:
+    """The registry a scrape reads; a worker's series carry its index (proxy/workers.py)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    ProcessCollector(registry=registry)
+    collectors: list[Collector] = [collector, ProcessCollector(registry=None)]
+    for each in collectors:
+        registry.register(each if worker is None else _Labelled(each, "worker", str(worker)))
     return registry
+
+
+class _Labelled(Collector):
+    """Every series of another collector with one more label."""
+
+    def __init__(self, inner: Collector, name: str, value: str) -> None:
+        self._inner = inner
+        self._label = {name: value}
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._inner.collect():
+            family.samples = [
+                sample._replace(labels={**sample.labels, **self._label})
+                for sample in family.samples
+            ]
+            yield family
 
 
 async def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> asyncio.Server:

@@ -14,7 +14,7 @@ from typing import Any, Final, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 from aiokafka.structs import ConsumerRecord
 
 from config.cluster import ClusterSettings
@@ -91,10 +91,13 @@ class OwnTopic:
             replication_factor=max(1, min(_REPLICAS, brokers)),
             topic_configs=self._configs,
         )
-        try:
-            await admin.create_topics([topic])
-        except TopicAlreadyExistsError:  # another instance made it first
-            return False
+        response = await admin.create_topics([topic])
+        for _name, code, *message in response.topic_errors:
+            if code == TopicAlreadyExistsError.errno:  # another instance made it first
+                return False
+            if code:
+                error = for_code(code)
+                raise error(f"creating the topic {self.topic}: {message[0] if message else ''}")
         return True
 
     async def exists(self) -> bool:

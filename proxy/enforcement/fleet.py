@@ -49,7 +49,6 @@ from quotas.managers import (
     QuotaManager,
     TokenBucketQuotaManager,
 )
-from quotas.stats import Rate
 
 #: sync intervals of silence after which a member is gone (or, for its own publications, the
 #: bus is)
@@ -67,12 +66,10 @@ DECAY: Final = 0.9
 class _Share:
     """One sensor's part in the fleet, as this member sees it."""
 
-    __slots__ = ("anticipated", "elsewhere", "fresh", "here", "local", "sensors", "unpublished")
+    __slots__ = ("anticipated", "elsewhere", "fresh", "here", "sensors", "unpublished")
 
     def __init__(self, sensors: ClientSensors) -> None:
         self.sensors = sensors
-        #: the use charged here alone, as the sensor's own rate would measure it
-        self.local = Rate()
         #: use charged here up to the previous publication and reported by the others up to
         #: now, decayed every interval: the others' reports of an interval arrive after it,
         #: so this interval's own use (fresh) joins `here` only once it is over
@@ -246,7 +243,6 @@ class FleetMember:
             share = by_tags[sensors.tags] = _Share(sensors)
         share.fresh += local
         share.unpublished += local
-        share.local.record(manager.rate_config, local, now_ms)
         if anticipated:
             share.anticipated.append([now_ms, anticipated])
         return share
@@ -260,12 +256,14 @@ class FleetMember:
         while anticipated and anticipated[0][0] <= expired_ms:
             manager.record_remote(share.sensors, -anticipated.popleft()[1], now_ms)
 
-    def local_rates(self, now_ms: int) -> Iterator[tuple[QuotaManager, MetricTags, float]]:
-        """Each shared sensor's rate of the use charged here alone (the sensor's own rate
-        is the fleet's, as this member judges it)."""
+    def local_rates(self) -> Iterator[tuple[QuotaManager, MetricTags, float]]:
+        """Each shared sensor's rate per second of the use charged here alone, averaged
+        over the intervals its weight remembers (the sensor's own rate is the fleet's, as
+        this member judges it)."""
+        per_second = (1 - DECAY) * 1000 / self.sync_interval_ms
         for manager, by_tags in zip(self._managers, self._shares, strict=True):
             for tags, share in by_tags.items():
-                yield manager, tags, share.local.measure(manager.rate_config, now_ms)
+                yield manager, tags, share.here * per_second
 
     def members(self, now_ms: int) -> int:
         """This member and every other heard from lately."""

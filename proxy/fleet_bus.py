@@ -1,0 +1,205 @@
+"""A fleet's bus: a topic of the proxy's own on the cluster it fronts, one partition, that
+every member writes its publication to once per sync interval and reads everyone's from.
+
+The member's logic is sans-IO (proxy/enforcement/fleet.py); this is its asyncio shell. A
+member serves once its bus is up: it has read the last few intervals of the topic (who the
+members are, and their recent use) and its own first publication back. While the topic
+cannot be written or read, the member enforces its share of every budget, says so in its
+log and in kafka_quota_proxy_fleet_bus_up, and tries again every RETRY_S; once it reads its
+own publications again, the fleet converges within two sync intervals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Sequence
+from typing import Final
+
+from config.cluster import ClusterSettings
+from config.settings import FLEET_TOPIC_PREFIX
+from protocol.fleet_records import Publication, decode, encode, split
+from proxy.clock import Clock
+from proxy.context import ProxyContext
+from proxy.enforcement.fleet import GONE_AFTER, FleetMember
+from proxy.metrics import FleetStats
+from proxy.own_topic import UNREACHABLE, OwnTopic
+from proxy.usage_sinks import wall_ms
+
+log = logging.getLogger(__name__)
+
+#: how long a bus that failed is left before it is opened again
+RETRY_S: Final = 1.0
+#: how long the topic keeps publications: only the last few intervals are ever read
+_TOPIC_CONFIGS: Final = {
+    "cleanup.policy": "delete",
+    "retention.ms": "300000",
+    "segment.ms": "60000",
+}
+#: one record stays under Kafka's default message.max.bytes (a use is ~40 bytes)
+USES_PER_RECORD: Final = 10_000
+
+
+class FleetUnreachable(Exception):
+    """The bus could not be read at start-up: the proxy does not serve without it."""
+
+
+def member_id(bootstrap_port: int, worker: int) -> str:
+    """Unique per process; readable in logs: host, port, worker, pid."""
+    return f"{socket.gethostname()}:{bootstrap_port}/w{worker}/{os.getpid()}"
+
+
+class FleetBus:
+    def __init__(
+        self,
+        member: FleetMember,
+        context: ProxyContext,
+        name: str,
+        cluster: ClusterSettings,
+        servers: Sequence[str],
+        stats: FleetStats,
+    ) -> None:
+        self.member = member
+        self.name = name
+        self._context = context
+        self._clock: Clock = context.clock
+        self._stats = stats
+        self._interval_s = member.sync_interval_ms / 1000
+        self._own = OwnTopic(
+            FLEET_TOPIC_PREFIX + name,
+            cluster,
+            servers,
+            "kafka-quota-proxy-fleet",
+            _TOPIC_CONFIGS,
+            {"acks": 1, "linger_ms": 0, "request_timeout_ms": 5_000},
+        )
+        #: whether the bus was up when last reported, and why it last failed
+        self._up = False
+        self._failure = "its own publications stopped coming back"
+        self._sends: set[asyncio.Task[None]] = set()
+
+    @property
+    def topic(self) -> str:
+        return self._own.topic
+
+    async def start(self, timeout_s: float) -> None:
+        """Open the topic and read it from GONE_AFTER intervals ago (the members, their
+        recent use), then publish once and read that back: the bus is up."""
+        try:
+            await asyncio.wait_for(self._open(), timeout_s)
+            await asyncio.wait_for(self._until_up(), timeout_s)
+        except UNREACHABLE as exc:
+            await self.close()
+            raise FleetUnreachable(
+                f"[fleet] name {self.name}: its topic {self.topic} cannot be read from the "
+                f"cluster: {exc!r}"
+            ) from exc
+        self._report()
+
+    async def run(self) -> None:
+        """Publish every sync interval; follow the topic; reopen it when it fails."""
+        publishing = asyncio.get_running_loop().create_task(self._publish_every_interval())
+        try:
+            while True:
+                try:
+                    if not self._own.is_open:
+                        await self._open()
+                    await self._follow()
+                except UNREACHABLE as exc:
+                    self._failure = repr(exc)
+                    await self._own.close()
+                    await asyncio.sleep(RETRY_S)
+        finally:
+            publishing.cancel()
+            await asyncio.gather(publishing, return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._sends):
+            task.cancel()
+        await asyncio.gather(*self._sends, return_exceptions=True)
+        await self._own.close()
+
+    async def _open(self) -> None:
+        if await self._own.open():
+            log.info("fleet %s: topic %s created", self.name, self.topic)
+        history_ms = GONE_AFTER * self.member.sync_interval_ms
+        await self._own.seek_to_time(wall_ms() - history_ms)
+
+    async def _until_up(self) -> None:
+        self._publish()
+        while not self.member.bus_up(self._clock.now_ms()):
+            await self._follow()
+
+    async def _publish_every_interval(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            self._publish()
+
+    def _publish(self) -> None:
+        now_ms = self._clock.now_ms()
+        publication = self.member.publish(self._context.quotas.engine, now_ms, wall_ms())
+        if self._own.is_open:
+            task = asyncio.get_running_loop().create_task(self._send(publication))
+            self._sends.add(task)
+            task.add_done_callback(self._sends.discard)
+        else:
+            self.member.lost(publication, now_ms)
+            self._stats.publications_lost += 1
+        self._report()
+
+    async def _send(self, publication: Publication) -> None:
+        try:
+            for part in split(publication, USES_PER_RECORD):
+                record = encode(part)
+                await self._own.send(record)
+                self._stats.bytes_published += len(record)
+        except UNREACHABLE as exc:
+            self.member.lost(publication, self._clock.now_ms())
+            self._stats.publications_lost += 1
+            self._failure = repr(exc)
+
+    async def _follow(self) -> None:
+        records = await self._own.read(int(self.member.sync_interval_ms))
+        engine = self._context.quotas.engine
+        for record in records:
+            value = record.value or b""
+            self._stats.bytes_read += len(value)
+            try:
+                publication = decode(value)
+            except ValueError as exc:
+                log.warning(
+                    "fleet %s: the record at offset %d skipped: %s", self.name, record.offset, exc
+                )
+                continue
+            self.member.receive(publication, engine, self._clock.now_ms())
+        if records:
+            self._report()
+
+    def _report(self) -> None:
+        """The budget share in force, the metrics, and a log line when the bus changes."""
+        now_ms = self._clock.now_ms()
+        up = self.member.bus_up(now_ms)
+        share = self.member.share(now_ms)
+        self._context.share_budgets(share)
+        self._stats.members = self.member.members(now_ms)
+        self._stats.bus_up = up
+        self._stats.budget_share = share
+        if up and not self._up:
+            log.info(
+                "fleet %s: bus up on %s, %d members hold one budget per quota entity",
+                self.name,
+                self.topic,
+                self._stats.members,
+            )
+        elif self._up and not up:
+            log.warning(
+                "fleet %s: bus %s lost (%s): each budget is held as 1/%d of it here until "
+                "the bus is back",
+                self.name,
+                self.topic,
+                self._failure,
+                round(1 / share),
+            )
+        self._up = up
