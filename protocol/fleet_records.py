@@ -1,14 +1,18 @@
 """The records of a fleet's bus topic: one per member per sync interval, what its sensors
 recorded since its previous one, and the producer ids it admitted.
 
-Binary, since a member reads every other member's records several times a second:
+Binary, since a member reads every other member's records several times a second, and laid
+out to be read in few Python steps: the names once, then the uses as fixed-size entries
+(struct.iter_unpack reads them all in one call):
 
-    version u8 | member str | sequence u32 | time_ms u64 | uses u32 | producer-id sets u32
-    use:             quota type u8 | user str | client-id str | value f64
-    producer ids:    user str | count u32 | id i64 ...
+    version u8 | member str | sequence u32 | time_ms u64 | names u16 | uses u32 |
+        producer-id sets u32 | name str ... | use ... | producer ids ...
+    use:             quota type u8 | user name u16 | client-id name u16 | value f64
+    producer ids:    user name u16 | count u32 | id i64 ...
     str:             length u16 | UTF-8
 
-A use is keyed by its sensor's metric tags, which every member resolves a client to alike.
+A use is keyed by its sensor's metric tags, which every member resolves a client to alike; a
+record names at most 65,535 distinct users and client-ids (split keeps it under that).
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from typing import Final, NamedTuple
 VERSION: Final = 1
 
 _U16 = struct.Struct(">H")
-_HEAD = struct.Struct(">IQII")
-_COUNT = struct.Struct(">I")
-_F64 = struct.Struct(">d")
+_HEAD = struct.Struct(">IQHII")
+_USE = struct.Struct(">BHHd")
+_IDS_HEAD = struct.Struct(">HI")
+#: the most names one record holds (its indices are u16)
+MAX_NAMES: Final = (1 << 16) - 1
 
 
 class Use(NamedTuple):
@@ -48,83 +54,94 @@ def _string(text: str) -> bytes:
 
 
 def encode(publication: Publication) -> bytes:
-    parts = [
-        bytes([VERSION]),
-        _string(publication.member),
-        _HEAD.pack(
-            publication.sequence,
-            publication.time_ms,
-            len(publication.uses),
-            len(publication.producer_ids),
-        ),
+    """ValueError when the record would name more than MAX_NAMES users and client-ids."""
+    names: dict[str, int] = {}
+    uses = [
+        _USE.pack(
+            use.quota_type,
+            names.setdefault(use.user, len(names)),
+            names.setdefault(use.client_id, len(names)),
+            use.value,
+        )
+        for use in publication.uses
     ]
-    for use in publication.uses:
-        parts += [
-            bytes([use.quota_type]),
-            _string(use.user),
-            _string(use.client_id),
-            _F64.pack(use.value),
+    id_sets = [
+        _IDS_HEAD.pack(names.setdefault(user, len(names)), len(ids))
+        + struct.pack(f">{len(ids)}q", *ids)
+        for user, ids in publication.producer_ids.items()
+    ]
+    if len(names) > MAX_NAMES:
+        raise ValueError(f"a fleet record names {len(names)} users and client-ids")
+    return b"".join(
+        [
+            bytes([VERSION]),
+            _string(publication.member),
+            _HEAD.pack(
+                publication.sequence,
+                publication.time_ms,
+                len(names),
+                len(uses),
+                len(id_sets),
+            ),
+            *map(_string, names),
+            *uses,
+            *id_sets,
         ]
-    for user, ids in publication.producer_ids.items():
-        parts += [_string(user), _COUNT.pack(len(ids)), struct.pack(f">{len(ids)}q", *ids)]
-    return b"".join(parts)
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, size: int) -> bytes:
-        end = self.pos + size
-        if end > len(self.data):
-            raise ValueError("a fleet record cut short")
-        chunk = self.data[self.pos : end]
-        self.pos = end
-        return chunk
-
-    def string(self) -> str:
-        return self.take(self._u16()).decode()
-
-    def _u16(self) -> int:
-        value: int = _U16.unpack(self.take(2))[0]
-        return value
+    )
 
 
 def decode(data: bytes) -> Publication:
     """ValueError for what is not a record of this version."""
-    reader = _Reader(data)
     try:
-        if reader.take(1)[0] != VERSION:
-            raise ValueError(f"a fleet record of version {data[0]}, this proxy reads {VERSION}")
-        member = reader.string()
-        sequence, time_ms, uses, id_sets = _HEAD.unpack(reader.take(_HEAD.size))
-        read = [
-            Use(reader.take(1)[0], reader.string(), reader.string(), _F64.unpack(reader.take(8))[0])
-            for _ in range(uses)
+        if not data or data[0] != VERSION:
+            raise ValueError(f"a fleet record of version {data[:1]!r}, this proxy reads {VERSION}")
+        pos = 1
+        member, pos = _read_string(data, pos)
+        sequence, time_ms, name_count, use_count, id_sets = _HEAD.unpack_from(data, pos)
+        pos += _HEAD.size
+        names = []
+        for _ in range(name_count):
+            name, pos = _read_string(data, pos)
+            names.append(name)
+        end = pos + use_count * _USE.size
+        if end > len(data):
+            raise ValueError("a fleet record cut short")
+        uses = [
+            Use(quota_type, names[user], names[client_id], value)
+            for quota_type, user, client_id, value in _USE.iter_unpack(data[pos:end])
         ]
+        pos = end
         producer_ids = {}
         for _ in range(id_sets):
-            user = reader.string()
-            count = _COUNT.unpack(reader.take(4))[0]
-            producer_ids[user] = list(struct.unpack(f">{count}q", reader.take(8 * count)))
-    except (UnicodeDecodeError, struct.error) as exc:
+            user, count = _IDS_HEAD.unpack_from(data, pos)
+            pos += _IDS_HEAD.size
+            producer_ids[names[user]] = list(struct.unpack_from(f">{count}q", data, pos))
+            pos += 8 * count
+    except (UnicodeDecodeError, struct.error, IndexError) as exc:
         raise ValueError(f"not a fleet record: {exc}") from exc
-    if reader.pos != len(data):
+    if pos != len(data):
         raise ValueError("a fleet record with bytes past its end")
-    return Publication(member, sequence, time_ms, read, producer_ids)
+    return Publication(member, sequence, time_ms, uses, producer_ids)
 
 
-def split(publication: Publication, uses_per_record: int) -> list[Publication]:
-    """A publication as records of at most `uses_per_record` uses each (the producer ids go
-    with the first): every one is read as a publication of the same member and sequence."""
-    uses = publication.uses
-    if len(uses) <= uses_per_record:
+def _read_string(data: bytes, pos: int) -> tuple[str, int]:
+    (length,) = _U16.unpack_from(data, pos)
+    start = pos + 2
+    if start + length > len(data):
+        raise ValueError("a fleet record cut short")
+    return data[start : start + length].decode(), start + length
+
+
+def split(publication: Publication, per_record: int) -> list[Publication]:
+    """A publication as records of at most `per_record` uses and as many users' producer
+    ids each: every one is read as a publication of the same member and sequence."""
+    uses, id_sets = publication.uses, list(publication.producer_ids.items())
+    if len(uses) <= per_record and len(id_sets) <= per_record:
         return [publication]
     return [
         publication._replace(
-            uses=uses[start : start + uses_per_record],
-            producer_ids=publication.producer_ids if start == 0 else {},
+            uses=uses[start : start + per_record],
+            producer_ids=dict(id_sets[start : start + per_record]),
         )
-        for start in range(0, len(uses), uses_per_record)
+        for start in range(0, max(len(uses), len(id_sets)), per_record)
     ]

@@ -38,7 +38,7 @@ _TOPIC_CONFIGS: Final = {
     "retention.ms": "300000",
     "segment.ms": "60000",
 }
-#: one record stays under Kafka's default message.max.bytes (a use is ~40 bytes)
+#: one record stays under Kafka's default message.max.bytes (a use is 13 bytes and its names)
 USES_PER_RECORD: Final = 10_000
 
 
@@ -88,7 +88,7 @@ class FleetBus:
         """Open the topic and read it from GONE_AFTER intervals ago (the members, their
         recent use), then publish once and read that back: the bus is up."""
         try:
-            await asyncio.wait_for(self._open(), timeout_s)
+            await asyncio.wait_for(self._open(history=True), timeout_s)
             await asyncio.wait_for(self._until_up(), timeout_s)
         except UNREACHABLE as exc:
             await self.close()
@@ -121,11 +121,16 @@ class FleetBus:
         await asyncio.gather(*self._sends, return_exceptions=True)
         await self._own.close()
 
-    async def _open(self) -> None:
+    async def _open(self, history: bool = False) -> None:
+        """Open the topic: at start-up from GONE_AFTER intervals ago; opened again after a
+        failure, from its end (what was published meanwhile is stale: the members held
+        their shares, and recording it now would only throttle everyone at once)."""
         if await self._own.open():
             log.info("fleet %s: topic %s created", self.name, self.topic)
-        history_ms = GONE_AFTER * self.member.sync_interval_ms
-        await self._own.seek_to_time(wall_ms() - history_ms)
+        if history:
+            await self._own.seek_to_time(wall_ms() - GONE_AFTER * self.member.sync_interval_ms)
+        else:
+            await self._own.seek_to_end()
 
     async def _until_up(self) -> None:
         self._publish()

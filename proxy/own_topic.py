@@ -108,6 +108,9 @@ class OwnTopic:
     async def seek_to_beginning(self) -> None:
         await self._opened(self._consumer).seek_to_beginning(self.partition)
 
+    async def seek_to_end(self) -> None:
+        await self._opened(self._consumer).seek_to_end(self.partition)
+
     async def seek_to_time(self, time_ms: int) -> None:
         """The first record written at or after `time_ms` (the broker's clock), or the end."""
         consumer = self._opened(self._consumer)

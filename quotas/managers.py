@@ -166,9 +166,15 @@ class QuotaManager:
     def exports(self) -> Iterator[ClientSensors]:
         """Each sensor that charged use here since it was last settled: read from the rate's
         running total, so the per-request path adds nothing for it."""
+        unsettled = self.unsettled
         for sensors in list(self._sensors.values()):
-            if abs(sensors.rate.recorded() - sensors.exported - sensors.remote) > SETTLED:
+            if unsettled(sensors):
                 yield sensors
+
+    @staticmethod
+    def unsettled(sensors: ClientSensors) -> bool:
+        """Whether the sensor charged use here since it was last settled."""
+        return abs(sensors.rate.recorded() - sensors.exported - sensors.remote) > SETTLED
 
     @staticmethod
     def settle(sensors: ClientSensors) -> tuple[float, float]:

@@ -24,7 +24,7 @@ this leaves is stated and tested in tests/unit/test_fleet.py (README, "A fleet")
 
 What is published is bounded: a sensor whose limit no entity sets cannot be throttled and is
 never published; a sensor far below its limit (cold) adds up its use and is published every
-COLD_EVERY intervals, or as soon as it is no longer cold; a hot one every interval.
+COLD_EVERY_MS (whole intervals), or as soon as it is no longer cold; a hot one every interval.
 
 Membership is what the bus shows: a member whose publications stop for GONE_AFTER intervals
 is gone. A member that stops reading its own publications back has lost the bus: it falls
@@ -55,8 +55,8 @@ from quotas.managers import (
 GONE_AFTER: Final = 4
 #: a sensor whose use, as this member sees the fleet's, is below this share of its limit
 HOT_SHARE: Final = 0.25
-#: a cold sensor is published at least every this many intervals
-COLD_EVERY: Final = 8
+#: a cold sensor is published at least this often (8 intervals of the default 250 ms)
+COLD_EVERY_MS: Final = 2000
 #: intervals after which use anticipated on the others and not reported by them is withdrawn
 ANTICIPATED_FOR: Final = 2
 #: how much of its recent use, here and elsewhere, a sensor's weight remembers per interval
@@ -95,15 +95,6 @@ class _Share:
                 anticipated.popleft()
         return matched
 
-    def idle(self) -> bool:
-        return (
-            self.here < SETTLED
-            and self.elsewhere < SETTLED
-            and not self.fresh
-            and not self.unpublished
-            and not self.anticipated
-        )
-
 
 class FleetMember:
     def __init__(self, member: str, sync_interval_ms: int) -> None:
@@ -135,7 +126,10 @@ class FleetMember:
         renewed from the use seen here and elsewhere."""
         shares = self._shares_of(engine)
         others = self.members(now_ms) - 1 if self.bus_up(now_ms) else 0
-        cold_round = self._sequence % COLD_EVERY == 0
+        cold_round = self._sequence % cold_every(self.sync_interval_ms) == 0
+        # the others' reports of an interval come at most an interval after it, and a bus
+        # delay later: what they did not report by then, they did not use
+        expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self._delay_ms
         uses = []
         for manager, by_tags in zip(self._managers, shares, strict=True):
             if not manager.enabled:
@@ -144,19 +138,23 @@ class FleetMember:
             for sensors in manager.exports():
                 self._settle(manager, by_tags, sensors, now_ms)
             for tags, share in list(by_tags.items()):
-                sensors = share.sensors
-                self._withdraw(manager, share, now_ms)
-                if share.unpublished and (cold_round or _hot(manager, sensors, now_ms)):
+                anticipated = share.anticipated
+                if anticipated and anticipated[0][0] <= expired_ms:
+                    _withdraw(manager, share, expired_ms, now_ms)
+                if share.unpublished and (cold_round or self._hot(manager, share, now_ms)):
                     uses.append(Use(manager.slot, *tags, share.unpublished))
                     share.unpublished = 0.0
-                if share.here > SETTLED:
-                    sensors.weight = 1.0 + max(0.0, min(others, share.elsewhere / share.here))
+                here, elsewhere = share.here, share.elsewhere
+                if here > SETTLED:
+                    ratio = elsewhere / here
+                    share.sensors.weight = 1.0 + (others if ratio > others else max(ratio, 0.0))
                 else:
-                    sensors.weight = 1.0 + others
-                share.here = share.here * DECAY + share.fresh
+                    share.sensors.weight = 1.0 + others
+                here = share.here = here * DECAY + share.fresh
                 share.fresh = 0.0
-                share.elsewhere *= DECAY
-                if share.idle():
+                elsewhere = share.elsewhere = elsewhere * DECAY
+                idle = here < SETTLED and elsewhere < SETTLED
+                if idle and not anticipated and not share.unpublished:
                     del by_tags[tags]
         engine.producer_ids.sharing = True  # a reload may have made the manager anew
         producer_ids = {tags[0]: ids for tags, ids in engine.producer_ids.take_admitted().items()}
@@ -197,20 +195,25 @@ class FleetMember:
             return
         self._heard[publication.member] = now_ms
         shares = self._shares_of(engine)
-        for use in publication.uses:
-            if not 0 <= use.quota_type < len(shares):
+        managers = self._managers
+        for quota_type, user, client_id, value in publication.uses:
+            if not 0 <= quota_type < len(shares):
                 continue  # a newer member's quota type
-            manager = self._managers[use.quota_type]
+            manager = managers[quota_type]
             if not manager.enabled:
                 continue
-            sensors = manager.sensors_of_tags((use.user, use.client_id), now_ms)
-            share = self._settle(manager, shares[use.quota_type], sensors, now_ms)
-            if share is None:
-                continue  # unlimited here: nothing to judge
-            share.elsewhere += use.value
-            unforeseen = use.value - share.replace_anticipated(use.value)
-            if unforeseen > SETTLED:
-                manager.record_remote(sensors, unforeseen, now_ms)
+            by_tags = shares[quota_type]
+            share = by_tags.get((user, client_id))
+            if share is None or manager.unsettled(share.sensors):
+                sensors = manager.sensors_of_tags((user, client_id), now_ms)
+                share = self._settle(manager, by_tags, sensors, now_ms)
+                if share is None:
+                    continue  # unlimited here: nothing to judge
+            share.elsewhere += value
+            if share.anticipated:
+                value -= share.replace_anticipated(value)
+            if value > SETTLED:
+                manager.record_remote(share.sensors, value, now_ms)
         producer_ids = engine.producer_ids
         if producer_ids.enabled:
             for user, ids in publication.producer_ids.items():
@@ -247,14 +250,21 @@ class FleetMember:
             share.anticipated.append([now_ms, anticipated])
         return share
 
-    def _withdraw(self, manager: QuotaManager, share: _Share, now_ms: int) -> None:
-        """Anticipated use the others never reported is taken back out of the sensor."""
-        anticipated = share.anticipated
-        # the others' reports of an interval come at most an interval after it, and a
-        # bus delay later
-        expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self._delay_ms
-        while anticipated and anticipated[0][0] <= expired_ms:
-            manager.record_remote(share.sensors, -anticipated.popleft()[1], now_ms)
+    def _hot(self, manager: QuotaManager, share: _Share, now_ms: int) -> bool:
+        """Whether the fleet's use of this sensor, as this member sees it, is near its
+        limit: from the recent use the weights keep, and for a byte rate or request time
+        that comes close, from the sensor's own windows."""
+        sensors = share.sensors
+        if isinstance(manager, TokenBucketQuotaManager):
+            return manager.tokens(sensors, now_ms) < (1 - HOT_SHARE) * manager.burst(sensors.limit)
+        assert isinstance(manager, ClientQuotaManager)
+        recent = (1 - DECAY) * share.elsewhere + max((1 - DECAY) * share.here, share.fresh)
+        per_second = recent * 1000 / self.sync_interval_ms
+        if per_second >= HOT_SHARE * sensors.limit:
+            return True
+        if per_second < HOT_SHARE / 4 * sensors.limit:
+            return False
+        return sensors.rate.measure(manager.config, now_ms) >= HOT_SHARE * sensors.limit
 
     def local_rates(self) -> Iterator[tuple[QuotaManager, MetricTags, float]]:
         """Each shared sensor's rate per second of the use charged here alone, averaged
@@ -295,9 +305,13 @@ def _merged(
     return [Use(*key, value) for key, value in values.items()], merged
 
 
-def _hot(manager: QuotaManager, sensors: ClientSensors, now_ms: int) -> bool:
-    """Whether the fleet's use of this sensor, as this member sees it, is near its limit."""
-    if isinstance(manager, TokenBucketQuotaManager):
-        return manager.tokens(sensors, now_ms) < (1 - HOT_SHARE) * manager.burst(sensors.limit)
-    assert isinstance(manager, ClientQuotaManager)
-    return sensors.rate.measure(manager.config, now_ms) >= HOT_SHARE * sensors.limit
+def cold_every(sync_interval_ms: int) -> int:
+    """The intervals between a cold sensor's publications."""
+    return max(1, COLD_EVERY_MS // sync_interval_ms)
+
+
+def _withdraw(manager: QuotaManager, share: _Share, expired_ms: int, now_ms: int) -> None:
+    """Anticipated use the others never reported is taken back out of the sensor."""
+    anticipated = share.anticipated
+    while anticipated and anticipated[0][0] <= expired_ms:
+        manager.record_remote(share.sensors, -anticipated.popleft()[1], now_ms)
