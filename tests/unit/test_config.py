@@ -284,3 +284,36 @@ connections = 3
 def test_idle_connections_are_never_closed_with_minus_one(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "[proxy]\nconnections_max_idle_ms = -1\n"))
     assert config.proxy.connections_max_idle_ms == -1
+
+
+def test_a_fleet_and_workers(tmp_path: Path) -> None:
+    alone = load_config(write(tmp_path, "[proxy]\nbootstrap_port = 9192\n"))
+    assert (alone.proxy.workers, alone.fleet_name) == (1, "")
+    named = load_config(write(tmp_path, '[fleet]\nname = "eu-1"\nsync_interval_ms = 100\n'))
+    assert (named.fleet_name, named.fleet.sync_interval_ms) == ("eu-1", 100)
+    # several workers without a name: the fleet of this host's workers, per bootstrap port
+    workers = load_config(write(tmp_path, "[proxy]\nworkers = 4\nbootstrap_port = 9192\n"))
+    assert workers.proxy.workers == 4 and workers.fleet_name.endswith("-9192")
+
+
+def test_fleet_and_worker_problems_name_the_key(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[proxy]
+workers = 0
+[fleet]
+name = "eu 1"
+sync_interval_ms = 5
+""",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    text = str(caught.value)
+    assert "[proxy] key 'workers': must be between 1 and 256, got 0" in text
+    assert "[fleet] key 'name': 'eu 1' cannot name a Kafka topic" in text
+    assert "[fleet] key 'sync_interval_ms': must be between 10 and 10000, got 5" in text
+    with pytest.raises(ConfigError, match=r"\[fleet\] key 'name': missing"):
+        load_config(write(tmp_path, "[fleet]\nsync_interval_ms = 100\n"))
+    with pytest.raises(ConfigError, match=r"\[proxy\] key 'bootstrap_port': workers share"):
+        load_config(write(tmp_path, "[proxy]\nworkers = 2\nbootstrap_port = 0\n"))

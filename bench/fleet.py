@@ -1,0 +1,350 @@
+"""What a fleet costs (issue 27): its bus's bytes and CPU, and what workers buy.
+
+1. The bus, in-process on a virtual clock: 1,000 and 10,000 active principals, 3 and 20
+   members, every principal spread over every member (the worst case: a principal whose
+   connections land on a few members costs the others nothing), a tenth of them near their
+   quota (hot), the rest far below it (cold). Printed per member per second: bytes published
+   and read, and the CPU of publishing and of reading, beside the bound of README "A fleet":
+       read <= 1000 / sync_interval_ms x members
+               x ((hot + cold / COLD_EVERY) x bytes per use + a record's head),
+   COLD_EVERY = 2000 ms / sync_interval_ms
+   (a member reads every member's publication, its own included).
+2. One worker with 1,000 principals near their quota and, on the bus, two simulated
+   members (another process) publishing the same principals' use every interval: the bus's
+   own CPU per second with no client, as a share of a worker's core (target: under 5 %); and
+   the worker's CPU per request fleet off and on, driven as hard as one driver process can
+   (a Produce of each principal in turn, on connections kept full).
+3. Requests/s of 1 and 2 workers on loopback, in one run, as a ratio: the same driver, as
+   many requests in flight as it keeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiokafka import AIOKafkaProducer
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from bench.throughput import cpu_ms
+from config.settings import FLEET_TOPIC_PREFIX
+from localkafka import KafkaCluster
+from localkafka.proxy_process import RunningProxy, start_proxy
+from protocol.apis import PRODUCE
+from protocol.fleet_records import Publication, Use, decode, encode
+from protocol.headers import encode_request
+from proxy.enforcement.fleet import FleetMember, cold_every
+from quotas.engine import QuotaEngine
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.settings import QuotaConfig
+
+SYNC_MS = 250
+HOT_PRINCIPALS = 0.1
+PRINCIPALS = 1_000
+TOPIC = "bench-fleet"
+TARGET_BUS_SHARE = 0.05
+_INT32 = struct.Struct(">i")
+
+
+# 1. the bus, in-process ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BusCost:
+    published: float
+    read: float
+    publish_cpu: float
+    read_cpu: float
+    #: the bound's value for this case, and the average bytes of one use
+    bound: float
+    use_bytes: float
+
+
+def bus(principals: int, members: int, intervals: int) -> BusCost:
+    """Per member per second, after two cold sensors' rounds of warm-up."""
+    limit = 1_000_000.0
+    limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): limit}}
+    engines = [QuotaEngine(QuotaConfig(limits=limits)) for _ in range(members)]
+    fleet = [FleetMember(f"member-{index}", SYNC_MS) for index in range(members)]
+    clients = [f"client-{index:05d}" for index in range(principals)]
+    hot = int(principals * HOT_PRINCIPALS)
+    published = publish_cpu = read_cpu = 0.0
+    uses = use_bytes = head_bytes = 0
+    warm = 2 * cold_every(SYNC_MS)
+    for interval in range(warm + intervals):
+        now = (interval + 1) * SYNC_MS
+        for each in engines:
+            produce = each.produce
+            for index, client in enumerate(clients):
+                share = 0.5 if index < hot else 0.02  # of the limit, over the fleet
+                value = share * limit * SYNC_MS / 1000 / members
+                sensors = produce.sensors_for("", client, now)
+                produce.record_and_get_throttle_time_ms(sensors, value, now)
+        started = time.process_time()
+        publications = [
+            member.publish(each, now, now) for member, each in zip(fleet, engines, strict=True)
+        ]
+        records = [encode(publication) for publication in publications]
+        publishing = time.process_time() - started
+        for index, (member, each) in enumerate(zip(fleet, engines, strict=True)):
+            started = time.process_time()
+            for record in records:
+                member.receive(decode(record), each, now)
+            if index == 0:
+                reading = time.process_time() - started
+        if interval >= warm:
+            published += sum(map(len, records))
+            publish_cpu += publishing
+            read_cpu += reading
+            uses += sum(len(publication.uses) for publication in publications)
+            heads = [len(encode(publication._replace(uses=[]))) for publication in publications]
+            use_bytes += sum(map(len, records)) - sum(heads)
+            head_bytes = max(heads)
+    seconds = intervals * SYNC_MS / 1000
+    per_use = use_bytes / max(uses, 1)
+    hot_uses = hot + (principals - hot) / cold_every(SYNC_MS)
+    bound = 1000 / SYNC_MS * members * (hot_uses * per_use + head_bytes)
+    return BusCost(
+        published / members / seconds,
+        published / seconds,
+        publish_cpu / members / seconds,
+        read_cpu / seconds,
+        bound,
+        per_use,
+    )
+
+
+def print_bus(intervals: int) -> None:
+    print(
+        f"1. The bus, per member per second ({SYNC_MS} ms sync; every principal on every"
+        f" member; {HOT_PRINCIPALS:.0%} of them near their quota):"
+    )
+    print("| principals | members | published | read | bound on read | CPU publish + read |")
+    print("|---|---|---|---|---|---|")
+    for principals in (1_000, 10_000):
+        for members in (3, 20):
+            cost = bus(principals, members, intervals)
+            print(
+                f"| {principals:,} | {members} | {cost.published / 1e3:,.1f} kB |"
+                f" {cost.read / 1e3:,.1f} kB | {cost.bound / 1e3:,.1f} kB |"
+                f" {cost.publish_cpu * 1e3:.1f} + {cost.read_cpu * 1e3:.1f} ms |"
+            )
+    print(f"  (a use is {cost.use_bytes:.0f} bytes with a client-id of 12 characters)")
+
+
+# 2 and 3. real processes ----------------------------------------------------------------------
+
+
+def _produce_body() -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    builder.append(0, timestamp=None, key=None, value=b"x" * 100, headers=[])
+    batch = bytes(builder.build())
+    return bytes(
+        ProduceRequest(
+            version=9,
+            transactional_id=None,
+            acks=1,
+            timeout_ms=5000,
+            topic_data=[(TOPIC, [(0, batch)])],
+        ).encode(version=9)
+    )
+
+
+def frames(principals: int) -> list[bytearray]:
+    """One Produce frame per principal (client-id), its correlation id patched per send."""
+    body = _produce_body()
+    return [
+        bytearray(encode_request(PRODUCE, 9, 0, f"client-{index:05d}", body))
+        for index in range(principals)
+    ]
+
+
+async def _connection(
+    host: str,
+    port: int,
+    frames: list[bytearray],
+    start: int,
+    deadline: float,
+    in_flight: int,
+    answered: list[int],
+) -> None:
+    reader, writer = await asyncio.open_connection(host, port)
+    correlation = 0
+    pending = 0
+    try:
+        while time.monotonic() < deadline:
+            while pending < in_flight:
+                frame = frames[(start + correlation) % len(frames)]
+                struct.pack_into(">i", frame, 8, correlation)
+                writer.write(frame)
+                correlation += 1
+                pending += 1
+            size = _INT32.unpack(await reader.readexactly(4))[0]
+            await reader.readexactly(size)
+            pending -= 1
+            answered[0] += 1
+        while pending:
+            size = _INT32.unpack(await reader.readexactly(4))[0]
+            await reader.readexactly(size)
+            pending -= 1
+    finally:
+        writer.close()
+
+
+async def drive(address: str, seconds: float, connections: int = 8, in_flight: int = 8) -> int:
+    """Produce requests of 1,000 principals in turn for `seconds`: how many were answered."""
+    host, port = address.rsplit(":", 1)
+    shared = frames(PRINCIPALS)
+    answered = [0]
+    deadline = time.monotonic() + seconds
+    await asyncio.gather(
+        *(
+            _connection(host, int(port), shared, c * 97, deadline, in_flight, answered)
+            for c in range(connections)
+        )
+    )
+    return answered[0]
+
+
+async def simulated_members(servers: str, fleet: str, members: int, stop: asyncio.Event) -> None:
+    """Members that publish the same principals' use every interval, as a fleet of
+    `members` + 1 would show the measured one."""
+    producer = AIOKafkaProducer(bootstrap_servers=servers)
+    await producer.start()
+    sequence = 0
+    try:
+        while not stop.is_set():
+            sequence += 1
+            for member in range(members):
+                uses = [
+                    Use(0, "", f"client-{index:05d}", SIMULATED_RATE * SYNC_MS / 1000)
+                    for index in range(PRINCIPALS)
+                ]
+                record = encode(Publication(f"simulated-{member}", sequence, 0, uses, {}))
+                await producer.send_and_wait(FLEET_TOPIC_PREFIX + fleet, record, partition=0)
+            await asyncio.sleep(SYNC_MS / 1000)
+    finally:
+        await producer.stop()
+
+
+#: every principal limited; with what the simulated members report, each is near enough
+#: its limit to be published every interval (40 % and up) and never throttled (a driven
+#: principal adds at most ~10 kB/s: 50,000 requests/s of 200 bytes over 1,000 principals)
+LIMIT = 100_000
+SIMULATED_RATE = 20_000.0
+QUOTAS = f'[clients."<default>"]\nproducer_byte_rate = {LIMIT}\n'
+
+
+def _cpu_per_request_us(proxy: RunningProxy, address: str, seconds: float) -> tuple[float, float]:
+    """(the proxy's CPU per answered request in us, requests answered per second)."""
+    before = cpu_ms(proxy.process.pid)
+    answered = asyncio.run(drive(address, seconds))
+    return (cpu_ms(proxy.process.pid) - before) / answered * 1000, answered / seconds
+
+
+def bus_cpu(cluster: KafkaCluster, work: Path, rounds: int, seconds: float) -> float:
+    """The bus's CPU as a share of a saturated worker's; prints it and the driven runs."""
+    node = cluster.brokers[0].node_id
+    off = start_proxy(work, cluster.bootstrap_servers, 1, QUOTAS, name="off")
+    fleet = QUOTAS + '[fleet]\nname = "bench"\n'
+    on = start_proxy(work, cluster.bootstrap_servers, 1, fleet, name="on")
+    members = multiprocessing.get_context("spawn").Process(
+        target=_simulated_members_process, args=(cluster.bootstrap_servers,), daemon=True
+    )
+    members.start()
+    runs: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
+    try:
+        asyncio.run(drive(on.broker_address(node), 2))  # every principal's sensors exist
+        before = cpu_ms(on.process.pid)
+        time.sleep(seconds)  # no client: the bus alone, the shares of 1,000 principals live
+        bus_ms = (cpu_ms(on.process.pid) - before) / seconds
+        for _ in range(rounds):  # taking turns, so both see the same machine
+            runs["off"].append(_cpu_per_request_us(off, off.broker_address(node), seconds))
+            runs["on"].append(_cpu_per_request_us(on, on.broker_address(node), seconds))
+    finally:
+        members.kill()
+        off.stop()
+        on.stop()
+    median_off = statistics.median(cost for cost, _ in runs["off"])
+    median_on = statistics.median(cost for cost, _ in runs["on"])
+    share = bus_ms / 1000
+    print(
+        f"2. One worker, 1,000 principals near their quota, 2 simulated members on the bus:"
+        f" the bus alone takes {bus_ms:.0f} ms of CPU per second, {share:.1%} of a saturated"
+        f" worker (target under {TARGET_BUS_SHARE:.0%}). Driven as hard as one driver"
+        f" process can (median of {rounds}): CPU per request {median_off:.1f} us off,"
+        f" {median_on:.1f} us on ({median_on / median_off - 1:+.1%})"
+    )
+    for name, measured in runs.items():
+        print(f"   {name}: " + ", ".join(f"{us:.1f} us at {rate:,.0f}/s" for us, rate in measured))
+    return share
+
+
+def _simulated_members_process(servers: str) -> None:
+    asyncio.run(simulated_members(servers, "bench", 2, asyncio.Event()))
+
+
+def worker_rates(cluster: KafkaCluster, work: Path, rounds: int, seconds: float) -> None:
+    node = cluster.brokers[0].node_id
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    for _ in range(rounds):
+        for workers in (1, 2):
+            config = f"workers = {workers}\n" + QUOTAS
+            proxy = start_proxy(
+                work, cluster.bootstrap_servers, 1, config, name=f"workers-{workers}"
+            )
+            try:
+                answered = asyncio.run(drive(proxy.broker_address(node), seconds))
+            finally:
+                proxy.stop()
+            rates[workers].append(answered / seconds)
+    one, two = statistics.median(rates[1]), statistics.median(rates[2])
+    print(
+        f"3. Requests/s on loopback, one driver process (median of {rounds}): 1 worker"
+        f" {one:,.0f}, 2 workers {two:,.0f} ({two / one:.2f} x)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.fleet", description=__doc__)
+    parser.add_argument("--intervals", type=int, default=40, help="of the in-process bus")
+    parser.add_argument("--seconds", type=float, default=10.0, help="of each driven run")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-bus", action="store_true", help="only the driven runs")
+    args = parser.parse_args(argv)
+    if not args.skip_bus:
+        print_bus(args.intervals)
+    with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
+        work = Path(tmp)
+        cluster = KafkaCluster(brokers_count=1, workdir=work / "kafka")
+        cluster.start()
+        try:
+            cluster.create_topic(TOPIC, partitions=1)
+            share = bus_cpu(cluster, work, args.rounds, args.seconds)
+            worker_rates(cluster, work, args.rounds, args.seconds)
+        finally:
+            cluster.stop()
+    ok = share < TARGET_BUS_SHARE
+    print("target met" if ok else "target missed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
