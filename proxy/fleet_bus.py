@@ -18,6 +18,8 @@ import socket
 from collections.abc import Sequence
 from typing import Final
 
+from aiokafka.errors import KafkaError
+
 from config.cluster import ClusterSettings
 from config.settings import FLEET_TOPIC_PREFIX
 from protocol.fleet_records import Publication, decode, encode, split
@@ -67,6 +69,8 @@ class FleetBus:
         self._clock: Clock = context.clock
         self._stats = stats
         self._interval_s = member.sync_interval_ms / 1000
+        #: a bus open this long without this member reading itself is opened again
+        self._reopen_s = GONE_AFTER * self._interval_s + RETRY_S
         self._own = OwnTopic(
             FLEET_TOPIC_PREFIX + name,
             cluster,
@@ -99,14 +103,22 @@ class FleetBus:
         self._report()
 
     async def run(self) -> None:
-        """Publish every sync interval; follow the topic; reopen it when it fails."""
-        publishing = asyncio.get_running_loop().create_task(self._publish_every_interval())
+        """Publish every sync interval; follow the topic; open it again when it fails, or
+        when this member's publications stop coming back (a topic deleted under it is made
+        again then)."""
+        loop = asyncio.get_running_loop()
+        publishing = loop.create_task(self._publish_every_interval())
+        opened = loop.time()
         try:
             while True:
                 try:
                     if not self._own.is_open:
                         await self._open()
+                        opened = loop.time()
                     await self._follow()
+                    silent_s = loop.time() - opened
+                    if not self.member.bus_up(self._clock.now_ms()) and silent_s > self._reopen_s:
+                        raise KafkaError("its own publications stopped coming back")
                 except UNREACHABLE as exc:
                     self._failure = repr(exc)
                     await self._own.close()
@@ -193,7 +205,7 @@ class FleetBus:
         self._stats.budget_share = share
         if up and not self._up:
             log.info(
-                "fleet %s: bus up on %s, %d members hold one budget per quota entity",
+                "fleet %s: bus up on %s (members heard: %d): one budget per quota entity",
                 self.name,
                 self.topic,
                 self._stats.members,

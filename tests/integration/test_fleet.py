@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 
 from localkafka import KafkaCluster
 from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
@@ -198,3 +199,43 @@ async def test_an_instance_killed_mid_run_leaves_the_others_holding_the_principa
     acked = [seq for t in timelines for seq in t.seqs]
     assert len(stored) == len(set(stored)), "a record was stored twice"
     assert set(acked) <= set(stored), "an acknowledged record is missing"
+
+
+async def test_a_lost_bus_shares_each_budget_until_it_is_back(
+    kafka3: KafkaCluster, fleet: list[RunningProxy]
+) -> None:
+    """The bus's topic deleted under the fleet: every member stops reading itself, holds a
+    third of each budget and says so; each makes the topic again, and all three are back
+    to one budget."""
+
+    def states() -> list[tuple[float | None, float | None, float | None]]:
+        rows = []
+        for instance in fleet:
+            samples = scrape(instance.metrics_url)
+            rows.append(
+                (
+                    value(samples, "kafka_quota_proxy_fleet_bus_up"),
+                    value(samples, "kafka_quota_proxy_fleet_budget_share"),
+                    value(samples, "kafka_quota_proxy_fleet_members"),
+                )
+            )
+        return rows
+
+    async def until(wanted: tuple[float, float, float], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while (seen := await asyncio.to_thread(states)) != [wanted] * len(fleet):
+            assert time.monotonic() < deadline, f"{seen}, wanted {wanted} on every member"
+            await asyncio.sleep(0.1)
+
+    await until((1.0, 1.0, 3.0), 10)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka3.bootstrap_servers)
+    await admin.start()
+    try:
+        await admin.delete_topics(["kafka-quota-proxy-fleet.held"])
+    finally:
+        await admin.close()
+    await until((0.0, 1 / 3, 1.0), 30)
+    await until((1.0, 1.0, 3.0), 30)
+    for instance in fleet:
+        log = instance.log()
+        assert "lost" in log and "each budget is held as 1/3 of it here" in log

@@ -50,15 +50,12 @@ def test_three_members_hold_greedy_clients_within_5_percent(
     [Bus(100, 20), Bus(250, 100), Bus(1000, 200), Bus(250, 20, loss=0.1)],
     ids=lambda b: f"{b.sync_interval_ms}ms+{b.delay_ms}ms,loss{b.loss}",
 )
-@pytest.mark.parametrize(
-    "behaviour", [BEHAVIOURS[0], BEHAVIOURS[2], BEHAVIOURS[5]], ids=lambda b: b.name
-)
 @pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.quota_type.key)
-def test_the_bound_grows_with_sync_interval_and_delay(
-    workload: Workload, behaviour: Behaviour, bus: Bus
-) -> None:
-    """Kafka's default windows, where a lag weighs most (its first burst echoes every 11 s)."""
-    result = simulate_fleet(workload, behaviour, (11, 1), bus)
+def test_the_bound_grows_with_sync_interval_and_delay(workload: Workload, bus: Bus) -> None:
+    """Kafka's default windows, where a lag weighs most (its first burst echoes every 11 s),
+    and the client that missed by most at 1 s + 200 ms (python -m tests.fleet_simulation
+    prints every row)."""
+    result = simulate_fleet(workload, BEHAVIOURS[5], (11, 1), bus)
     assert abs(result.fleet - 1) <= bound(bus), result
 
 
