@@ -163,6 +163,7 @@ class FleetMember:
             self._lost = None
         self._sequence += 1
         self._published_ms[self._sequence] = now_ms
+        self._published_ms.pop(self._sequence - 2 * GONE_AFTER, None)  # never read back
         return Publication(self.member, self._sequence, wall_ms, uses, producer_ids)
 
     def lost(self, publication: Publication, now_ms: int) -> None:
