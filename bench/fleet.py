@@ -32,20 +32,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
-from kafka.protocol.producer import ProduceRequest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from bench.throughput import cpu_ms
 from config.settings import FLEET_TOPIC_PREFIX
 from localkafka import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
-from protocol.apis import PRODUCE
 from protocol.fleet_records import Publication, Use, decode, encode
-from protocol.headers import encode_request
 from proxy.enforcement.fleet import FleetMember, cold_every
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
+from tests.wire import produce_request, record_batch
 
 SYNC_MS = 250
 HOT_PRINCIPALS = 0.1
@@ -144,34 +141,13 @@ def print_bus(intervals: int) -> None:
 # 2 and 3. real processes ----------------------------------------------------------------------
 
 
-def _produce_body() -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    builder.append(0, timestamp=None, key=None, value=b"x" * 100, headers=[])
-    batch = bytes(builder.build())
-    return bytes(
-        ProduceRequest(
-            version=9,
-            transactional_id=None,
-            acks=1,
-            timeout_ms=5000,
-            topic_data=[(TOPIC, [(0, batch)])],
-        ).encode(version=9)
-    )
-
-
 def frames(principals: int) -> list[bytearray]:
     """One Produce frame per principal (client-id), its correlation id patched per send."""
-    body = _produce_body()
+    batch = record_batch(-1, value=b"x" * 100)
     return [
-        bytearray(encode_request(PRODUCE, 9, 0, f"client-{index:05d}", body))
+        bytearray(
+            produce_request(9, {0: batch}, TOPIC, 0, acks=1, client_id=b"client-%05d" % index)
+        )
         for index in range(principals)
     ]
 

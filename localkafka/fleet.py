@@ -31,10 +31,12 @@ def confluent_fleet(
     seconds: float,
     processes: int,
     options: Mapping[str, str] | None = None,
+    in_flight: int = 1000,
 ) -> Iterator[list[subprocess.Popen[str]]]:
     """The fleet's processes, started at once; killed if the block is left while they run.
     Several bootstrap lists are dealt out: process i gets the (i mod their count)-th;
-    `options` are librdkafka settings of every process."""
+    `options` are librdkafka settings of every process, `in_flight` the records each keeps
+    unacknowledged."""
     lists = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
     fleet = [
         subprocess.Popen(
@@ -47,6 +49,7 @@ def confluent_fleet(
                 topic,
                 str(seconds),
                 str(i * SEQ_STRIDE),
+                f"--in-flight={in_flight}",
                 *(f"--option={key}={value}" for key, value in (options or {}).items()),
             ],
             stdout=subprocess.PIPE,
@@ -93,12 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("topic")
     parser.add_argument("seconds", type=float)
     parser.add_argument("first_seq", type=int)
+    parser.add_argument("--in-flight", type=int, default=1000, help="records unacknowledged")
     parser.add_argument("--option", action="append", default=[], help="librdkafka key=value")
     args = parser.parse_args(argv)
     timeline = Timeline()
     config = {"bootstrap.servers": args.bootstrap, "client.id": args.client_id}
     config.update(option.split("=", 1) for option in args.option)
-    confluent_flood(config, args.topic, args.seconds, timeline, args.first_seq)
+    confluent_flood(config, args.topic, args.seconds, timeline, args.first_seq, args.in_flight)
     acked = [[at, seq] for (at, _), seq in zip(timeline.events, timeline.seqs, strict=True)]
     print(json.dumps({"started": timeline.started, "acked": acked}))
     return 0

@@ -365,10 +365,15 @@ def java_drain_rate(process: subprocess.Popen[str], timeout_s: float) -> float:
 
 
 def confluent_flood(
-    config: dict[str, str], topic: str, seconds: float, timeline: Timeline, first_seq: int = 0
+    config: dict[str, str],
+    topic: str,
+    seconds: float,
+    timeline: Timeline,
+    first_seq: int = 0,
+    in_flight: int = 1000,
 ) -> int:
-    """The same with librdkafka, at most 1000 records unacknowledged; sequence numbers from
-    `first_seq`, so that several producers of one topic can tell their records apart."""
+    """The same with librdkafka, at most `in_flight` records unacknowledged; sequence numbers
+    from `first_seq`, so that several producers of one topic can tell their records apart."""
     producer = ConfluentProducer({"linger.ms": 5, **config})
     sent = 0
     errors: list[object] = []
@@ -381,7 +386,7 @@ def confluent_flood(
 
     timeline.started = time.monotonic()
     while time.monotonic() - timeline.started < seconds:
-        if sent - len(timeline.events) - len(errors) >= 1000:
+        if sent - len(timeline.events) - len(errors) >= in_flight:
             producer.poll(0.05)
             continue
         producer.produce(topic, record(first_seq + sent), on_delivery=delivered)

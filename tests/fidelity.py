@@ -32,6 +32,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from protocol.apis import FETCH, METADATA, PRODUCE
 from protocol.frames import FrameSplitter
 from protocol.headers import response_correlation_id
+from proxy.context import ProxyContext
 from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcement
 from quotas.engine import QuotaEngine
@@ -423,6 +424,24 @@ class Result:
         return 1 + ((samples - 1) * window_s + largest) / SPAN_S
 
 
+def greedy_client(
+    proxy: Enforcement | ProxyContext, clock: VirtualClock, workload: Workload, behaviour: Behaviour
+) -> SimClient:
+    """A greedy client on a connection of its own through the proxy, to a broker of its own;
+    started by the caller."""
+    broker = SimBroker(clock, workload)
+    client = SimClient(clock, workload, behaviour, broker)
+    conn, transport, _ = connect(
+        proxy,
+        clock,
+        RecordingTransport(on_write=client.receive, on_resume=client.deliver),
+        RecordingTransport(on_write=broker.receive),
+    )
+    broker.conn = client.conn = conn
+    client.transport = transport
+    return client
+
+
 def simulate(
     workload: Workload,
     behaviour: Behaviour,
@@ -439,19 +458,7 @@ def simulate(
     enforcement = Enforcement(
         QuotaEngine(QuotaConfig(settings, limits)), hold_principal=hold_principal
     )
-    clients = []
-    for _ in range(connections):
-        broker = SimBroker(clock, workload)
-        client = SimClient(clock, workload, behaviour, broker)
-        conn, transport, _ = connect(
-            enforcement,
-            clock,
-            RecordingTransport(on_write=client.receive, on_resume=client.deliver),
-            RecordingTransport(on_write=broker.receive),
-        )
-        broker.conn = client.conn = conn
-        client.transport = transport
-        clients.append(client)
+    clients = [greedy_client(enforcement, clock, workload, behaviour) for _ in range(connections)]
     start = samples * window_s
     end = start + LONG_RUN_S
     for client in clients:

@@ -30,12 +30,11 @@ from tests.fidelity import (
     SECOND,
     WORKLOADS,
     Behaviour,
-    SimBroker,
-    SimClient,
     Workload,
+    greedy_client,
     whole_periods,
 )
-from tests.harness import RecordingTransport, VirtualClock, connect, proxy_context
+from tests.harness import VirtualClock, proxy_context
 
 MS = 1_000_000
 
@@ -79,18 +78,7 @@ def simulate_fleet(
     for index, served in enumerate(placement):
         context = proxy_context(Enforcement(QuotaEngine(QuotaConfig(settings, limits))), clock)
         context.store.replace(FILE, entries_of(limits, {}))
-        for _ in range(served):
-            broker = SimBroker(clock, workload)
-            client = SimClient(clock, workload, behaviour, broker)
-            conn, transport, _ = connect(
-                context,
-                clock,
-                RecordingTransport(on_write=client.receive, on_resume=client.deliver),
-                RecordingTransport(on_write=broker.receive),
-            )
-            broker.conn = client.conn = conn
-            client.transport = transport
-            clients.append(client)
+        clients += [greedy_client(context, clock, workload, behaviour) for _ in range(served)]
         contexts.append(context)
         fleet.append(FleetMember(f"member-{index}", bus.sync_interval_ms))
 

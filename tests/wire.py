@@ -76,6 +76,7 @@ def produce_request(
     topic: str | uuid.UUID = "orders",
     correlation_id: int = 1,
     acks: int = -1,
+    client_id: bytes = b"app",
 ) -> bytes:
     """A Produce request of these records per partition of one topic (a topic id from v13)."""
     cls = DECODED[PRODUCE][0]
@@ -97,4 +98,4 @@ def produce_request(
             )
         ],
     )
-    return request_frame(PRODUCE, version, msg, correlation_id)
+    return request_frame(PRODUCE, version, msg, correlation_id, client_id)

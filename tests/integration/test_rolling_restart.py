@@ -1,6 +1,7 @@
 """A proxy restarted with SIGTERM during a steady produce: it drains (requests already sent
 upstream are answered before it closes), the client reconnects on its own to the proxy
-started again on the same ports, and no acknowledged record is lost or duplicated."""
+started again on the same ports, and no acknowledged record is lost or duplicated. With two
+workers ([proxy] workers = 2, issue 27) the parent forwards SIGTERM and every worker drains."""
 
 from __future__ import annotations
 
@@ -22,11 +23,14 @@ MAX_RECORDS = 200_000
 IN_FLIGHT = 50
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 async def test_sigterm_drains_and_the_client_reconnects_without_loss(
-    kafka3: KafkaCluster, tmp_path: Path
+    kafka3: KafkaCluster, tmp_path: Path, workers: int
 ) -> None:
-    proxy = await asyncio.to_thread(start_proxy, tmp_path, kafka3.brokers[0].address, 3)
-    topic = "rolling-restart"
+    proxy = await asyncio.to_thread(
+        start_proxy, tmp_path, kafka3.brokers[0].address, 3, f"workers = {workers}\n"
+    )
+    topic = f"rolling-restart-{workers}"
     await asyncio.to_thread(clients.create_topic, proxy.bootstrap, topic, 3, 3)
     producer = AIOKafkaProducer(
         bootstrap_servers=proxy.bootstrap, acks="all", enable_idempotence=True, linger_ms=2
@@ -77,7 +81,9 @@ async def test_sigterm_drains_and_the_client_reconnects_without_loss(
         await producer.stop()
         proxy.stop()
     assert drained.process.returncode == 0 and proxy.process.returncode == 0
-    assert "drain timed out" not in proxy.log()  # the log of both
+    log = proxy.log()  # the log of both runs
+    assert "drain timed out" not in log
+    assert log.count("shutting down") == 2 * workers, "every worker of both runs drains"
     assert not failed, f"{len(failed)} sends failed, the first: {failed[0]!r}"
     consumer = KafkaConsumer(
         topic,
