@@ -28,6 +28,7 @@ from tests.fidelity import (
     BEHAVIOURS,
     LONG_RUN_S,
     SECOND,
+    WINDOWS,
     WORKLOADS,
     Behaviour,
     Workload,
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| quota | windows | client | fleet / quota |")
     print("|---|---|---|---|")
     for workload in WORKLOADS:
-        for windows in ((11, 1), (2, 1)):
+        for windows in WINDOWS:
             for behaviour in BEHAVIOURS:
                 result = simulate_fleet(workload, behaviour, windows, bus, placement)
                 print(

@@ -3,7 +3,7 @@
 Each client sends or reads as fast as it can under its own client-id, all at once. What a
 real broker and real clients can show on any machine is asserted: every client was throttled,
 made progress, and never got more than the quota plus the burst Kafka's windows allow over the
-30 s after the first quota window; nothing was lost or duplicated; a principal without a quota
+20 s after the first quota window; nothing was lost or duplicated; a principal without a quota
 was never throttled. How close to the quota a client gets depends on how fast this machine
 lets it offer load: the exact rates are proven on a virtual clock (tests/unit/
 test_quota_fidelity.py), and bench/quota_fidelity.py sets the proxy beside a broker's own quota.
@@ -45,7 +45,7 @@ from tests.integration.scrape import scrape, value, wait_for_metric
 pytestmark = pytest.mark.integration
 
 QUOTA = 1_000_000
-FIRST_WINDOW_S, MEASURED_S = 2.0, 30.0
+FIRST_WINDOW_S, MEASURED_S = 2.0, 20.0
 BYSTANDER_RATE = 10 * QUOTA
 PRODUCERS = ("quota-aiokafka", "quota-kafka-python", "quota-java", "flood-java")
 CONSUMERS = ("drain-aiokafka", "drain-kafka-python", "drain-java")
@@ -110,9 +110,9 @@ async def test_producers_are_held_to_their_byte_rate(
     for client, timeline in timelines.items():
         span = timeline.rate(FIRST_WINDOW_S, FIRST_WINDOW_S + MEASURED_S)
         assert_held(client, span, PRODUCE_BOUND)
-    # ProducerPerformance reports every 5 s: the six after the first one make 30 s
-    after_first = reports[1:7]
-    assert len(after_first) == 6, reports
+    # ProducerPerformance reports every 5 s: those after the first one make MEASURED_S
+    after_first = reports[1 : 1 + int(MEASURED_S // 5)]
+    assert len(after_first) == MEASURED_S // 5, reports
     records = sum(sent for sent, _ in after_first)
     java_rate = records * RECORD_BYTES / sum(s for _, s in after_first)
     assert_held("ProducerPerformance", java_rate, PRODUCE_BOUND)

@@ -35,12 +35,14 @@ def bound(bus: Bus) -> float:
     return 0.04 + 0.05 * (bus.sync_interval_ms + bus.delay_ms) / 1000
 
 
-@pytest.mark.parametrize("windows", WINDOWS, ids=lambda w: f"{w[0]}x{w[1]}s")
+@pytest.mark.parametrize("windows", WINDOWS[:2], ids=lambda w: f"{w[0]}x{w[1]}s")
 @pytest.mark.parametrize("behaviour", BEHAVIOURS, ids=lambda b: b.name)
 @pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.quota_type.key)
 def test_three_members_hold_greedy_clients_within_5_percent(
     workload: Workload, behaviour: Behaviour, windows: tuple[int, int]
 ) -> None:
+    """Kafka's default windows and the integration tests' 2 x 1 s; python -m
+    tests.fleet_simulation runs the fidelity table's four."""
     result = simulate_fleet(workload, behaviour, windows, Bus(SYNC_MS, 20))
     assert abs(result.fleet - 1) <= 0.05, result
 
