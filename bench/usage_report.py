@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
 import subprocess
 import sys
 import time
@@ -70,10 +71,16 @@ def main(argv: list[str] | None = None) -> int:
         print(done.stderr[-4000:], file=sys.stderr)
         return done.returncode
     print(done.stdout, end="")
+    stages = [line for line in done.stderr.splitlines() if line.startswith("report: ")]
+    print("\n".join(stages))
+    what_if = next((line for line in stages if line.startswith("report: what-if")), "")
+    took = re.search(r": ([0-9.]+) s \(at ", what_if)
+    what_if_s = float(took.group(1)) if took else float("nan")
     html = (out / "report.html").stat().st_size
     print(
         f"report over {count} samples: {wall:.0f} s wall, {count / wall:,.0f} samples/s "
-        f"({args.master}); report.html {html / 1e6:.1f} MB"
+        f"({args.master}), the what-if {what_if_s:.0f} s of it ({what_if_s / wall:.0%}); "
+        f"report.html {html / 1e6:.1f} MB"
     )
     return 0
 

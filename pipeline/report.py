@@ -11,10 +11,13 @@ import argparse
 import logging
 import os
 import sys
+import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -34,7 +37,7 @@ from pipeline.usage_stats import (
     user_producer_id_windows,
     user_stats,
 )
-from pipeline.whatif import PrincipalWindow, WhatIf, replay
+from pipeline.whatif import PrincipalWindow, WhatIf, replay_columns
 from quotas.engine import QuotaEngine
 from quotas.entities import QUOTA_KEYS
 from quotas.managers import UNLIMITED
@@ -166,45 +169,50 @@ def report(
 ) -> list[str]:
     """Compute and write everything; returns what was written, a line each."""
     out: Path = args.out
-    windows = principal_windows(samples).cache()
-    totals = windows.agg(
-        F.count("*").alias("windows"),
-        F.sum("samples").alias("samples"),
-        F.min("window_start_ms").alias("start"),
-        F.max(F.col("window_start_ms") + F.col("window_ms")).alias("end"),
-        F.array_distinct(F.flatten(F.collect_set("schemas"))).alias("schemas"),
-    ).first()
+    stages = Stages()
+    with stages("read and aggregate the samples into windows"):
+        windows = principal_windows(samples).cache()
+        totals = windows.agg(
+            F.count("*").alias("windows"),
+            F.sum("samples").alias("samples"),
+            F.min("window_start_ms").alias("start"),
+            F.max(F.col("window_start_ms") + F.col("window_ms")).alias("end"),
+            F.array_distinct(F.flatten(F.collect_set("schemas"))).alias("schemas"),
+        ).first()
     if totals is None or not totals["windows"]:
         raise SampleError("no usage samples found")
     check_versions(totals["schemas"])
-    id_windows = user_producer_id_windows(
-        windows, settings.producer_ids.window_ms, totals["start"], totals["end"]
-    )
-    stats = principal_stats(windows, args.percentile).cache()
-    users = user_stats(id_windows, args.percentile).cache()
-    recommended = recommendations(stats, users, args.headroom)
-    out.mkdir(parents=True, exist_ok=True)
-    quotas_path = out / "quotas.toml"
-    quotas_path.write_text(
-        quota_file(
-            _by_entity(recommended),
-            args.config,
-            f"{HEADER_MARK}: p{args.percentile * 100:g} of each "
-            f"principal's windows x {args.headroom:g}\n(from "
-            f"{totals['samples']} samples, {_span(totals['start'], totals['end'])})",
+    with stages("percentiles and recommended quotas"):
+        id_windows = user_producer_id_windows(
+            windows, settings.producer_ids.window_ms, totals["start"], totals["end"]
         )
-    )
+        stats = principal_stats(windows, args.percentile).cache()
+        users = user_stats(id_windows, args.percentile).cache()
+        recommended = recommendations(stats, users, args.headroom)
+        out.mkdir(parents=True, exist_ok=True)
+        quotas_path = out / "quotas.toml"
+        quotas_path.write_text(
+            quota_file(
+                _by_entity(recommended),
+                args.config,
+                f"{HEADER_MARK}: p{args.percentile * 100:g} of each "
+                f"principal's windows x {args.headroom:g}\n(from "
+                f"{totals['samples']} samples, {_span(totals['start'], totals['end'])})",
+            )
+        )
     try:
         applied = candidate or load_config(quotas_path).quotas
     except ConfigError as exc:  # a bug, not the user's: say which file
         raise SampleError(f"the recommended quota file does not load: {exc}") from exc
-    what_if = _what_if(spark, windows, applied)
-    windows.drop("schemas").write.mode("overwrite").parquet(str(out / "windows"))
-    stats.write.mode("overwrite").parquet(str(out / "principals"))
-    users.write.mode("overwrite").parquet(str(out / "users"))
-    ranked = offenders(stats, users, args.top).cache()
-    ranked.write.mode("overwrite").parquet(str(out / "offenders"))
-    what_if.write.mode("overwrite").parquet(str(out / "what_if"))
+    with stages("what-if: every window replayed under the quotas"):
+        _what_if(spark, windows, applied).write.mode("overwrite").parquet(str(out / "what_if"))
+        what_if = spark.read.parquet(str(out / "what_if"))
+    with stages("Parquet tables"):
+        windows.drop("schemas").write.mode("overwrite").parquet(str(out / "windows"))
+        stats.write.mode("overwrite").parquet(str(out / "principals"))
+        users.write.mode("overwrite").parquet(str(out / "users"))
+        ranked = offenders(stats, users, args.top).cache()
+        ranked.write.mode("overwrite").parquet(str(out / "offenders"))
     summary = [
         ("samples", str(totals["samples"])),
         ("principals", str(stats.count())),
@@ -212,12 +220,13 @@ def report(
         ("recommendation", f"p{args.percentile * 100:g} x {args.headroom:g}"),
         ("what-if quotas", str(args.quotas) if args.quotas else str(quotas_path)),
     ]
-    page = render(
-        _charts(windows, stats, what_if, applied, totals["start"], totals["end"]),
-        summary,
-        _offender_lists(ranked),
-    )
-    (out / "report.html").write_text(page, encoding="utf-8")
+    with stages("report page"):
+        page = render(
+            _charts(windows, stats, what_if, applied, totals["start"], totals["end"]),
+            summary,
+            _offender_lists(ranked),
+        )
+        (out / "report.html").write_text(page, encoding="utf-8")
     tables = ("windows", "principals", "users", "offenders", "what_if")
     return [
         f"principals: {summary[1][1]}, samples: {totals['samples']}",
@@ -225,6 +234,25 @@ def report(
         f"report: {out / 'report.html'}",
         f"Parquet tables: {', '.join(str(out / table) for table in tables)}",
     ]
+
+
+class Stages:
+    """A line on stderr as each stage ends, with its time: Spark's own progress bar shows a
+    stage's tasks, not which part of the report they are, nor where the time went."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        yield
+        now = time.monotonic()
+        print(
+            f"report: {name}: {now - started:.1f} s (at {now - self.started:.1f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _span(start: int, end: int) -> str:
@@ -239,15 +267,25 @@ def _by_entity(found: Iterable[Recommendation]) -> dict[tuple[str, str | None], 
 
 
 def _what_if(spark: SparkSession, windows: DataFrame, config: QuotaConfig) -> DataFrame:
-    """Each user's windows replayed in a Spark task of its own (pipeline/whatif.py)."""
-    columns = list(PrincipalWindow._fields)
-    rows = windows.select("user", *columns).rdd.map(lambda row: (row[0], PrincipalWindow(*row[1:])))
-    results = rows.groupByKey().flatMap(lambda kv: replay(kv[0], kv[1], config))
+    """The users' windows replayed (pipeline/whatif.py), in one group of users per core: a
+    group goes to Python as Arrow columns and its sensors advance in lockstep, so a step's
+    cost is shared by every sensor of the group (a partition per group: grouping by a key
+    could put two groups in one task, and leave a core idle)."""
+    columns = ["user", *PrincipalWindow._fields]
     schema = (
         "user string, client_id string, quota string, limit double, windows long, "
         "throttled_windows long, used double, throttled double"
     )
-    return spark.createDataFrame(results, schema)
+
+    def replayed(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        parts = list(batches)
+        if parts:  # a partition no user hashed to has none
+            frame = pd.concat(parts, ignore_index=True)
+            results = replay_columns({name: frame[name].to_numpy() for name in columns}, config)
+            yield pd.DataFrame(results, columns=list(WhatIf._fields))
+
+    groups = spark.sparkContext.defaultParallelism
+    return windows.select(*columns).repartition(groups, "user").mapInPandas(replayed, schema)
 
 
 def _charts(

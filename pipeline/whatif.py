@@ -9,14 +9,23 @@ would have been throttled, and so would its bytes (or mutations, ids, request ti
 One user is replayed at a time, with all of its client-ids, because a users/<user> quota is
 one sensor shared by every client-id of that user. A clients/<client-id> entity without a
 user is shared across users in Kafka; the replay keeps it per user, an approximation.
+
+`replay` is the per-record replay through the managers, one user at a time; `replay_columns`
+gives the same results for many users at once, every sensor advanced in lockstep by numpy
+(pipeline/lockstep.py): the report runs the latter, the tests hold the former as its oracle.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple, cast
 
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from pipeline.lockstep import Records, bucket_refused, rate_throttled
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaType
 from quotas.managers import UNLIMITED, ClientQuotaManager, TokenBucketQuotaManager
@@ -30,6 +39,10 @@ REPLAYED = (
     QuotaType.CONTROLLER_MUTATION,
     QuotaType.PRODUCER_IDS,
 )
+
+
+#: the quota keys in REPLAYED's order: results are sorted by user, client-id, then this
+_KEYS = tuple(quota_type.key for quota_type in REPLAYED)
 
 
 class PrincipalWindow(NamedTuple):
@@ -111,3 +124,93 @@ def replay(user: str, windows: Iterable[PrincipalWindow], config: QuotaConfig) -
         WhatIf(user, client_id, REPLAYED[index].key, limit, int(n), int(hit), used, throttled)
         for (client_id, index), (limit, n, hit, used, throttled) in sorted(results.items())
     ]
+
+
+def replay_columns(columns: Mapping[str, npt.ArrayLike], config: QuotaConfig) -> list[WhatIf]:
+    """`replay` for every user in the columns at once (user, PrincipalWindow's fields):
+    the same windows, records, order and arithmetic, each quota type's sensors in lockstep."""
+    # codes that sort as the names do (a hash table, not a sort of millions of strings)
+    user_codes, users = pd.factorize(np.asarray(columns["user"], dtype=object), sort=True)
+    client_codes, clients = pd.factorize(np.asarray(columns["client_id"], dtype=object), sort=True)
+    starts = np.asarray(columns["window_start_ms"], dtype=np.int64)
+    window_ms = np.asarray(columns["window_ms"], dtype=np.int64)
+    principals, principal_codes = np.unique(
+        user_codes * len(clients) + client_codes, return_inverse=True
+    )
+    # every window in the per-record replay's order: by user, window start, client-id
+    order = np.lexsort((client_codes, starts, user_codes))
+    engine = QuotaEngine(config)
+    results: list[WhatIf] = []
+    for index, quota_type in enumerate(REPLAYED):
+        manager = engine.manager(quota_type)
+        if not manager.enabled:
+            continue
+        used = np.asarray(columns[PrincipalWindow._fields[3 + index]], dtype=np.float64)
+        charge = used / 10.0 if quota_type is QuotaType.REQUEST else used
+        # a sensor per user and metric tags (replay makes an engine per user)
+        sensor_of: dict[tuple[str, object], int] = {}
+        limits: list[float] = []
+        principal_sensor = np.empty(len(principals), dtype=np.int64)
+        for code, principal in enumerate(principals):
+            user = users[principal // len(clients)]
+            sensors = manager.sensors_for(user, clients[principal % len(clients)], 0)
+            key = (user, sensors.tags)
+            if key not in sensor_of:
+                sensor_of[key] = len(limits)
+                limits.append(sensors.limit)
+            principal_sensor[code] = sensor_of[key]
+        limit_of = np.asarray(limits, dtype=np.float64)
+        rows = order[limit_of[principal_sensor[principal_codes[order]]] != UNLIMITED]
+        recorded = rows[charge[rows] != 0]  # `if not used`: nothing recorded
+        # each sensor's windows in their order, each spread over its quota windows
+        recorded = recorded[np.argsort(principal_sensor[principal_codes[recorded]], kind="stable")]
+        sensor = principal_sensor[principal_codes[recorded]]
+        slices = np.maximum(1, np.ceil(window_ms[recorded] / manager.config.window_ms)).astype(
+            np.int64
+        )
+        first = np.cumsum(slices) - slices
+        window_of = np.repeat(np.arange(len(recorded)), slices)
+        part = np.arange(len(window_of), dtype=np.int64) - first[window_of]
+        times = (
+            starts[recorded][window_of] + part * window_ms[recorded][window_of] // slices[window_of]
+        )
+        shares = (charge[recorded] / slices)[window_of]
+        counts = np.bincount(sensor, weights=slices, minlength=len(limits)).astype(np.int64)
+        records = Records(times, shares, counts)
+        if isinstance(manager, ClientQuotaManager):
+            hits: np.ndarray = rate_throttled(manager, limit_of, records)
+        else:
+            assert isinstance(manager, TokenBucketQuotaManager)
+            hits = bucket_refused(manager, limit_of, records)
+        throttled = np.bincount(window_of, weights=hits, minlength=len(recorded)).astype(np.int64)
+        # the tallies per principal, added in its windows' order as replay adds them
+        principal = principal_codes[rows]
+        n = len(principals)
+        windows = np.bincount(principal, minlength=n)
+        hit = throttled > 0
+        of_recorded = principal_codes[recorded]
+        hit_windows = np.bincount(of_recorded[hit], minlength=n)
+        used_sum = np.zeros(n, dtype=np.float64)
+        np.add.at(used_sum, of_recorded, used[recorded])
+        throttled_sum = np.zeros(n, dtype=np.float64)
+        np.add.at(
+            throttled_sum, of_recorded[hit], used[recorded][hit] * throttled[hit] / slices[hit]
+        )
+        for found in np.flatnonzero(windows):
+            user, client_id = (
+                users[principals[found] // len(clients)],
+                clients[principals[found] % len(clients)],
+            )
+            results.append(
+                WhatIf(
+                    user,
+                    client_id,
+                    quota_type.key,
+                    float(limit_of[principal_sensor[found]]),
+                    int(windows[found]),
+                    int(hit_windows[found]),
+                    float(used_sum[found]),
+                    float(throttled_sum[found]),
+                )
+            )
+    return sorted(results, key=lambda r: (r.user, r.client_id, _KEYS.index(r.quota)))

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from config.loader import load_config
 from config.quota_file import HEADER_MARK, quota_file
-from pipeline.whatif import PrincipalWindow, replay
-from quotas.entities import QuotaEntity, QuotaType
-from quotas.settings import QuotaConfig
+from pipeline.whatif import REPLAYED, PrincipalWindow, replay, replay_columns
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.settings import QuotaConfig, QuotaSettings
+from quotas.stats import MetricConfig
 
 T0 = 1_763_424_000_000
 
@@ -115,3 +120,81 @@ def test_the_quota_file_keeps_the_operators_comments_and_replaces_its_own_header
     second = quota_file({("bob", None): {"request_percentage": 6.0}}, current, HEADER_MARK + ": 2")
     assert second.startswith(f"# {HEADER_MARK}: 2\n" + operator)  # the old header replaced
     assert "request_percentage = 6.0" in second and "5.0" not in second
+
+
+USERS, CLIENTS = ("alice", "bob", "carol"), ("app", "batch", "cli")
+ENTITIES = (
+    QuotaEntity(user=DEFAULT),
+    QuotaEntity(client_id=DEFAULT),
+    *(QuotaEntity(user) for user in USERS),
+    *(QuotaEntity(client_id=client) for client in CLIENTS),
+    *(QuotaEntity(user, client) for user in USERS for client in CLIENTS),
+)
+#: per quota type, a use per 10 s window near a limit of one unit per second
+SCALE = {
+    QuotaType.PRODUCE: 10_000.0,
+    QuotaType.FETCH: 10_000.0,
+    QuotaType.REQUEST: 1_000.0,
+    QuotaType.CONTROLLER_MUTATION: 10.0,
+    QuotaType.PRODUCER_IDS: 10.0,
+}
+
+
+@st.composite
+def days(draw: st.DrawFn) -> tuple[list[tuple[str, PrincipalWindow]], QuotaConfig]:
+    """A few principals' windows (gaps, idle windows, short windows, fractions, spikes) and
+    limits at every entity level, under random quota windows."""
+    windows: list[tuple[str, PrincipalWindow]] = []
+    for user in draw(st.lists(st.sampled_from(USERS), min_size=1, max_size=3, unique=True)):
+        for client in draw(st.lists(st.sampled_from(CLIENTS), min_size=1, max_size=2, unique=True)):
+            start = T0 + draw(st.integers(0, 5)) * 10_000
+            for _ in range(draw(st.integers(1, 40))):
+                start += draw(st.sampled_from((10_000, 10_000, 10_000, 20_000, 150_000)))
+                length = draw(st.sampled_from((10_000, 10_000, 10_000, 3_700, 999)))
+                uses = [
+                    draw(st.sampled_from((0.0, 0.5, 1.0, 3.0, 30.0))) * SCALE[quota_type]
+                    + draw(st.sampled_from((0.0, 0.0, 0.25, 1 / 3)))
+                    for quota_type in REPLAYED
+                ]
+                windows.append((user, PrincipalWindow(client, start, length, *uses)))
+    limits = {
+        quota_type: {
+            entity: draw(st.sampled_from((0.5, 1.0, 2.0, 7.0))) * SCALE[quota_type] / 10
+            for entity in draw(st.lists(st.sampled_from(ENTITIES), max_size=4, unique=True))
+        }
+        for quota_type in REPLAYED
+    }
+    client_windows = MetricConfig(
+        draw(st.sampled_from((2, 5, 11))), draw(st.sampled_from((500, 1000, 3000)))
+    )
+    settings = QuotaSettings(
+        client=client_windows,
+        controller=client_windows,
+        producer_ids=MetricConfig(
+            draw(st.sampled_from((2, 11))), draw(st.sampled_from((1000, 60_000)))
+        ),
+    )
+    return windows, QuotaConfig(settings, limits)
+
+
+@settings(max_examples=40, deadline=None)
+@given(days())
+def test_the_lockstep_what_if_gives_the_per_record_replays_results(
+    day: tuple[list[tuple[str, PrincipalWindow]], QuotaConfig],
+) -> None:
+    """Every quota type and window setting: the same windows, throttled windows, use and
+    throttled use, to the bit."""
+    windows, config = day
+    expected = sorted(
+        (
+            result
+            for user in {user for user, _ in windows}
+            for result in replay(user, [w for u, w in windows if u == user], config)
+        ),
+        key=lambda r: (r.user, r.client_id, [t.key for t in REPLAYED].index(r.quota)),
+    )
+    columns: dict[str, list[Any]] = {
+        "user": [user for user, _ in windows],
+        **{field: [w[i] for _, w in windows] for i, field in enumerate(PrincipalWindow._fields)},
+    }
+    assert replay_columns(columns, config) == expected
