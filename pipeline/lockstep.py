@@ -1,12 +1,13 @@
 """Many quota sensors replayed in lockstep: one numpy step gives every sensor its next record.
 
 A day of 1,000 principals is 100 million records per quota type once each 10 s window is
-spread over 1 s quota windows; through the per-record managers (quotas/managers.py), or even
-the one-sensor loops of quotas/replay.py, that is half an hour of Python. Sensors never
-interact and each record's arithmetic is a short fixed sequence, so step k applies the k-th
-record of every sensor at once, elementwise: the same IEEE operations, in the same order, as
-Kafka's SampledStat, Rate and TokenBucket in quotas/stats.py. The verdicts are the managers'
-own, record for record (tests/unit/test_whatif.py holds the per-record what-if as the oracle).
+spread over 1 s quota windows: through the per-record managers (quotas/managers.py) that was
+nineteen minutes of Python on 2 cores, and the one-sensor loops of quotas/replay.py still
+pay the interpreter per record. Sensors never interact and each record's arithmetic is a
+short fixed sequence, so step k applies the k-th record of every sensor at once,
+elementwise: the same IEEE operations, in the same order, as Kafka's SampledStat, Rate and
+TokenBucket in quotas/stats.py. The verdicts are the managers' own, record for record
+(tests/unit/test_whatif.py holds the per-record what-if as the oracle).
 
 Records come as flat arrays grouped by sensor, in each sensor's order. Sensors are taken
 longest first, so the sensors still replaying at step k are always a prefix of the arrays.
