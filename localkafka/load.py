@@ -346,8 +346,8 @@ def java_drain(
     )
 
 
-def java_drain_rate(process: subprocess.Popen[str], timeout_s: float) -> float:
-    """Records/s between ConsumerPerformance's first and seventh 5-second reports (30 s).
+def java_drain_rate(process: subprocess.Popen[str], timeout_s: float, span_s: float) -> float:
+    """Records/s over `span_s` (whole 5-second reports) from ConsumerPerformance's first report.
 
     Each report line: time, thread, total MB, MB/s, total records, records/s, ...
     """
@@ -359,8 +359,9 @@ def java_drain_rate(process: subprocess.Popen[str], timeout_s: float) -> float:
         if len(fields) >= 6 and fields[0][:2] == "20":
             at = datetime.strptime(fields[0], "%Y-%m-%d %H:%M:%S:%f")
             reports.append((at, int(fields[4])))
-    assert len(reports) >= 7, out[-3000:]
-    (start, first), (end, last) = reports[0], reports[6]
+    last_report = int(span_s // 5)
+    assert len(reports) > last_report, out[-3000:]
+    (start, first), (end, last) = reports[0], reports[last_report]
     return (last - first) / (end - start).total_seconds()
 
 

@@ -17,19 +17,10 @@ from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Message
 from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
 
 from localkafka import KafkaCluster
 
 TIMEOUT_S = 60.0
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 6, replication: int = 3) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-admin")
-    try:
-        admin.create_topics([NewTopic(name, partitions, replication)])
-    finally:
-        admin.close()
 
 
 # aiokafka -------------------------------------------------------------------------------------

@@ -147,7 +147,7 @@ async def test_consumers_are_held_to_their_byte_rate(
                 timelines[CONSUMERS[1]],
             ),
         )
-        java_rate = await asyncio.to_thread(java_drain_rate, java, 120)
+        java_rate = await asyncio.to_thread(java_drain_rate, java, 120, MEASURED_S)
     assert_throttled(byte_rate_proxy.metrics_url, "fetch", CONSUMERS)
     assert_held("ConsumerPerformance", java_rate * RECORD_BYTES, FETCH_BOUND)
     for client, timeline in timelines.items():
