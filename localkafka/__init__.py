@@ -118,6 +118,16 @@ def java_command(
     ]
 
 
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int) -> None:
+    """With kafka-python's admin client: TopicCommand took a second of JVM start for each of
+    the suite's topics, and a topic is set-up, not what a test is about."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="localkafka")
+    try:
+        admin.create_topics([NewTopic(name, partitions, replication)])
+    finally:
+        admin.close()
+
+
 #: ports this process has handed out: a port is given once, so two listeners that have not
 #: bound yet can never be given the same one
 _HANDED_OUT: set[int] = set()
@@ -461,10 +471,4 @@ class KafkaCluster:
         return result.stdout
 
     def create_topic(self, name: str, partitions: int, replication: int = 1) -> None:
-        """With kafka-python's admin client: TopicCommand took a second of JVM start for each
-        of the suite's topics, and a topic is set-up, not what a test is about."""
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="localkafka")
-        try:
-            admin.create_topics([NewTopic(name, partitions, replication)])
-        finally:
-            admin.close()
+        create_topic(self.bootstrap_servers, name, partitions, replication)

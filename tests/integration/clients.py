@@ -18,9 +18,15 @@ from confluent_kafka import Message
 from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer
 
+import localkafka
 from localkafka import KafkaCluster
 
 TIMEOUT_S = 60.0
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 6, replication: int = 3) -> None:
+    """A topic made through `bootstrap` (a proxy's, in the transparency tests)."""
+    localkafka.create_topic(bootstrap, name, partitions, replication)
 
 
 # aiokafka -------------------------------------------------------------------------------------
