@@ -28,6 +28,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from localkafka.tls import ThrowawayCA
 from protocol.apis import METADATA
 from protocol.headers import encode_request
+from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body, read_metadata_response
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -120,12 +121,38 @@ def java_command(
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication: int) -> None:
     """With kafka-python's admin client: TopicCommand took a second of JVM start for each of
-    the suite's topics, and a topic is set-up, not what a test is about."""
+    the suite's topics, and a topic is set-up, not what a test is about. The controller
+    answers once the topic is committed and each broker's metadata follows a moment later:
+    this returns once every broker of `bootstrap` describes it (TopicCommand's JVM start had
+    left them that moment, and tests came to rely on it)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="localkafka")
     try:
         admin.create_topics([NewTopic(name, partitions, replication)])
     finally:
         admin.close()
+    deadline = time.monotonic() + 10
+    for address in bootstrap.split(","):
+        host, _, port = address.rpartition(":")
+        while metadata_partitions(host, int(port), name) != partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{address} does not describe the topic {name} after 10 s")
+            time.sleep(0.02)
+
+
+def metadata_partitions(host: str, port: int, topic: str, timeout: float = 2.0) -> int | None:
+    """The partitions a node describes the topic with, or None while it does not."""
+    body = metadata_request_body([topic])
+    frame = encode_request(METADATA, OWN_METADATA_VERSION, 1, "localkafka", body)
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(frame)
+            size = _recv_exact(sock, 4)
+            answer = read_metadata_response(
+                size + _recv_exact(sock, struct.unpack(">i", size)[0]), OWN_METADATA_VERSION
+            )
+    except OSError:
+        return None
+    return next((t.partitions for t in answer.topics if t.name == topic), None)
 
 
 #: ports this process has handed out: a port is given once, so two listeners that have not
