@@ -19,7 +19,17 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
+from localkafka import KafkaCluster
+from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
+from localkafka.load import (
+    Timeline,
+    aiokafka_flood,
+    assert_no_loss_or_duplicates,
+    read_all,
+    seq_of,
+)
 from tests.integration.scrape import Samples, scrape, total, value
 
 QUOTA = 1_000_000
@@ -76,3 +86,45 @@ class Watch:
     def assert_held(self) -> None:
         assert max(self.throttles[FLEET], default=0) > 0, "the held client-id was never throttled"
         assert not any(self.throttles[NEIGHBOUR]), f"the neighbour was throttled: {self.throttles}"
+
+
+class Run(NamedTuple):
+    timelines: list[Timeline]
+    neighbour: Timeline
+    #: the held client-id's acknowledged bytes per second over the measured span
+    rate: float
+
+
+async def run_held(
+    kafka: KafkaCluster,
+    bootstraps: str | Sequence[str],
+    topic: str,
+    neighbour_topic: str,
+    neighbour_rate: float,
+    watch: Watch,
+) -> Run:
+    """The scenario, once: the processes through `bootstraps` (one list each, dealt out),
+    the neighbour through the first, the metrics watched all the while."""
+    kafka.create_topic(topic, partitions=PARTITIONS)
+    kafka.create_topic(neighbour_topic, partitions=1)
+    seconds = FIRST_WINDOW_S + MEASURED_S
+    first = bootstraps if isinstance(bootstraps, str) else bootstraps[0]
+    neighbour = Timeline()
+    watcher = asyncio.create_task(watch.run())
+    try:
+        with confluent_fleet(
+            bootstraps, FLEET, topic, seconds, PROCESSES, in_flight=IN_FLIGHT
+        ) as processes:
+            await aiokafka_flood(
+                first, NEIGHBOUR, neighbour_topic, seconds, neighbour, neighbour_rate
+            )
+            timelines = await asyncio.to_thread(fleet_timelines, processes, seconds + 90)
+    finally:
+        watcher.cancel()
+    return Run(timelines, neighbour, fleet_rate(timelines, FIRST_WINDOW_S, seconds))
+
+
+def assert_stored_once(kafka: KafkaCluster, topic: str, acknowledged: Sequence[Timeline]) -> None:
+    """Every record the timelines acknowledged is in the topic once, and nothing else."""
+    stored = [seq_of(value) for value in read_all(kafka.bootstrap_servers, topic)]
+    assert_no_loss_or_duplicates([seq for t in acknowledged for seq in t.seqs], stored)

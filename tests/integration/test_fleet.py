@@ -25,9 +25,6 @@ from aiokafka.admin import AIOKafkaAdminClient
 from localkafka import KafkaCluster
 from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
 from localkafka.load import (
-    Timeline,
-    aiokafka_flood,
-    assert_no_loss_or_duplicates,
     read_all,
     seq_of,
 )
@@ -43,6 +40,8 @@ from tests.integration.held import (
     PROCESSES,
     QUOTA,
     Watch,
+    assert_stored_once,
+    run_held,
 )
 from tests.integration.scrape import scrape, total, value
 
@@ -84,38 +83,20 @@ def fleet(
 async def test_three_instances_hold_a_principal_as_one(
     kafka3: KafkaCluster, fleet: list[RunningProxy]
 ) -> None:
-    kafka3.create_topic("fleet-held", partitions=PARTITIONS)
-    kafka3.create_topic("fleet-neighbour", partitions=1)
-    seconds = FIRST_WINDOW_S + MEASURED_S
-    neighbour = Timeline()
     watch = Watch([instance.metrics_url for instance in fleet])
-    watcher = asyncio.create_task(watch.run())
-    try:
-        bootstraps = [instance.bootstrap for instance in fleet]  # one instance per process
-        with confluent_fleet(
-            bootstraps, FLEET, "fleet-held", seconds, PROCESSES, in_flight=IN_FLIGHT
-        ) as processes:
-            await aiokafka_flood(
-                fleet[0].bootstrap, NEIGHBOUR, "fleet-neighbour", seconds, neighbour, NEIGHBOUR_RATE
-            )
-            timelines = await asyncio.to_thread(fleet_timelines, processes, seconds + 90)
-    finally:
-        watcher.cancel()
-
-    rate = fleet_rate(timelines, FIRST_WINDOW_S, FIRST_WINDOW_S + MEASURED_S)
+    bootstraps = [instance.bootstrap for instance in fleet]  # one instance per process
+    run = await run_held(kafka3, bootstraps, "fleet-held", "fleet-neighbour", NEIGHBOUR_RATE, watch)
     print(
-        f"3 instances: {rate:,.0f} B/s over {MEASURED_S:.0f} s ({rate / QUOTA:.3f} x); local"
-        f" rates seen: {', '.join(f'{local:,.0f}' for local in watch.local)} B/s"
+        f"3 instances: {run.rate:,.0f} B/s over {MEASURED_S:.0f} s ({run.rate / QUOTA:.3f} x);"
+        f" local rates seen: {', '.join(f'{local:,.0f}' for local in watch.local)} B/s"
     )
-    assert 0 < rate < BOUND * QUOTA
+    assert 0 < run.rate < BOUND * QUOTA
     assert all(local > 0 for local in watch.local), "an instance served none of the fleet"
     assert set(watch.members) == {3.0}
     watch.assert_held()
-    assert neighbour.rate(0, seconds) > 0
-    stored = [seq_of(value) for value in read_all(kafka3.bootstrap_servers, "fleet-held")]
-    assert_no_loss_or_duplicates([seq for t in timelines for seq in t.seqs], stored)
-    stored = [seq_of(value) for value in read_all(kafka3.bootstrap_servers, "fleet-neighbour")]
-    assert_no_loss_or_duplicates(neighbour.seqs, stored)
+    assert run.neighbour.rate(0, FIRST_WINDOW_S + MEASURED_S) > 0
+    assert_stored_once(kafka3, "fleet-held", run.timelines)
+    assert_stored_once(kafka3, "fleet-neighbour", [run.neighbour])
 
 
 KILL_AT_S = 10.0

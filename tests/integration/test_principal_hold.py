@@ -11,32 +11,23 @@ bench/quota_fidelity.py sets this beside the brokers' own quota, which admits mo
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pytest
 
 from localkafka import KafkaCluster
-from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
-from localkafka.load import (
-    Timeline,
-    aiokafka_flood,
-    assert_no_loss_or_duplicates,
-    read_all,
-    seq_of,
-)
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.held import (
     BOUND,
     FIRST_WINDOW_S,
     FLEET,
-    IN_FLIGHT,
     MEASURED_S,
     NEIGHBOUR,
-    PARTITIONS,
     PROCESSES,
     QUOTA,
     Watch,
+    assert_stored_once,
+    run_held,
 )
 
 pytestmark = pytest.mark.integration
@@ -57,34 +48,15 @@ def hold_proxy(
 async def test_a_fleet_sharing_a_client_id_is_held_as_one_across_brokers(
     kafka3: KafkaCluster, hold_proxy: RunningProxy
 ) -> None:
-    kafka3.create_topic(FLEET, partitions=PARTITIONS)
-    kafka3.create_topic(NEIGHBOUR, partitions=1)
-    bootstrap, seconds = hold_proxy.bootstrap, FIRST_WINDOW_S + MEASURED_S
-    neighbour = Timeline()
     watch = Watch([hold_proxy.metrics_url])
-
-    watcher = asyncio.create_task(watch.run())
-    try:
-        with confluent_fleet(
-            bootstrap, FLEET, FLEET, seconds, PROCESSES, in_flight=IN_FLIGHT
-        ) as fleet:
-            await aiokafka_flood(
-                bootstrap, NEIGHBOUR, NEIGHBOUR, seconds, neighbour, NEIGHBOUR_RATE
-            )
-            timelines = await asyncio.to_thread(fleet_timelines, fleet, seconds + 90)
-    finally:
-        watcher.cancel()
-
-    rate = fleet_rate(timelines, FIRST_WINDOW_S, FIRST_WINDOW_S + MEASURED_S)
+    run = await run_held(kafka3, hold_proxy.bootstrap, FLEET, NEIGHBOUR, NEIGHBOUR_RATE, watch)
+    seconds = FIRST_WINDOW_S + MEASURED_S
     print(
-        f"fleet of {PROCESSES}: {rate:,.0f} B/s over {MEASURED_S:.0f} s ({rate / QUOTA:.3f} x);"
-        f" neighbour: {neighbour.rate(0, seconds):,.0f} B/s"
+        f"fleet of {PROCESSES}: {run.rate:,.0f} B/s over {MEASURED_S:.0f} s"
+        f" ({run.rate / QUOTA:.3f} x); neighbour: {run.neighbour.rate(0, seconds):,.0f} B/s"
     )
-    assert 0 < rate < BOUND * QUOTA
+    assert 0 < run.rate < BOUND * QUOTA
     watch.assert_held()
-    assert neighbour.rate(0, seconds) > 0
-
-    stored = [seq_of(value) for value in read_all(kafka3.bootstrap_servers, FLEET)]
-    assert_no_loss_or_duplicates([seq for t in timelines for seq in t.seqs], stored)
-    stored = [seq_of(value) for value in read_all(kafka3.bootstrap_servers, NEIGHBOUR)]
-    assert_no_loss_or_duplicates(neighbour.seqs, stored)
+    assert run.neighbour.rate(0, seconds) > 0
+    assert_stored_once(kafka3, FLEET, run.timelines)
+    assert_stored_once(kafka3, NEIGHBOUR, [run.neighbour])

@@ -16,26 +16,16 @@ from collections.abc import Iterator
 import pytest
 
 from localkafka import KafkaCluster
-from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
-from localkafka.load import (
-    Timeline,
-    aiokafka_flood,
-    assert_no_loss_or_duplicates,
-    read_all,
-    seq_of,
-)
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.held import (
     BOUND,
-    FIRST_WINDOW_S,
     FLEET,
-    IN_FLIGHT,
     MEASURED_S,
     NEIGHBOUR,
-    PARTITIONS,
-    PROCESSES,
     QUOTA,
     Watch,
+    assert_stored_once,
+    run_held,
 )
 from tests.integration.scrape import scrape, total
 
@@ -62,33 +52,19 @@ async def test_two_workers_hold_a_principal_as_one(
     kafka3: KafkaCluster, workers: RunningProxy
 ) -> None:
     assert len(workers.metrics_urls) == 2
-    kafka3.create_topic("workers-held", partitions=PARTITIONS)
-    kafka3.create_topic("workers-neighbour", partitions=1)
-    seconds = FIRST_WINDOW_S + MEASURED_S
-    neighbour = Timeline()
     watch = Watch(workers.metrics_urls, workers=True)
-    watcher = asyncio.create_task(watch.run())
-    try:
-        with confluent_fleet(
-            workers.bootstrap, FLEET, "workers-held", seconds, PROCESSES, in_flight=IN_FLIGHT
-        ) as processes:
-            await aiokafka_flood(
-                workers.bootstrap, NEIGHBOUR, "workers-neighbour", seconds, neighbour, QUOTA / 2
-            )
-            timelines = await asyncio.to_thread(fleet_timelines, processes, seconds + 90)
-    finally:
-        watcher.cancel()
+    run = await run_held(
+        kafka3, workers.bootstrap, "workers-held", "workers-neighbour", QUOTA / 2, watch
+    )
     accepted = [
         total(await asyncio.to_thread(scrape, url), "kafka_quota_proxy_connections_accepted_total")
         for url in workers.metrics_urls
     ]
-    rate = fleet_rate(timelines, FIRST_WINDOW_S, FIRST_WINDOW_S + MEASURED_S)
     print(
-        f"2 workers: {rate:,.0f} B/s over {MEASURED_S:.0f} s ({rate / QUOTA:.3f} x);"
+        f"2 workers: {run.rate:,.0f} B/s over {MEASURED_S:.0f} s ({run.rate / QUOTA:.3f} x);"
         f" connections accepted per worker: {accepted}"
     )
     assert all(accepted), "a worker served no connection"
-    assert 0 < rate < BOUND * QUOTA
+    assert 0 < run.rate < BOUND * QUOTA
     watch.assert_held()
-    stored = [seq_of(value) for value in read_all(kafka3.bootstrap_servers, "workers-held")]
-    assert_no_loss_or_duplicates([seq for t in timelines for seq in t.seqs], stored)
+    assert_stored_once(kafka3, "workers-held", run.timelines)
