@@ -9,8 +9,9 @@ elementwise: the same IEEE operations, in the same order, as Kafka's SampledStat
 TokenBucket in quotas/stats.py. The verdicts are the managers' own, record for record
 (tests/unit/test_whatif.py holds the per-record what-if as the oracle).
 
-Records come as flat arrays grouped by sensor, in each sensor's order. Sensors are taken
-longest first, so the sensors still replaying at step k are always a prefix of the arrays.
+Records come as the windows they spread over, grouped by sensor, in each sensor's order.
+Sensors are taken longest first, so the sensors still replaying at step k are always a
+prefix of the arrays.
 """
 
 from __future__ import annotations
@@ -31,34 +32,70 @@ _NEVER: Final = np.int64(2**62)
 
 
 class Records:
-    """Flat records grouped by sensor: sensor 0's first, in its order, then sensor 1's..."""
+    """Each sensor's records, given as the windows they spread over: window i of the flat
+    arrays is slices[i] records of shares[i] each, the k-th at starts_ms[i] + k x
+    widths_ms[i] // slices[i]. Windows are grouped by sensor (sensor 0's first, in order) and
+    `windows` says how many each sensor has. Records are derived step by step, never laid
+    out: a day is 86 million of them per quota type, and writing them cost more than
+    replaying them."""
 
-    def __init__(self, times_ms: Ints, values: Floats, counts: Ints) -> None:
-        self.times_ms = times_ms
-        self.values = values
-        starts = np.zeros(len(counts), dtype=np.int64)
-        np.cumsum(counts[:-1], out=starts[1:])
+    def __init__(
+        self, starts_ms: Ints, widths_ms: Ints, slices: Ints, shares: Floats, windows: Ints
+    ) -> None:
+        self.starts_ms, self.widths_ms, self.slices = starts_ms, widths_ms, slices
+        self.shares, self.windows = shares, windows
+        first = np.zeros(len(windows), dtype=np.int64)
+        np.cumsum(windows[:-1], out=first[1:])
+        records_before = np.zeros(len(slices) + 1, dtype=np.int64)
+        np.cumsum(slices, out=records_before[1:])
+        counts = records_before[first + windows] - records_before[first]
         #: the sensors longest first (stable): those still replaying at a step are a prefix
         self.order = np.argsort(-counts, kind="stable")
         self.counts = counts[self.order]
-        self.offsets = starts[self.order]
-        self._ascending = self.counts[::-1]
+        ascending = self.counts[::-1]
+        #: per step, how many sensors have a record at it
+        self.active = len(ascending) - np.searchsorted(
+            ascending, np.arange(self.steps()), side="right"
+        )
+        #: per sensor, in `order`: the window of its next record, and which of its slices
+        self._window = first[self.order]
+        self._part = np.zeros(len(windows), dtype=np.int64)
 
     def steps(self) -> int:
         return int(self.counts[0]) if len(self.counts) else 0
 
-    def active(self, step: int) -> int:
-        """How many sensors have a record at this step."""
-        return len(self._ascending) - int(np.searchsorted(self._ascending, step, side="right"))
+    def first_times_ms(self) -> tuple[Flags, Ints]:
+        """The sensors that have records, and the time of their first (before any step)."""
+        some = self.counts > 0
+        return some, self.starts_ms[self._window[some]]
+
+    def take(self, step: int) -> tuple[Ints, Ints, Floats]:
+        """The step's record of every sensor still replaying: its window, time and value."""
+        m = int(self.active[step])
+        window = self._window[:m].copy()
+        part = self._part[:m]
+        slices = self.slices[window]
+        now = self.starts_ms[window] + part * self.widths_ms[window] // slices
+        value = self.shares[window]
+        following = part + 1
+        done = following == slices
+        self._window[:m] += done
+        self._part[:m] = np.where(done, 0, following)
+        return window, now, value
 
 
-def rate_throttled(manager: ClientQuotaManager, limits: Floats, records: Records) -> Flags:
-    """Per record: whether ClientQuotaManager.record_and_get_throttle_time_ms (record, then
-    measure, on a sensor created fresh with the limit) returns a throttle above 0 ms."""
-    config = manager.config
-    window, slots = config.window_ms, config.samples + 1
-    expire_age, min_full = config.samples * window, config.samples - 1
+def lockstep_key(manager: ClientQuotaManager) -> tuple[int, int, bool]:
+    """What rate_throttled takes from its manager: managers alike in it replay as one."""
     capped = manager.max_throttle_ms is not None and manager.max_throttle_ms <= 0
+    return manager.config.window_ms, manager.config.samples, capped
+
+
+def rate_throttled(manager: ClientQuotaManager, limits: Floats, records: Records) -> Ints:
+    """Per window: for how many of its records ClientQuotaManager.record_and_get_throttle_time_ms
+    (record, then measure, on a sensor created fresh with the limit) returns a throttle above
+    0 ms."""
+    window, samples, capped = lockstep_key(manager)
+    slots, expire_age, min_full = samples + 1, samples * window, samples - 1
     sensors = len(records.counts)
     limits = limits[records.order]
     # per slot, then per sensor: each slot's column is contiguous across sensors
@@ -68,16 +105,14 @@ def rate_throttled(manager: ClientQuotaManager, limits: Floats, records: Records
     current = np.zeros(sensors, dtype=np.int64)
     total = np.zeros(sensors, dtype=np.float64)
     integral = np.ones(sensors, dtype=np.bool_)
-    throttled = np.zeros(len(records.times_ms), dtype=np.bool_)
+    throttled = np.zeros(len(records.slices), dtype=np.int64)
     columns = np.arange(sensors, dtype=np.int64)
     # every sensor's first record is at step 0, where its first sample starts
-    some = records.counts > 0
-    starts[0, some] = last[0, some] = records.times_ms[records.offsets[some]]
+    some, first = records.first_times_ms()
+    starts[0, some] = last[0, some] = first
     for step in range(records.steps()):
-        m = records.active(step)
-        index = records.offsets[:m] + step
-        now = records.times_ms[index]
-        value = records.values[index]
+        recorded, now, value = records.take(step)
+        m = len(recorded)
         col = columns[:m]
         cur = current[:m]
         # SampledStat.record: a new sample once the current one is a window old
@@ -116,13 +151,14 @@ def rate_throttled(manager: ClientQuotaManager, limits: Floats, records: Records
         observed = summed / (elapsed / 1000.0)
         limit = limits[:m]
         over = (observed > limit) & ((observed - limit) / limit * elapsed >= 0.5)
-        throttled[index] = over & (not capped)
+        if not capped:
+            throttled[recorded] += over
     return throttled
 
 
-def bucket_refused(manager: TokenBucketQuotaManager, limits: Floats, records: Records) -> Flags:
-    """Per record: whether TokenBucketQuotaManager.record_strict refuses it (check, then
-    record) on a bucket created full with the limit."""
+def bucket_refused(manager: TokenBucketQuotaManager, limits: Floats, records: Records) -> Ints:
+    """Per window: how many of its records TokenBucketQuotaManager.record_strict refuses (check,
+    then record) on a bucket created full with the limit."""
     sensors = len(records.counts)
     limits = limits[records.order]
     unit = manager.unit_ms
@@ -130,22 +166,21 @@ def bucket_refused(manager: TokenBucketQuotaManager, limits: Floats, records: Re
     tokens = bursts.copy()
     # the first refill is then from the first record itself: the bucket is full then
     updated = np.zeros(sensors, dtype=np.int64)
-    some = records.counts > 0
-    updated[some] = records.times_ms[records.offsets[some]]
-    refused = np.zeros(len(records.times_ms), dtype=np.bool_)
+    some, first = records.first_times_ms()
+    updated[some] = first
+    refused = np.zeros(len(records.slices), dtype=np.int64)
     for step in range(records.steps()):
-        m = records.active(step)
-        index = records.offsets[:m] + step
-        now = records.times_ms[index]
+        recorded, now, value = records.take(step)
+        m = len(recorded)
         burst, limit = bursts[:m], limits[:m]
         # Python's min(burst, x): x only when it is below burst (a NaN stays out)
         refilled = tokens[:m] + limit * ((now - updated[:m]) / unit)
         held = np.where(refilled < burst, refilled, burst)
         updated[:m] = now
         no = held < 0
-        refused[index] = no
+        refused[recorded] += no
         again = held + limit * (0 / unit)  # the record's own refill, at the same instant
         again = np.where(again < burst, again, burst)
-        spent = again - records.values[index]
+        spent = again - value
         tokens[:m] = np.where(no, held, np.where(spent < burst, spent, burst))
     return refused

@@ -68,7 +68,10 @@ def principal_windows(samples: DataFrame) -> DataFrame:
             "producer_ids"
         ),
         *_sums(),
-        F.collect_set("schema").alias("schemas"),
+        # the versions the window was summed from: two plain aggregates keep Spark's hash
+        # aggregation (a set of them would sort all eight million windows)
+        F.min("schema").alias("schema_min"),
+        F.max("schema").alias("schema_max"),
     )
     windows = windows.where(F.col("window_ms") > 0)
     # a window cut short by a start or a stop is counted, but not rated: a few responses in
@@ -101,29 +104,55 @@ def user_producer_id_windows(
     return per_bucket.where(F.col("producer_ids") > 0).select("user", rate.alias(PRODUCER_IDS))
 
 
-def _percentiles(key: str, quantile: float) -> list[Column]:
+def _sorted_active(key: str) -> Column:
+    """A principal's active rates in order. Spark's own `percentile` keeps a map of counts
+    per value and sorts it per group; a sorted list is the same data at half the time."""
     rate = F.col(key)
-    active = F.when(rate > 0, rate)
-    values = F.percentile(active, F.array(*(F.lit(q) for q in (*QUANTILES, quantile))))
+    return F.sort_array(F.collect_list(F.when(rate > 0, rate))).alias(f"{key}_sorted")
+
+
+def _percentile(ordered: Column, quantile: float) -> Column:
+    """Spark's `percentile` over an ordered list, operation for operation: the position
+    (n - 1) x q, and linear interpolation between its two ranks unless they are one rank
+    or one value (null for no values)."""
+    n = F.size(ordered)
+    position = (n - 1) * F.lit(quantile)
+    lower, higher = F.floor(position), F.ceil(position)
+    low = F.try_element_at(ordered, lower.cast("int") + 1)
+    high = F.try_element_at(ordered, higher.cast("int") + 1)
+    between = (higher - position) * low + (position - lower) * high
+    return F.when(n > 0, F.when((lower == higher) | (low == high), low).otherwise(between))
+
+
+def _percentiles(key: str, quantile: float) -> list[Column]:
+    ordered = F.col(f"{key}_sorted")
     return [
-        *(values[i].alias(f"{key}_p{round(q * 100)}") for i, q in enumerate(QUANTILES)),
-        F.max(active).alias(f"{key}_max"),
-        values[len(QUANTILES)].alias(f"{key}_basis"),
+        *(_percentile(ordered, q).alias(f"{key}_p{round(q * 100)}") for q in QUANTILES),
+        F.try_element_at(ordered, F.lit(-1)).alias(f"{key}_max"),
+        _percentile(ordered, quantile).alias(f"{key}_basis"),
     ]
 
 
 def principal_stats(windows: DataFrame, quantile: float) -> DataFrame:
     """Per (user, client_id): windows seen, the percentiles of each client quota's rate over
     its active windows, and what the principal was throttled and refused."""
-    return windows.groupBy("user", "client_id").agg(
+    lists = windows.groupBy("user", "client_id").agg(
         F.count("*").alias("windows"),
         *_sums(),
+        *(_sorted_active(key) for key in CLIENT_RATES),
+    )
+    return lists.select(
+        "user",
+        "client_id",
+        "windows",
+        *_TOTALS,
         *(column for key in CLIENT_RATES for column in _percentiles(key, quantile)),
     )
 
 
 def user_stats(producer_id_windows: DataFrame, quantile: float) -> DataFrame:
-    return producer_id_windows.groupBy("user").agg(*_percentiles(PRODUCER_IDS, quantile))
+    lists = producer_id_windows.groupBy("user").agg(_sorted_active(PRODUCER_IDS))
+    return lists.select("user", *_percentiles(PRODUCER_IDS, quantile))
 
 
 def offenders(stats: DataFrame, users: DataFrame, top: int) -> DataFrame:
