@@ -16,16 +16,17 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
-import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from config.errors import ConfigError
 from config.loader import load_config
 from config.quota_file import HEADER_MARK, quota_file
-from pipeline.html import PrincipalChart, clock, render
+from pipeline.html import PrincipalChart, QuotaTotal, Throttled, clock, render
 from pipeline.samples import SampleError, check_versions, read_files, read_kafka
 from pipeline.usage_stats import (
     CLIENT_RATES,
@@ -38,7 +39,7 @@ from pipeline.usage_stats import (
     user_producer_id_windows,
     user_stats,
 )
-from pipeline.whatif import PrincipalWindow, WhatIf, replay_columns
+from pipeline.whatif import PrincipalWindow, WhatIf, replay_columns, throttled_seconds
 from quotas.engine import QuotaEngine
 from quotas.entities import QUOTA_KEYS
 from quotas.managers import UNLIMITED
@@ -48,6 +49,8 @@ log = logging.getLogger("kafka-quota-proxy.report")
 
 #: Spark's Kafka source for this pyspark, fetched by Spark when no --jars are given
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
+#: the what-if's Arrow types as Spark names them
+_SPARK_TYPE = {pa.string(): "string", pa.float64(): "double", pa.int64(): "long"}
 #: points per principal's chart: a day of 10-s windows is drawn from its peaks in buckets
 _CHART_POINTS = 240
 
@@ -82,6 +85,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--percentile", type=float, default=0.99, help="default 0.99")
     parser.add_argument("--headroom", type=float, default=1.5, help="default 1.5")
     parser.add_argument("--top", type=int, default=10, help="offenders listed per quota")
+    parser.add_argument(
+        "--charts",
+        type=int,
+        default=50,
+        metavar="N",
+        help="principals charted, the throttled first (default 50; every principal is in the "
+        "page's table)",
+    )
     parser.add_argument("--master", default=None, help="Spark master (default local[*])")
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
@@ -124,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
     for name, value, low, high in (
         ("--percentile", args.percentile, 0.0, 1.0),
         ("--headroom", args.headroom, 0.0, float("inf")),
+        ("--charts", args.charts, -1, float("inf")),
     ):
         if not (low < value <= high):
             print(f"kafka-quota-proxy report: {name} must be in ({low}, {high}]", file=sys.stderr)
@@ -210,10 +222,17 @@ def report(
         ("what-if quotas", str(args.quotas) if args.quotas else str(quotas_path)),
     ]
     with stages("report page"):
+        span = (totals["start"], totals["end"])
+        principals, throttled = _principals(stats, what_if, applied)
         page = render(
-            _charts(windows, stats, what_if, applied, totals["start"], totals["end"]),
+            _with_series(spark, windows, principals[: args.charts], span)
+            + principals[args.charts :],
             summary,
             _offender_lists(ranked),
+            _cluster_totals(windows, stats, users, throttled, settings, span),
+            throttled,
+            span,
+            args.charts,
         )
         (out / "report.html").write_text(page, encoding="utf-8")
     tables = ("windows", "principals", "users", "offenders", "what_if")
@@ -290,39 +309,118 @@ def _by_entity(found: Iterable[Recommendation]) -> dict[tuple[str, str | None], 
 
 def _what_if(spark: SparkSession, windows: DataFrame, config: QuotaConfig) -> DataFrame:
     """The users' windows replayed (pipeline/whatif.py), in one group of users per core: a
-    group goes to Python as Arrow columns and its sensors advance in lockstep, so a step's
-    cost is shared by every sensor of the group (a partition per group: grouping by a key
-    could put two groups in one task, and leave a core idle)."""
+    group goes to Python as Arrow columns, never a Python object per window, and its sensors
+    advance in lockstep, so a step's cost is shared by every sensor of the group (a partition
+    per group: grouping by a key could put two groups in one task, and leave a core idle)."""
     columns = ["user", *PrincipalWindow._fields]
-    schema = (
-        "user string, client_id string, quota string, limit double, windows long, "
-        "throttled_windows long, used double, throttled double"
+    schema = pa.schema(
+        [
+            ("user", pa.string()),
+            ("client_id", pa.string()),
+            ("quota", pa.string()),
+            ("limit", pa.float64()),
+            ("windows", pa.int64()),
+            ("throttled_windows", pa.int64()),
+            ("used", pa.float64()),
+            ("throttled", pa.float64()),
+        ]
     )
 
-    def replayed(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def replayed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parts = list(batches)
+        results = []
         if parts:  # a partition no user hashed to has none
-            frame = pd.concat(parts, ignore_index=True)
-            results = replay_columns({name: frame[name].to_numpy() for name in columns}, config)
-            yield pd.DataFrame(results, columns=list(WhatIf._fields))
+            group = pa.Table.from_batches(parts)
+            results = replay_columns({name: group.column(name) for name in columns}, config)
+        if results:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(values) for values in zip(*results, strict=True)], schema=schema
+            )
 
     groups = spark.sparkContext.defaultParallelism
-    return windows.select(*columns).repartition(groups, "user").mapInPandas(replayed, schema)
+    spark_schema = ", ".join(f"{field.name} {_SPARK_TYPE[field.type]}" for field in schema)
+    return windows.select(*columns).repartition(groups, "user").mapInArrow(replayed, spark_schema)
 
 
-def _charts(
-    windows: DataFrame,
-    stats: DataFrame,
-    what_if: DataFrame,
-    config: QuotaConfig,
-    start: int,
-    end: int,
+def _principals(
+    stats: DataFrame, what_if: DataFrame, config: QuotaConfig
+) -> tuple[list[PrincipalChart], list[Throttled]]:
+    """Every principal with its percentiles, quotas and what-if, in the page's order: those
+    the what-if throttled, most first, then the rest by their p99 as a share of their quota
+    (the next to reach it); and the throttled ranking itself."""
+    engine = QuotaEngine(config)
+    results = [WhatIf(*row) for row in what_if.collect()]
+    throttled = sorted(
+        (Throttled(r, throttled_seconds(r, engine)) for r in results if r.throttled_windows),
+        key=lambda t: (-t.seconds, t.result.user, t.result.client_id, t.result.quota),
+    )
+    shares: dict[tuple[str, str], dict[str, tuple[float, float]]] = defaultdict(dict)
+    for r in results:
+        shares[(r.user, r.client_id)][r.quota] = (
+            r.throttled_windows / r.windows if r.windows else 0.0,
+            r.throttled / r.used if r.used else 0.0,
+        )
+    principals = []
+    for row in stats.collect():
+        principal = (row["user"], row["client_id"])
+        limits = {}
+        for key in (*CLIENT_RATES, PRODUCER_IDS):
+            limit = engine.manager(QUOTA_KEYS[key]).sensors_for(*principal, 0).limit
+            if limit != UNLIMITED:
+                limits[key] = limit
+        percentiles = {
+            key: (row[f"{key}_p50"], row[f"{key}_p95"], row[f"{key}_p99"], row[f"{key}_max"])
+            for key in CLIENT_RATES
+            if row[f"{key}_max"]
+        }
+        principals.append(
+            PrincipalChart(
+                *principal,
+                series={},
+                limits=limits,
+                what_if=shares.get(principal, {}),
+                percentiles=percentiles,
+            )
+        )
+    rank: dict[tuple[str, str], int] = {}
+    for found in throttled:
+        rank.setdefault((found.result.user, found.result.client_id), len(rank))
+
+    def order(chart: PrincipalChart) -> tuple[int, float, str, str]:
+        nearest = max(
+            (
+                p99 / chart.limits[key]
+                for key, (_, _, p99, _) in chart.percentiles.items()
+                if key in chart.limits
+            ),
+            default=0.0,
+        )
+        return (
+            rank.get((chart.user, chart.client_id), len(rank)),
+            -nearest,
+            chart.user,
+            chart.client_id,
+        )
+
+    return sorted(principals, key=order), throttled
+
+
+def _with_series(
+    spark: SparkSession, windows: DataFrame, charted: list[PrincipalChart], span: tuple[int, int]
 ) -> list[PrincipalChart]:
-    """Each principal's peaks per chart bucket, its percentiles, its quotas and what-if."""
+    """The charted principals with their peaks per chart bucket, read for them alone."""
+    if not charted:
+        return []
+    start, end = span
     bucket_ms = max((end - start) // _CHART_POINTS, 1)
     bucket = F.floor((F.col("window_start_ms") - start) / bucket_ms)
-    peaks = windows.groupBy("user", "client_id", bucket.alias("bucket")).agg(
-        F.min("window_start_ms").alias("t"), *(F.max(key).alias(key) for key in CLIENT_RATES)
+    chosen = spark.createDataFrame(
+        [(c.user, c.client_id) for c in charted], "user string, client_id string"
+    )
+    peaks = (
+        windows.join(F.broadcast(chosen), ["user", "client_id"])
+        .groupBy("user", "client_id", bucket.alias("bucket"))
+        .agg(F.min("window_start_ms").alias("t"), *(F.max(key).alias(key) for key in CLIENT_RATES))
     )
     series: dict[tuple[str, str], dict[str, list[tuple[int, float]]]] = defaultdict(
         lambda: defaultdict(list)
@@ -331,38 +429,54 @@ def _charts(
         for key in CLIENT_RATES:
             if row[key] is not None:  # None: only windows too short to rate
                 series[(row["user"], row["client_id"])][key].append((row["t"], row[key]))
-    shares: dict[tuple[str, str], dict[str, tuple[float, float]]] = defaultdict(dict)
-    for result in what_if.collect():
-        outcome = WhatIf(*result)
-        shares[(outcome.user, outcome.client_id)][outcome.quota] = (
-            outcome.throttled_windows / outcome.windows if outcome.windows else 0.0,
-            outcome.throttled / outcome.used if outcome.used else 0.0,
-        )
-    engine = QuotaEngine(config)
-    charts = []
-    for row in stats.orderBy("user", "client_id").collect():
-        principal = (row["user"], row["client_id"])
-        limits = {}
-        for key in (*CLIENT_RATES, PRODUCER_IDS):
-            manager = engine.manager(QUOTA_KEYS[key])
-            limit = manager.sensors_for(*principal, 0).limit
-            if limit != UNLIMITED:
-                limits[key] = limit
-        percentiles = {
-            key: (row[f"{key}_p50"], row[f"{key}_p95"], row[f"{key}_p99"], row[f"{key}_max"])
-            for key in CLIENT_RATES
-            if row[f"{key}_max"]
-        }
-        charts.append(
-            PrincipalChart(
-                *principal,
-                series=series.get(principal, {}),
-                limits=limits,
-                what_if=shares.get(principal, {}),
-                percentiles=percentiles,
+    return [replace(c, series=series.get((c.user, c.client_id), {})) for c in charted]
+
+
+def _cluster_totals(
+    windows: DataFrame,
+    stats: DataFrame,
+    users: DataFrame,
+    throttled: list[Throttled],
+    settings: QuotaSettings,
+    span: tuple[int, int],
+) -> list[QuotaTotal]:
+    """Each quota's use summed over the cluster, per chart bucket, in the quota's unit."""
+    start, end = span
+    bucket_ms = max((end - start) // _CHART_POINTS, 1)
+    # use per window millisecond -> the quota's rate (producer ids: per producer-id window)
+    factors = {key: factor for key, (_, factor) in CLIENT_RATES.items()}
+    factors[PRODUCER_IDS] = float(settings.producer_ids.window_ms)
+    used = {key: column for key, (column, _) in CLIENT_RATES.items()}
+    used[PRODUCER_IDS] = "producer_ids"
+    bucket = F.floor((F.col("window_start_ms") - start) / bucket_ms)
+    rows = (
+        windows.groupBy(bucket.alias("bucket"))
+        .agg(*(F.sum(column).alias(key) for key, column in used.items()))
+        .orderBy("bucket")
+        .collect()
+    )
+    active = stats.agg(
+        *(F.count(f"{key}_max").alias(key) for key in CLIENT_RATES),
+    ).first()
+    id_users = users.agg(F.count(f"{PRODUCER_IDS}_max").alias(PRODUCER_IDS)).first()
+    assert active is not None and id_users is not None  # a global aggregate has its one row
+    totals = []
+    for key in used:
+        series = [
+            (start + row["bucket"] * bucket_ms, row[key] * factors[key] / bucket_ms) for row in rows
+        ]
+        hit = [t.result for t in throttled if t.result.quota == key]
+        totals.append(
+            QuotaTotal(
+                key,
+                float(sum(row[key] for row in rows)),
+                series,
+                int((id_users if key == PRODUCER_IDS else active)[key]),
+                float(sum(r.throttled for r in hit)),
+                len(hit),
             )
         )
-    return charts
+    return totals
 
 
 def _offender_lists(ranked: DataFrame) -> dict[str, list[tuple[str, str, float]]]:

@@ -136,10 +136,16 @@ def _percentiles(key: str, quantile: float) -> list[Column]:
 def principal_stats(windows: DataFrame, quantile: float) -> DataFrame:
     """Per (user, client_id): windows seen, the percentiles of each client quota's rate over
     its active windows, and what the principal was throttled and refused."""
-    lists = windows.groupBy("user", "client_id").agg(
-        F.count("*").alias("windows"),
-        *_sums(),
-        *(_sorted_active(key) for key in CLIENT_RATES),
+    # principals dealt to partitions first: a partition's list aggregation then holds a few
+    # dozen principals and stays a hash aggregation (past 128 it sorts every window it has)
+    lists = (
+        windows.repartition("user", "client_id")
+        .groupBy("user", "client_id")
+        .agg(
+            F.count("*").alias("windows"),
+            *_sums(),
+            *(_sorted_active(key) for key in CLIENT_RATES),
+        )
     )
     return lists.select(
         "user",

@@ -20,11 +20,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.lockstep import (
     Floats,
@@ -35,7 +36,7 @@ from pipeline.lockstep import (
     rate_throttled,
 )
 from quotas.engine import QuotaEngine
-from quotas.entities import QuotaType
+from quotas.entities import QUOTA_KEYS, QuotaType
 from quotas.managers import UNLIMITED, ClientQuotaManager, TokenBucketQuotaManager
 from quotas.settings import QuotaConfig
 
@@ -51,6 +52,8 @@ REPLAYED = (
 
 #: the quota keys in REPLAYED's order: results are sorted by user, client-id, then this
 _KEYS = tuple(quota_type.key for quota_type in REPLAYED)
+#: request time is shown in ms and charged in percent-seconds, as the proxy records it
+_DIVISOR = {QuotaType.REQUEST: 10.0}
 
 
 class PrincipalWindow(NamedTuple):
@@ -76,9 +79,7 @@ class PrincipalWindow(NamedTuple):
 
     def charge(self, index: int) -> float:
         """What the quota type REPLAYED[index] records for this window, in its own unit."""
-        if REPLAYED[index] is QuotaType.REQUEST:
-            return self.used(index) / 10.0  # ms -> percent-seconds, as the proxy records
-        return self.used(index)
+        return self.used(index) / _DIVISOR.get(REPLAYED[index], 1.0)
 
 
 class WhatIf(NamedTuple):
@@ -93,6 +94,15 @@ class WhatIf(NamedTuple):
     #: in the quota's unit: bytes, request time in ms, partitions, producer ids
     used: float
     throttled: float
+
+
+def throttled_seconds(result: WhatIf, engine: QuotaEngine) -> float:
+    """The throttled use as the time its quota takes to admit it: what puts bytes, request
+    time, partitions and producer ids in one ranking."""
+    quota_type = QUOTA_KEYS[result.quota]
+    manager = engine.manager(quota_type)
+    unit_ms = manager.unit_ms if isinstance(manager, TokenBucketQuotaManager) else 1000.0
+    return result.throttled / _DIVISOR.get(quota_type, 1.0) / result.limit * unit_ms / 1000.0
 
 
 def replay(user: str, windows: Iterable[PrincipalWindow], config: QuotaConfig) -> list[WhatIf]:
@@ -149,14 +159,36 @@ class _Charged(NamedTuple):
     records: Records
 
 
-def replay_columns(columns: Mapping[str, npt.ArrayLike], config: QuotaConfig) -> list[WhatIf]:
+def _numbers(values: npt.ArrayLike | pa.ChunkedArray, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.to_numpy()
+    return np.asarray(values, dtype=dtype)
+
+
+def _codes(names: npt.ArrayLike | pa.ChunkedArray) -> tuple[Ints, list[str]]:
+    """Codes that sort as the names do, and the names: a hash table in Arrow, not a sort of
+    millions of strings, nor a Python object per name (the report hands Arrow columns)."""
+    encoded = pc.dictionary_encode(
+        names if isinstance(names, pa.ChunkedArray) else pa.array(np.asarray(names, dtype=object))
+    )
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    found = encoded.dictionary.to_pylist()
+    order = np.argsort(np.asarray(found, dtype=object), kind="stable")
+    rank = np.empty(len(found), dtype=np.int64)
+    rank[order] = np.arange(len(found))
+    return rank[encoded.indices.to_numpy()], [found[i] for i in order]
+
+
+def replay_columns(
+    columns: Mapping[str, npt.ArrayLike | pa.ChunkedArray], config: QuotaConfig
+) -> list[WhatIf]:
     """`replay` for every user in the columns at once (user, PrincipalWindow's fields):
     the same windows, records, order and arithmetic, each quota type's sensors in lockstep."""
-    # codes that sort as the names do (a hash table, not a sort of millions of strings)
-    user_codes, users = pd.factorize(np.asarray(columns["user"], dtype=object), sort=True)
-    client_codes, clients = pd.factorize(np.asarray(columns["client_id"], dtype=object), sort=True)
-    starts = np.asarray(columns["window_start_ms"], dtype=np.int64)
-    window_ms = np.asarray(columns["window_ms"], dtype=np.int64)
+    user_codes, users = _codes(columns["user"])
+    client_codes, clients = _codes(columns["client_id"])
+    starts = _numbers(columns["window_start_ms"], np.int64)
+    window_ms = _numbers(columns["window_ms"], np.int64)
     principals, principal_codes = np.unique(
         user_codes * len(clients) + client_codes, return_inverse=True
     )
@@ -169,8 +201,8 @@ def replay_columns(columns: Mapping[str, npt.ArrayLike], config: QuotaConfig) ->
         if not manager.enabled:
             continue
         assert isinstance(manager, ClientQuotaManager | TokenBucketQuotaManager)
-        used = np.asarray(columns[PrincipalWindow._fields[3 + index]], dtype=np.float64)
-        charge = used / 10.0 if quota_type is QuotaType.REQUEST else used
+        used = _numbers(columns[PrincipalWindow._fields[3 + index]], np.float64)
+        charge = used / _DIVISOR.get(quota_type, 1.0)
         # a sensor per user and metric tags (replay makes an engine per user)
         sensor_of: dict[tuple[str, object], int] = {}
         limits: list[float] = []
@@ -206,7 +238,7 @@ def replay_columns(columns: Mapping[str, npt.ArrayLike], config: QuotaConfig) ->
     results: list[WhatIf] = []
     for replayed, hits in zip(charged, _verdicts(charged), strict=True):
         index = REPLAYED.index(replayed.quota_type)
-        used = np.asarray(columns[PrincipalWindow._fields[3 + index]], dtype=np.float64)
+        used = _numbers(columns[PrincipalWindow._fields[3 + index]], np.float64)
         rows, recorded, slices = replayed.rows, replayed.recorded, replayed.slices
         throttled = hits
         # the tallies per principal, added in its windows' order as replay adds them
