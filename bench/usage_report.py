@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from localkafka import CACHE
-from tests.chromium import open_page
+from tests.chromium import open_page, screenshot
 from tests.samples import day_of_principals
 
 _FILE_SAMPLES = 100_000
@@ -51,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=8640)
     parser.add_argument("--fetchers", type=int, default=158)
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument(
+        "--screenshot",
+        type=Path,
+        metavar="PNG",
+        help="also save the page's top as headless Chromium draws it (the README's picture)",
+    )
     args = parser.parse_args(argv)
     # a directory per size: the default day takes minutes to generate, a quick run must keep it
     size_name = f"{args.principals}x{args.windows}x{args.fetchers}"
@@ -89,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory() as workdir:
         opened = open_page(out / "report.html", Path(workdir))
+        if args.screenshot:
+            args.screenshot.write_bytes(screenshot(out / "report.html", Path(workdir)))
     print(
         f"headless Chromium: loaded and laid out in {opened.load_ms} ms, "
         f"{opened.charts_visible} charts visible, {opened.throttled_rows} throttled rows, "
