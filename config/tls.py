@@ -42,8 +42,12 @@ _SHARED_KEYS: dict[str, tuple[type, ...]] = {
     "ssl.truststore.type": (str,),
     "ssl.truststore.location": (str,),
 }
+#: the JWT claim an OAUTHBEARER token names its principal by: the brokers' own setting, which
+#: the listener's must equal (the proxy reads the claim, the broker decides)
+SUB_CLAIM_NAME = "sasl.oauthbearer.sub.claim.name"
 _LISTENER_KEYS = {
     **_SHARED_KEYS,
+    SUB_CLAIM_NAME: (str,),
     "ssl.client.auth": (str,),
     "ssl.principal.mapping.rules": (str,),
     ALLOW_PLAINTEXT: (bool,),
@@ -127,9 +131,19 @@ def unencrypted_upstream(clients: TlsSettings, cluster: TlsSettings) -> str | No
 
 
 def describe(clients: TlsSettings, cluster: TlsSettings) -> list[str]:
-    """What check-config says of the two sides; nothing when both are PLAINTEXT."""
+    """What check-config says of the two sides; nothing when both are PLAINTEXT and no
+    OAUTHBEARER claim is named."""
+    claim = clients.value(SUB_CLAIM_NAME)
+    oauth = (
+        [
+            f"[listener] OAUTHBEARER principals by the token's {claim!r} claim (the brokers' must "
+            "be the same)"
+        ]
+        if claim
+        else []
+    )
     if not clients.tls and not cluster.tls:
-        return []
+        return oauth
     listener = f"[listener] {clients.security_protocol}"
     if clients.principal_mapper is not None:
         auth = clients.value("ssl.client.auth")
@@ -140,7 +154,7 @@ def describe(clients: TlsSettings, cluster: TlsSettings) -> list[str]:
         trusted = cluster.value("ssl.truststore.location") or "the system's CAs"
         upstream += f", trusting {trusted}, {checked}"
     warning = unencrypted_upstream(clients, cluster)
-    return [listener, upstream, *([f"warning: {warning}"] if warning else [])]
+    return [listener, upstream, *oauth, *([f"warning: {warning}"] if warning else [])]
 
 
 def parse_tls_side(name: str, values: dict[str, Any], problems: list[str]) -> TlsSettings:
@@ -159,6 +173,9 @@ def _parse_side(
             f"got {protocol!r}"
         )
         protocol = "PLAINTEXT"
+    if values.get(SUB_CLAIM_NAME) == "":
+        problems.append(f"[{name}] key '{SUB_CLAIM_NAME}': a claim name, got ''")
+        del values[SUB_CLAIM_NAME]
     for key in ("ssl.keystore.type", "ssl.truststore.type"):
         if values.get(key, "PEM") != "PEM":
             problems.append(f"[{name}] key '{key}': only PEM is read, got {values[key]!r}")

@@ -40,6 +40,9 @@ LOOPBACK = "127.0.0.1"
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+#: OAUTHBEARER's login module; with no callback handlers named, Kafka's unsecured ones (for
+#: tests: unsigned JWTs, the principal from a claim)
+OAUTH_LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 
 def _pinned(pom: Path, prop: str) -> str:
@@ -280,8 +283,12 @@ class KafkaCluster:
     overrides: dict[str, str] = field(default_factory=dict)
     heap: str = "768m"
     #: user -> password: adds a SASL_PLAINTEXT listener taking PLAIN and SCRAM-SHA-256/512
-    #: for these users, next to the PLAINTEXT one the brokers use among themselves
+    #: for these users, next to the PLAINTEXT one the brokers use among themselves, and
+    #: OAUTHBEARER for anyone with an unsigned JWT
     sasl_users: dict[str, str] = field(default_factory=dict)
+    #: the JWT claim OAUTHBEARER names the principal by (the unsecured validator's
+    #: unsecuredValidatorPrincipalClaimName)
+    oauth_principal_claim: str = "sub"
     #: adds an SSL listener (and, with sasl_users, a SASL_SSL one) whose certificates a
     #: throwaway CA made at start signs (`ca`: it issues more, for a proxy in front)
     tls: bool = False
@@ -333,12 +340,19 @@ class KafkaCluster:
         }
         if self.sasl_users:
             plain_users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
-            props["sasl.enabled.mechanisms"] = ",".join(SASL_MECHANISMS)
+            props["sasl.enabled.mechanisms"] = ",".join((*SASL_MECHANISMS, "OAUTHBEARER"))
             for name in ("SASL_PLAINTEXT", "SASL_SSL"):
                 if listeners[name] is not None:
                     prefix = f"listener.name.{name.lower()}"
                     props[f"{prefix}.plain.sasl.jaas.config"] = (
                         f"{_PLAIN_LOGIN} required {plain_users};"
+                    )
+                    # the broker logs in too (a token of its own, never sent here)
+                    claim = self.oauth_principal_claim
+                    props[f"{prefix}.oauthbearer.sasl.jaas.config"] = (
+                        f'{OAUTH_LOGIN} required unsecuredValidatorPrincipalClaimName="{claim}" '
+                        f'unsecuredLoginPrincipalClaimName="{claim}" '
+                        f'unsecuredLoginStringClaim_{claim}="broker";'
                     )
                     for scram in ("scram-sha-256", "scram-sha-512"):
                         props[f"{prefix}.{scram}.sasl.jaas.config"] = f"{_SCRAM_LOGIN} required;"

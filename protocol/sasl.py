@@ -13,9 +13,15 @@ principal builder:
   unescaped, adopted when the server-final-message carries the `v=` verifier. With a
   delegation token (`tokenauth=true`) the name is the token id and the principal is the
   token's owner, which only the broker knows: such a connection keeps its principal.
-Other mechanisms (GSSAPI, OAUTHBEARER) name their principal through broker-side rules the
-proxy cannot see; their connections keep User:ANONYMOUS and a warning says so. MECHANISMS is
-the table of what the proxy can learn: a mechanism is one entry there.
+- OAUTHBEARER (RFC 7628, KIP-255): the GS2 authzid when the client gives one (the broker
+  refuses it unless it is the token's principal), else the claim of the JWT's payload that
+  the broker's `sasl.oauthbearer.sub.claim.name` names (`sub`), read without checking the
+  signature, which is the broker's to check. The exchange succeeded when the broker's token
+  is empty: a failure is a JSON error the client acknowledges before the error code comes.
+  An opaque or encrypted token names no principal the proxy can read.
+GSSAPI names its principal through broker-side rules the proxy cannot see; its connections
+keep User:ANONYMOUS and a warning says so. `mechanisms()` is the table of what the proxy can
+learn: a mechanism is one entry there.
 
 Only SaslHandshake v1+ is followed: with v0 the tokens that follow are not Kafka requests, and
 every client since Kafka 1.0 uses SaslAuthenticate instead.
@@ -23,8 +29,13 @@ every client since Kafka 1.0 uses SaslAuthenticate instead.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final, NamedTuple
 
 from protocol.apis import DECODED, SASL_AUTHENTICATE, SASL_HANDSHAKE
@@ -69,6 +80,67 @@ def scram_verified(server_final: bytes) -> bool:
     return server_final.startswith(b"v=")
 
 
+#: RFC 7628's client initial response, as Kafka's OAuthBearerClientInitialResponse matches
+#: it: `n,[a=authzid],` %x01, then key=value pairs each ended by %x01, then %x01
+_SASLNAME = rb"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
+_PAIRS = rb"(?:[A-Za-z]+=[\x21-\x7e \t\r\n]+\x01)*"
+_INITIAL = re.compile(
+    rb"n,(?:a=(?P<authzid>" + _SASLNAME + rb"))?,\x01(?P<pairs>" + _PAIRS + rb")\x01"
+)
+_PAIR = re.compile(rb"([A-Za-z]+)=([\x21-\x7e \t\r\n]+)\x01")
+_AUTH = re.compile(rb"(?P<scheme>\w+) +(?P<token>[-_.a-zA-Z0-9]+)")
+
+
+class OAuthBearerInitial(NamedTuple):
+    """An OAUTHBEARER client's first message."""
+
+    #: "" when the client names none
+    authzid: str
+    token: str
+    extensions: dict[str, str]
+
+
+def read_oauthbearer(message: bytes) -> OAuthBearerInitial:
+    """The message's parts; ProtocolError when Kafka would not accept its form."""
+    matched = _INITIAL.fullmatch(message)
+    if matched is None:
+        raise ProtocolError("not an OAUTHBEARER client initial response")
+    pairs = {key.decode(): value.decode() for key, value in _PAIR.findall(matched["pairs"])}
+    auth = _AUTH.fullmatch(pairs.pop("auth", "").encode())
+    if auth is None or auth["scheme"].lower() != b"bearer":
+        raise ProtocolError("an OAUTHBEARER client initial response without a bearer token")
+    return OAuthBearerInitial((matched["authzid"] or b"").decode(), auth["token"].decode(), pairs)
+
+
+def jwt_claim(token: str, claim: str) -> str | None:
+    """A string claim of a JWS compact token's payload; None for anything else (an opaque
+    token, a JWE's five parts, a payload that is not a JSON object, a claim that is absent,
+    empty or not a string)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    encoded = parts[1] + "=" * (-len(parts[1]) % 4)
+    try:
+        payload = json.loads(base64.b64decode(encoded, altchars=b"-_", validate=True))
+    except (binascii.Error, ValueError):  # ValueError: JSON's, and UTF-8's
+        return None
+    value = payload.get(claim) if isinstance(payload, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def oauthbearer_user(message: bytes, claim: str) -> str | None:
+    try:
+        initial = read_oauthbearer(message)
+    except ProtocolError:
+        return None  # the broker refuses it: nothing to learn
+    return initial.authzid or jwt_claim(initial.token, claim)
+
+
+def oauthbearer_succeeded(server: bytes) -> bool:
+    """RFC 7628: success is an empty server response; a failure is a JSON error."""
+    return not server
+
+
 def _accepted(token: bytes) -> bool:
     return True
 
@@ -85,12 +157,24 @@ class Mechanism(NamedTuple):
     confirmed: Callable[[bytes], bool] = _accepted
 
 
-#: every mechanism whose principal the proxy learns, by Kafka's mechanism name
-MECHANISMS: Final[Mapping[str, Mechanism]] = {
-    "PLAIN": Mechanism(1, plain_user),
-    "SCRAM-SHA-256": Mechanism(2, scram_user, scram_verified),
-    "SCRAM-SHA-512": Mechanism(2, scram_user, scram_verified),
-}
+#: Kafka's default for sasl.oauthbearer.sub.claim.name
+SUB_CLAIM: Final = "sub"
+
+
+def mechanisms(sub_claim: str = SUB_CLAIM) -> Mapping[str, Mechanism]:
+    """Every mechanism whose principal the proxy learns, by Kafka's mechanism name; an
+    OAUTHBEARER principal is the token's `sub_claim`, as the broker is configured."""
+    return {
+        "PLAIN": Mechanism(1, plain_user),
+        "SCRAM-SHA-256": Mechanism(2, scram_user, scram_verified),
+        "SCRAM-SHA-512": Mechanism(2, scram_user, scram_verified),
+        "OAUTHBEARER": Mechanism(
+            1, partial(oauthbearer_user, claim=sub_claim), oauthbearer_succeeded
+        ),
+    }
+
+
+MECHANISMS: Final = mechanisms()
 
 
 @dataclass
@@ -131,19 +215,22 @@ class SaslExchange:
         self.claimed = None
         self.steps_left = 0
 
-    def on_authenticate_request(self, frame: bytes, header: RequestHeader) -> None:
-        """The first token of an exchange names the claimed user."""
+    def on_authenticate_request(self, frame: bytes, header: RequestHeader) -> bool:
+        """The first token of an exchange names the claimed user; False when the token of a
+        mechanism the proxy learns names none it can read (the connection keeps its
+        principal, and the broker decides on the token)."""
         if self.steps_left:
-            return
+            return True
         request = _decode(
             SASL_AUTHENTICATE, 0, frame, request_body_offset(frame, header), header.api_version
         )
         mechanism = self.mechanisms.get(self.mechanism or "")
         if mechanism is None:
             self.claimed, self.steps_left = None, 0
-            return
+            return True
         self.claimed = mechanism.claimed(bytes(request.auth_bytes or b""))
         self.steps_left = mechanism.steps
+        return self.claimed is not None
 
     def on_authenticate_response(self, frame: bytes, version: int) -> str | None:
         """The authenticated user when this response completes a successful exchange."""
@@ -165,5 +252,10 @@ class SaslExchange:
         user, self.claimed = self.claimed, None
         mechanism = self.mechanisms[self.mechanism or ""]
         if not mechanism.confirmed(bytes(response.auth_bytes or b"")):
+            # a failed exchange: what the client sends until the next handshake (an
+            # OAUTHBEARER client's acknowledgement of the error) starts no new one
+            self.mechanism = None
+            return None
+        if getattr(response, "session_lifetime_ms", 0) < 0:  # v1+; 0: no re-authentication
             return None
         return user

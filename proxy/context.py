@@ -16,7 +16,9 @@ from dataclasses import dataclass, field, replace
 from config.cluster import ClusterSettings
 from config.loader import ProxyConfig
 from config.settings import ProxySettings, QuotaStoreSettings
+from config.tls import SUB_CLAIM_NAME
 from protocol.rewrite import Advertise
+from protocol.sasl import SUB_CLAIM, Mechanism, mechanisms
 from proxy.brokers import Brokers
 from proxy.clock import Clock
 from proxy.enforcement import Enforcement
@@ -114,7 +116,13 @@ class ProxyContext:
         self.upstream_tls = config.upstream.context
         self.cluster = config.cluster
         self.principals.certificates = config.listener.principal_mapper
+        self.principals.mechanisms = learned_mechanisms(config)
         return kept
+
+
+def learned_mechanisms(config: ProxyConfig) -> Mapping[str, Mechanism]:
+    """The SASL mechanisms learned, OAUTHBEARER's by the claim the listener names."""
+    return mechanisms(config.listener.value(SUB_CLAIM_NAME) or SUB_CLAIM)
 
 
 def shared(limits: QuotaLimits, share: float) -> QuotaLimits:
@@ -147,7 +155,10 @@ def build_context(config: ProxyConfig, clock: Clock, usage: UsageRecorder | None
         clock,
         Enforcement(QuotaEngine(quotas), config.shadow, config.hold_principal),
         store=store,
-        principals=PrincipalBuilder(config.listener.principal_mapper),
+        principals=PrincipalBuilder(
+            config.listener.principal_mapper,
+            learned_mechanisms(config),
+        ),
         usage=usage,
         memory_pool=MemoryPool(config.proxy.queued_max_request_bytes),
         listener_tls=config.listener.context,

@@ -19,6 +19,11 @@ from proxy.handlers.base import Request, Session
 
 log = logging.getLogger(__name__)
 
+#: a client whose tokens name no principal the proxy can read is said so once in this long
+_WARN_EVERY_MS = 10_000
+#: client addresses remembered for it, before the oldest are forgotten
+_WARNED_KEPT = 10_000
+
 
 class PrincipalBuilder:
     def __init__(
@@ -30,6 +35,8 @@ class PrincipalBuilder:
         #: name nobody
         self.certificates = certificates
         self.mechanisms = mechanisms
+        #: client address (no port) -> when it was last warned about, ms
+        self._warned: dict[str, int] = {}
 
     def exchange(self) -> SaslExchange:
         """A new connection's SASL state, over this builder's mechanisms."""
@@ -69,7 +76,28 @@ class PrincipalBuilder:
             )
 
     def on_authenticate_request(self, session: Session, request: Request) -> None:
-        session.sasl.on_authenticate_request(request.frame, request.header)
+        if not session.sasl.on_authenticate_request(request.frame, request.header):
+            self._unreadable(session, request.now_ms)
+
+    def _unreadable(self, session: Session, now_ms: int) -> None:
+        """A warning per client address per 10 s: a client reconnecting in a loop with an
+        opaque token must not fill the log."""
+        address = session.peer.rpartition(":")[0] or session.peer
+        if now_ms - self._warned.get(address, now_ms - _WARN_EVERY_MS) < _WARN_EVERY_MS:
+            return
+        if len(self._warned) >= _WARNED_KEPT:
+            self._warned = {
+                kept: at for kept, at in self._warned.items() if now_ms - at < _WARN_EVERY_MS
+            }
+        self._warned[address] = now_ms
+        log.warning(
+            "client %s authenticates with %s, but its token names no principal the proxy "
+            "can read (an opaque or encrypted token, or no such claim): its quotas are "
+            "those of User:%s",
+            session.peer,
+            session.sasl.mechanism,
+            session.user,
+        )
 
     def on_authenticate_response(self, session: Session, frame: bytes, request: Request) -> None:
         user = session.sasl.on_authenticate_response(frame, request.header.api_version)

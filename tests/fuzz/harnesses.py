@@ -85,7 +85,7 @@ _QUOTAS = QuotaConfig(
     QuotaSettings(client=MetricConfig(samples=2, window_ms=1000)),
     {quota: {_EVERYONE: limit} for quota, limit in _LIMITS.items()},
 )
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", None)
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", None)
 _API_KEY = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 #: a per-API harness hands its request to the handler this often, this far apart, so one
@@ -181,7 +181,7 @@ def sasl(data: bytes) -> None:
     if data[-1] & 1:
         handle(_with_api_key(data, SASL_HANDSHAKE), session)
         return
-    session.sasl.mechanism = _SASL_MECHANISMS[data[-1] % len(_SASL_MECHANISMS)]
+    session.sasl.mechanism = _SASL_MECHANISMS[(data[-1] >> 1) % len(_SASL_MECHANISMS)]
     handle(_with_api_key(data, SASL_AUTHENTICATE), session)
 
 
