@@ -276,8 +276,11 @@ def start_tool(main_class: str, args: list[str]) -> subprocess.Popen[str]:
     )
 
 
-def java_flood(bootstrap: str, client_id: str, topic: str, records: int) -> subprocess.Popen[str]:
-    """ProducerPerformance at full speed; `java_flood_reports` reads its 5-second reports."""
+def java_flood(
+    bootstrap: str, client_id: str, topic: str, records: int, *props: str
+) -> subprocess.Popen[str]:
+    """ProducerPerformance at full speed; `java_flood_reports` reads its 5-second reports.
+    `props` are more producer properties (key=value: SASL's, say)."""
     return start_tool(
         PRODUCER_PERFORMANCE,
         producer_perf_args(
@@ -289,6 +292,7 @@ def java_flood(bootstrap: str, client_id: str, topic: str, records: int) -> subp
             f"client.id={client_id}",
             "linger.ms=5",
             "buffer.memory=1000000",
+            *props,
         ),
     )
 

@@ -1,14 +1,22 @@
 """Quotas follow the SASL-authenticated user, learned from the exchange the proxy passes on.
 
-The broker has a SASL_PLAINTEXT listener taking PLAIN and SCRAM-SHA-256/512 for alice and
-bob, and the proxy fronts that listener. Every client uses the same client-id, so only the
-principal can tell them apart.
+The broker has a SASL_PLAINTEXT listener taking PLAIN and SCRAM-SHA-256/512 for alice, bob,
+erin and frank, and OAUTHBEARER with unsigned tokens (for carol and dave) naming their
+principal by a claim other than `sub`; the proxy fronts that listener. Sessions last 10 s
+(connections.max.reauth.ms, KIP-368): clients that re-authenticate on the connection
+(kafka-python, librdkafka, Kafka's Java client) send SaslHandshake and SaslAuthenticate
+mid-stream; aiokafka does not, so the broker closes its connection when the session expires
+and it reconnects. Every client uses the same client-id, so only the principal can tell them
+apart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import re
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,31 +26,73 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from localkafka import KafkaCluster
-from localkafka.load import Timeline, aiokafka_flood, confluent_flood, kafka_python_flood
+from localkafka.load import (
+    RECORD_BYTES,
+    Timeline,
+    aiokafka_flood,
+    assert_no_loss_or_duplicates,
+    confluent_flood,
+    java_flood,
+    kafka_python_flood,
+    read_all,
+    reaped,
+    seq_of,
+)
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.scrape import scrape, total, value, wait_for_metric
+from tests.oauth import aiokafka_oauth, confluent_oauth, java_oauth, kafka_python_oauth
 
 pytestmark = pytest.mark.integration
 
-USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+USERS = {name: f"{name}-secret" for name in ("alice", "bob", "erin", "frank")}
+REAUTH_MS = 10_000
 CLIENT_ID = "shared-app"
 TOPIC = "principals"
 ALICE_QUOTA = 200_000
+OAUTH_CLAIM = "uid"
+CAROL_QUOTA, DAVE_QUOTA = 200_000, 600_000
+HELD_QUOTA = 300_000
+#: the re-authentication scenario's producers: a topic each, named by its user first
+HELD = ("erin-plain-kafka-python", "frank-scram-confluent", "carol-oauth-aiokafka",
+        "dave-oauth-confluent")  # fmt: skip
+QUOTAS = {"carol": CAROL_QUOTA, "dave": DAVE_QUOTA, "erin": HELD_QUOTA, "frank": HELD_QUOTA}
+HELD_S = 60.0
 CONFIG = f"""
 {SHORT_QUOTA_WINDOWS}
+[listener]
+sasl.oauthbearer.sub.claim.name = "{OAUTH_CLAIM}"
+
 [users.alice]
 producer_byte_rate = {ALICE_QUOTA}
 
 [users.bob]
 producer_byte_rate = 100000000
+
+[users.carol]
+producer_byte_rate = {CAROL_QUOTA}
+
+[users.dave]
+producer_byte_rate = {DAVE_QUOTA}
+
+[users.erin]
+producer_byte_rate = {HELD_QUOTA}
+
+[users.frank]
+producer_byte_rate = {HELD_QUOTA}
 """
 
 
 @pytest.fixture(scope="module")
 def kafka_sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(workdir=tmp_path_factory.mktemp("kafka-sasl"), sasl_users=USERS)
+    cluster = KafkaCluster(
+        workdir=tmp_path_factory.mktemp("kafka-sasl"),
+        sasl_users=USERS,
+        oauth_principal_claim=OAUTH_CLAIM,
+        overrides={"connections.max.reauth.ms": str(REAUTH_MS)},
+    )
     cluster.start()
-    cluster.create_topic(TOPIC, partitions=1)
+    for topic in (TOPIC, *HELD):
+        cluster.create_topic(topic, partitions=1)
     yield cluster
     cluster.stop()
 
@@ -151,3 +201,119 @@ async def test_a_failed_authentication_never_yields_a_principal(
     accepted = total(final, "kafka_quota_proxy_connections_accepted_total")
     assert accepted is not None and accepted >= len(attempts)
     assert "authenticated as" not in sasl_proxy.log()
+
+
+async def produce_byte_rates(
+    metrics_url: str, users: tuple[str, ...], start_s: float, end_s: float
+) -> dict[str, float]:
+    """Each user's produce byte rate as the proxy measures it (Kafka's Rate over its short
+    quota window), averaged over scrapes every 0.5 s from start_s to end_s."""
+    started = time.monotonic()
+    await asyncio.sleep(start_s)
+    seen: dict[str, list[float]] = {user: [] for user in users}
+    while time.monotonic() - started < end_s:
+        samples = await asyncio.to_thread(scrape, metrics_url)
+        for user in users:
+            rate = value(samples, "kafka_server_produce_byte_rate", user=user, client_id="")
+            seen[user].append(rate or 0.0)
+        await asyncio.sleep(0.5)
+    return {user: sum(rates) / max(len(rates), 1) for user, rates in seen.items()}
+
+
+async def test_oauthbearer_principals_come_from_the_tokens_claim(
+    sasl_proxy: RunningProxy,
+) -> None:
+    """carol through aiokafka and librdkafka, dave through kafka-python and Kafka's Java
+    producer: each held to its own quota, neither to the other's."""
+    bootstrap, seconds = sasl_proxy.bootstrap, 10.0
+    carol_confluent = {
+        "bootstrap.servers": bootstrap,
+        "client.id": CLIENT_ID,
+        "batch.size": "16384",
+        **confluent_oauth("carol", OAUTH_CLAIM),
+    }
+    dave_records = int(DAVE_QUOTA / RECORD_BYTES * (seconds + 5))
+    java = java_flood(bootstrap, CLIENT_ID, TOPIC, dave_records, *java_oauth("dave", OAUTH_CLAIM))
+    with reaped(java):
+        rates, *_ = await asyncio.gather(
+            produce_byte_rates(sasl_proxy.metrics_url, ("carol", "dave"), 3.0, seconds),
+            aiokafka_flood(
+                bootstrap, CLIENT_ID, TOPIC, seconds, Timeline(),
+                **aiokafka_oauth("carol", OAUTH_CLAIM),
+            ),
+            asyncio.to_thread(
+                confluent_flood, carol_confluent, TOPIC, seconds, Timeline(), in_flight=200
+            ),
+            asyncio.to_thread(
+                kafka_python_flood, bootstrap, CLIENT_ID, TOPIC, seconds, Timeline(),
+                **kafka_python_oauth("dave", OAUTH_CLAIM),
+            ),
+        )  # fmt: skip
+    print({user: f"{rate:,.0f} B/s" for user, rate in rates.items()})
+    assert rates["carol"] < 1.5 * CAROL_QUOTA
+    assert CAROL_QUOTA < rates["dave"] < 1.5 * DAVE_QUOTA  # dave is not held to carol's
+    samples = scrape(sasl_proxy.metrics_url)
+    for user in ("carol", "dave"):
+        throttled = value(samples, "kafka_server_produce_throttle_time", user=user, client_id="")
+        assert throttled is not None and throttled > 0, user
+    assert value(samples, "kafka_server_produce_byte_rate", user="ANONYMOUS", client_id="") is None
+    log = sasl_proxy.log()
+    assert "authenticated as User:carol" in log and "authenticated as User:dave" in log
+    assert "names no principal" not in log
+
+
+async def test_principals_hold_across_re_authentications(
+    kafka_sasl: KafkaCluster, sasl_proxy: RunningProxy
+) -> None:
+    """Four principals produce for 60 s, over PLAIN, SCRAM and OAUTHBEARER, through six
+    sessions each: the principal never changes, each stays throttled to its own quota, and
+    every acknowledged record is stored once."""
+    bootstrap, proxy = sasl_proxy.bootstrap, sasl_proxy
+    timelines = {name: Timeline() for name in HELD}
+    erin, frank, carol, dave = HELD
+    frank_config = {
+        "bootstrap.servers": bootstrap,
+        "client.id": frank,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "frank",
+        "sasl.password": USERS["frank"],
+        "enable.idempotence": "true",
+    }
+    dave_config = {
+        "bootstrap.servers": bootstrap,
+        "client.id": dave,
+        "enable.idempotence": "true",
+        **confluent_oauth("dave", OAUTH_CLAIM),
+    }
+    await asyncio.gather(
+        asyncio.to_thread(
+            kafka_python_flood, bootstrap, erin, erin, HELD_S, timelines[erin],
+            enable_idempotence=True, **aiokafka_sasl("PLAIN", "erin", USERS["erin"]),
+        ),
+        asyncio.to_thread(confluent_flood, frank_config, frank, HELD_S, timelines[frank], 0, 200),
+        aiokafka_flood(
+            bootstrap, carol, carol, HELD_S, timelines[carol], enable_idempotence=True,
+            **aiokafka_oauth("carol", OAUTH_CLAIM),
+        ),
+        asyncio.to_thread(confluent_flood, dave_config, dave, HELD_S, timelines[dave], 0, 200),
+    )  # fmt: skip
+
+    samples = scrape(proxy.metrics_url)
+    for name, timeline in timelines.items():
+        user = name.split("-")[0]
+        late = timeline.rate(HELD_S - 20, HELD_S)
+        print(name, f"{late:,.0f} B/s over the last 20 s")
+        # still throttled after several re-authentications, and still producing
+        assert 0 < late < 1.5 * QUOTAS[user], name
+        throttled = value(samples, "kafka_server_produce_throttle_time", user=user, client_id="")
+        assert throttled is not None and throttled > 0, name
+        stored = await asyncio.to_thread(read_all, kafka_sasl.bootstrap_servers, name)
+        assert_no_loss_or_duplicates(timeline.seqs, [seq_of(v) for v in stored])
+    # the principal never changed: every authentication named its own user, many times
+    log = proxy.log()
+    named = Counter(re.findall(r"authenticated as User:(\S+)", log))
+    print("authentications:", dict(named))
+    assert set(named) == {name.split("-")[0] for name in HELD}
+    assert all(count >= HELD_S * 1000 / REAUTH_MS - 1 for count in named.values()), named
+    assert value(samples, "kafka_server_produce_byte_rate", user="ANONYMOUS", client_id="") is None
