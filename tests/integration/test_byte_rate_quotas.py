@@ -45,7 +45,7 @@ from tests.integration.scrape import scrape, value, wait_for_metric
 pytestmark = pytest.mark.integration
 
 QUOTA = 1_000_000
-FIRST_WINDOW_S, MEASURED_S = 2.0, 20.0
+FIRST_WINDOW_S, MEASURED_S = 2.0, 15.0
 BYSTANDER_RATE = 10 * QUOTA
 PRODUCERS = ("quota-aiokafka", "quota-kafka-python", "quota-java", "flood-java")
 CONSUMERS = ("drain-aiokafka", "drain-kafka-python", "drain-java")

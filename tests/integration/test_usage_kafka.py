@@ -73,6 +73,8 @@ async def test_samples_produced_to_a_topic_are_reported_by_a_standalone_spark_cl
             *("--conf", "spark.driver.host=127.0.0.1"),
             *("--conf", "spark.driver.bindAddress=127.0.0.1"),
             *("--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=1"),
+            # a few hundred samples: one core's worth of shuffle partitions, not 16
+            *("--conf", "spark.sql.shuffle.partitions=2"),
             *("--conf", "spark.ui.showConsoleProgress=false"),
         ]  # fmt: skip
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
