@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from config.errors import ConfigError
@@ -405,15 +405,20 @@ def _principals(
     return sorted(principals, key=order), throttled
 
 
+def _chart_buckets(span: tuple[int, int]) -> tuple[int, Column]:
+    """The span cut into _CHART_POINTS buckets: their width, and each window's bucket."""
+    start, end = span
+    bucket_ms = max((end - start) // _CHART_POINTS, 1)
+    return bucket_ms, F.floor((F.col("window_start_ms") - start) / bucket_ms)
+
+
 def _with_series(
     spark: SparkSession, windows: DataFrame, charted: list[PrincipalChart], span: tuple[int, int]
 ) -> list[PrincipalChart]:
     """The charted principals with their peaks per chart bucket, read for them alone."""
     if not charted:
         return []
-    start, end = span
-    bucket_ms = max((end - start) // _CHART_POINTS, 1)
-    bucket = F.floor((F.col("window_start_ms") - start) / bucket_ms)
+    _, bucket = _chart_buckets(span)
     chosen = spark.createDataFrame(
         [(c.user, c.client_id) for c in charted], "user string, client_id string"
     )
@@ -441,14 +446,13 @@ def _cluster_totals(
     span: tuple[int, int],
 ) -> list[QuotaTotal]:
     """Each quota's use summed over the cluster, per chart bucket, in the quota's unit."""
-    start, end = span
-    bucket_ms = max((end - start) // _CHART_POINTS, 1)
+    start, _ = span
+    bucket_ms, bucket = _chart_buckets(span)
     # use per window millisecond -> the quota's rate (producer ids: per producer-id window)
     factors = {key: factor for key, (_, factor) in CLIENT_RATES.items()}
     factors[PRODUCER_IDS] = float(settings.producer_ids.window_ms)
     used = {key: column for key, (column, _) in CLIENT_RATES.items()}
     used[PRODUCER_IDS] = "producer_ids"
-    bucket = F.floor((F.col("window_start_ms") - start) / bucket_ms)
     rows = (
         windows.groupBy(bucket.alias("bucket"))
         .agg(*(F.sum(column).alias(key) for key, column in used.items()))

@@ -149,6 +149,8 @@ class _Charged(NamedTuple):
 
     quota_type: QuotaType
     manager: ClientQuotaManager | TokenBucketQuotaManager
+    #: per window, the use in the report's unit
+    used: Floats
     #: the windows the config limits, in the replay's order
     rows: Ints
     #: those that record something, grouped by sensor, and into how many records each
@@ -232,15 +234,21 @@ def replay_columns(
         )
         charged.append(
             _Charged(
-                quota_type, manager, rows, recorded, slices, limit_of, principal_sensor, records
+                quota_type,
+                manager,
+                used,
+                rows,
+                recorded,
+                slices,
+                limit_of,
+                principal_sensor,
+                records,
             )
         )
     results: list[WhatIf] = []
-    for replayed, hits in zip(charged, _verdicts(charged), strict=True):
-        index = REPLAYED.index(replayed.quota_type)
-        used = _numbers(columns[PrincipalWindow._fields[3 + index]], np.float64)
-        rows, recorded, slices = replayed.rows, replayed.recorded, replayed.slices
-        throttled = hits
+    for replayed, throttled in zip(charged, _verdicts(charged), strict=True):
+        used, rows = replayed.used, replayed.rows
+        recorded, slices = replayed.recorded, replayed.slices
         # the tallies per principal, added in its windows' order as replay adds them
         principal = principal_codes[rows]
         n = len(principals)

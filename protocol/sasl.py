@@ -83,11 +83,11 @@ def scram_verified(server_final: bytes) -> bool:
 #: RFC 7628's client initial response, as Kafka's OAuthBearerClientInitialResponse matches
 #: it: `n,[a=authzid],` %x01, then key=value pairs each ended by %x01, then %x01
 _SASLNAME = rb"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
-_PAIRS = rb"(?:[A-Za-z]+=[\x21-\x7e \t\r\n]+\x01)*"
-_INITIAL = re.compile(
-    rb"n,(?:a=(?P<authzid>" + _SASLNAME + rb"))?,\x01(?P<pairs>" + _PAIRS + rb")\x01"
-)
+#: one extension (or auth): a key of letters, a printable value, %x01
 _PAIR = re.compile(rb"([A-Za-z]+)=([\x21-\x7e \t\r\n]+)\x01")
+_INITIAL = re.compile(
+    rb"n,(?:a=(?P<authzid>" + _SASLNAME + rb"))?,\x01(?P<pairs>(?:" + _PAIR.pattern + rb")*)\x01"
+)
 _AUTH = re.compile(rb"(?P<scheme>\w+) +(?P<token>[-_.a-zA-Z0-9]+)")
 
 
