@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 from proxy.memory_pool import MemoryPool
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags, QuotaType, sanitize
-from quotas.managers import QuotaManager
+from quotas.managers import UNLIMITED, QuotaManager
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,8 @@ class ProxyStats:
 
     reloads_succeeded: int = 0
     reloads_failed: int = 0
+    #: False from a refused reload until one is taken: the running config is not the file's
+    last_reload_succeeded: bool = True
     #: quota sensors dropped after an hour without activity
     expired_sensors: int = 0
     #: client connections by listener: served, refused (max.connections.per.ip), and held
@@ -103,6 +105,18 @@ class QuotaCollector(Collector):
             "Throttles decided but not applied, for quotas in shadow mode ([enforcement])",
             labels=["quota", "user", "client_id"],
         )
+        throttles = CounterMetricFamily(
+            "kafka_quota_proxy_throttles",
+            "Responses that carried a throttle and held the client, by the quota type whose "
+            "decision was the largest (shadow mode's decisions are not applied, so never here)",
+            labels=["quota", "user", "client_id"],
+        )
+        limits = GaugeMetricFamily(
+            "kafka_quota_proxy_quota_limit",
+            "The quota in force, in the unit of Kafka's rate metric beside it (per second; "
+            "producer_ids_rate's window made a second)",
+            labels=["quota", "user", "client_id"],
+        )
         dropped = CounterMetricFamily(
             "kafka_quota_proxy_dropped_produce_requests",
             "acks=0 Produce requests refused for an unseen producer id over producer_ids_rate",
@@ -124,14 +138,18 @@ class QuotaCollector(Collector):
                         )
                         families[full] = family
                     family.add_metric(values, value)
+                entity = [manager.quota_type.key, sanitize(user), client_id]
+                if sensors.limit != UNLIMITED:
+                    limits.add_metric(entity, manager.metric_limit(sensors))
+                if sensors.throttles:
+                    throttles.add_metric(entity, sensors.throttles)
                 if sensors.shadow_throttles:
-                    shadow.add_metric(
-                        [manager.quota_type.key, sanitize(user), client_id],
-                        sensors.shadow_throttles,
-                    )
+                    shadow.add_metric(entity, sensors.shadow_throttles)
                 if sensors.dropped_requests:
                     dropped.add_metric([sanitize(user)], sensors.dropped_requests)
         yield from families.values()
+        yield limits
+        yield throttles
         yield shadow
         yield dropped
         producer_ids = self._engine().producer_ids
@@ -154,6 +172,12 @@ class QuotaCollector(Collector):
         reloads.add_metric(["success"], stats.reloads_succeeded)
         reloads.add_metric(["failure"], stats.reloads_failed)
         yield reloads
+        yield GaugeMetricFamily(
+            "kafka_quota_proxy_config_last_reload_successful",
+            "1 while the config file's last change was taken; 0 from a refused one until a "
+            "change is taken (the proxy runs the config it had before)",
+            value=1.0 if stats.last_reload_succeeded else 0.0,
+        )
         yield CounterMetricFamily(
             "kafka_quota_proxy_expired_sensors",
             "Quota sensors dropped after an hour without activity",

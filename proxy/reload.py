@@ -73,6 +73,7 @@ class ConfigReloader:
             _refuse_protocol_changes(self.config, config)
         except ConfigError as exc:
             self._stats.reloads_failed += 1
+            self._stats.last_reload_succeeded = False
             log.error("config reload (%s) refused; the running config stays:\n%s", reason, exc)
             return False
         live = {key: getattr(config.proxy, key) for key in LIVE_PROXY_KEYS}
@@ -97,6 +98,7 @@ class ConfigReloader:
             for path in config.watched_files()
         }
         self._stats.reloads_succeeded += 1
+        self._stats.last_reload_succeeded = True
         log.info("config reloaded (%s) from %s", reason, self.path)
         return True
 

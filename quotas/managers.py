@@ -51,6 +51,7 @@ class ClientSensors:
         "shadow_throttles",
         "tags",
         "throttle_time",
+        "throttles",
         "weight",
     )
 
@@ -65,6 +66,9 @@ class ClientSensors:
         #: throttles decided but not applied because the quota type runs in shadow mode
         self.shadow_throttles = 0
         self.shadow_logged_ms: int | None = None
+        #: responses that carried a throttle of this quota type (the largest decision) and
+        #: held the client: unlike throttle-time, never a shadow mode decision
+        self.throttles = 0
         #: until when every connection charging these sensors is not read (a throttle applied
         #: to one of them holds the principal, not only that connection); 0 = not held
         self.held_until_ms = 0
@@ -217,6 +221,11 @@ class QuotaManager:
     def sensors(self) -> Iterator[ClientSensors]:
         return iter(list(self._sensors.values()))
 
+    def metric_limit(self, sensors: ClientSensors) -> float:
+        """The quota in the unit of the rate metric beside it, so that a dashboard can set
+        one against the other (Kafka reports no quota as a metric)."""
+        return sensors.limit
+
     def metric_values(self, sensors: ClientSensors, now_ms: int) -> list[tuple[str, float]]:
         """Kafka's metrics for one sensor, by Kafka's metric names, as a JMX read sees them."""
         return [
@@ -340,6 +349,10 @@ class TokenBucketQuotaManager(QuotaManager):
     def rate_config(self) -> MetricConfig:
         """The reported rate is not the quota metric here: Kafka's Metrics defaults."""
         return DEFAULT_METRIC_CONFIG
+
+    def metric_limit(self, sensors: ClientSensors) -> float:
+        """Per second, as the reported rate is: producer_ids_rate counts ids per window."""
+        return sensors.limit * 1000 / self.unit_ms
 
     def metric_values(self, sensors: ClientSensors, now_ms: int) -> list[tuple[str, float]]:
         return [*super().metric_values(sensors, now_ms), ("tokens", self.tokens(sensors, now_ms))]

@@ -109,6 +109,7 @@ class Settlement:
         manager.record_throttle(sensors, throttle, now)
         if manager.quota_type not in self.shadow:
             if throttle:
+                sensors.throttles += 1
                 self.hold(largest, now)
             return throttle
         self._shadowed(manager.quota_type, largest, now)
@@ -119,6 +120,7 @@ class Settlement:
         if applied.throttle_ms:
             # what is applied is recorded under its own type, as a throttle of that type
             applied.manager.record_throttle(applied.sensors, applied.throttle_ms, now)
+            applied.sensors.throttles += 1
             self.hold(applied, now)
         return applied.throttle_ms
 

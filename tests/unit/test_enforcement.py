@@ -75,6 +75,10 @@ def test_shadow_mode_decides_the_same_throttles_and_applies_none() -> None:
     assert len(throttled) > 10
     sensors = [next(m.sensors()) for m in (shadow.engine.produce, shadow.engine.request)]
     assert sum(s.shadow_throttles for s in sensors) == len(throttled)
+    assert sum(s.throttles for s in sensors) == 0  # nothing applied
+    applied = [next(m.sensors()) for m in (enforcing.engine.produce, enforcing.engine.request)]
+    assert sum(s.throttles for s in applied) == len(throttled)
+    assert sum(s.shadow_throttles for s in applied) == 0
     # Kafka's throttle-time metrics show the decisions either way
     end = TRAFFIC[-1][0]
     for enforced_avg, shadow_avg in zip(
@@ -161,4 +165,6 @@ def test_the_throttle_applied_under_a_shadowed_larger_one_is_recorded() -> None:
     assert produce.verdict is not None and 0 < applied < produce.verdict.throttle_ms
     request_sensors = next(enforcement.engine.request.sensors())
     assert request_sensors.throttle_time.measure(WINDOWS.client, 0) == applied
-    assert next(enforcement.engine.produce.sensors()).shadow_throttles == 1
+    assert request_sensors.throttles == 1
+    produce_sensors = next(enforcement.engine.produce.sensors())
+    assert (produce_sensors.shadow_throttles, produce_sensors.throttles) == (1, 0)

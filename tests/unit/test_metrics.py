@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from config.loader import load_config
 from proxy.metrics import ProxyStats, QuotaCollector, build_registry
+from proxy.reload import ConfigReloader
 from quotas.bloom import BloomShape, layer_false_positive_rate
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
@@ -60,6 +64,66 @@ def test_series_mirror_kafka_and_vanish_with_their_sensor() -> None:
     later = T0 + SENSOR_EXPIRATION_MS + 1
     assert engine.expire(later) == 3
     assert samples(engine, later) == {}
+
+
+def test_each_quota_in_force_is_reported_in_the_unit_of_its_rate() -> None:
+    engine = QuotaEngine(
+        QuotaConfig(
+            limits={
+                QuotaType.PRODUCE: {QuotaEntity(client_id="app"): 1000.0},
+                QuotaType.CONTROLLER_MUTATION: {QuotaEntity(DEFAULT): 10.0},
+                QuotaType.PRODUCER_IDS: {QuotaEntity(DEFAULT): 360.0},
+            }
+        )
+    )
+    engine.produce.sensors_for("alice", "app", T0)
+    engine.produce.sensors_for("alice", "other", T0)  # no quota applies: none reported
+    engine.controller_mutation.sensors_for("bob", "admin", T0)
+    engine.producer_ids.sensors_for("bob", "any", T0)
+    got = {
+        dict(labels)["quota"]: (dict(labels)["user"], dict(labels)["client_id"], value)
+        for (_, labels), value in samples(engine, T0, "kafka_quota_proxy_quota_limit").items()
+    }
+    assert got == {
+        "producer_byte_rate": ("", "app", 1000.0),
+        "controller_mutation_rate": ("bob", "", 10.0),
+        # 360 ids per one-hour window, per second as kafka_server_producerids_rate is
+        "producer_ids_rate": ("bob", "", 0.1),
+    }
+
+
+def test_applied_throttles_are_counted_apart_from_shadow_mode_decisions() -> None:
+    limits = {QuotaType.PRODUCE: {QuotaEntity(DEFAULT, DEFAULT): 1000.0}}
+    engine = QuotaEngine(QuotaConfig(limits=limits))
+    sensors = engine.produce.sensors_for("alice", "app", T0)
+    sensors.throttles, sensors.shadow_throttles = 3, 2
+    got = samples(engine, T0, prefix="kafka_quota_proxy_")
+    entity = (("client_id", "app"), ("quota", "producer_byte_rate"), ("user", "alice"))
+    assert got[("kafka_quota_proxy_throttles_total", entity)] == 3
+    assert got[("kafka_quota_proxy_shadow_throttles_total", entity)] == 2
+
+
+def test_the_last_reload_is_reported_refused_until_a_change_is_taken(tmp_path: Path) -> None:
+    path = tmp_path / "proxy.toml"
+    path.write_text('[proxy]\nupstream_bootstrap_servers = ["127.0.0.1:9092"]\n')
+    stats = ProxyStats()
+    reloader = ConfigReloader(load_config(path), lambda _config: None, stats)
+    engine = QuotaEngine(QuotaConfig())
+
+    def last_reload() -> float:
+        registry = build_registry(QuotaCollector(lambda: engine, lambda: T0, stats, lambda: 0))
+        name = "kafka_quota_proxy_config_last_reload_successful"
+        value = registry.get_sample_value(name)
+        assert value is not None
+        return value
+
+    assert last_reload() == 1
+    path.write_text(path.read_text() + "[users.alice]\nproducer_byte_rate = -1\n")
+    assert not reloader.reload("edited")
+    assert last_reload() == 0
+    path.write_text(path.read_text().replace("-1", "1000"))
+    assert reloader.reload("mended")
+    assert last_reload() == 1
 
 
 def test_producer_id_filters_and_dropped_requests_are_reported() -> None:
