@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BROKERS ?= 1
 
-.PHONY: setup run test lint bench clean chromium
+.PHONY: setup run test lint bench clean chromium prometheus docker-compose
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is required (the local Kafka runs on it)"; exit 1; }
@@ -34,7 +34,28 @@ chromium:
 	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium </dev/null >/dev/null; }; \
 	  else echo "Chromium is required by the tests (Debian/Ubuntu: apt-get install chromium)"; exit 1; fi; }
 
-test: lint chromium
+# the operators' view (deploy/) is proven against Debian's Prometheus 2.42 (prometheus and
+# promtool), unpacked from its package into .cache/ rather than installed: the package would
+# start a Prometheus service on the machine. Used from the PATH when it is there already.
+PROMETHEUS_DEB := .cache/prometheus
+prometheus:
+	@{ command -v prometheus && command -v promtool; } >/dev/null || [ -x $(PROMETHEUS_DEB)/usr/bin/promtool ] || { \
+	  command -v apt-get >/dev/null || { echo "Prometheus is required by the tests (prometheus and promtool on the PATH)"; exit 1; }; \
+	  mkdir -p .cache/debs && cd .cache/debs && { apt-get download -q prometheus >/dev/null 2>&1 \
+	    || { [ "$$(id -u)" = 0 ] && apt-get update -q >/dev/null && apt-get download -q prometheus >/dev/null 2>&1; } \
+	    || { echo "Debian's prometheus package could not be downloaded (apt-get download prometheus)"; exit 1; }; } \
+	  && cd ../.. && dpkg-deb -x .cache/debs/prometheus_*.deb $(PROMETHEUS_DEB); }
+
+# the compose file is validated by a real compose implementation: Debian's docker-compose
+# (its `config` needs no container engine; the engine it recommends is not installed)
+docker-compose:
+	@command -v docker-compose >/dev/null || { \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-compose </dev/null >/dev/null \
+	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-compose </dev/null >/dev/null; }; \
+	  else echo "docker-compose is required by the tests (Debian/Ubuntu: apt-get install --no-install-recommends docker-compose)"; exit 1; fi; }
+
+test: lint chromium prometheus docker-compose
 	$(PY) -m pytest
 
 bench: setup
