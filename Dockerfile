@@ -1,17 +1,27 @@
-# The proxy image: installs the package from pyproject.toml with pip, as `make setup` does.
-FROM python:3.11-slim
+# The proxy image, installed the way tests/deploy/test_wheel.py proves it: a wheel built from
+# the checkout, installed with its dependencies into a clean venv, and `check-config` run on
+# the configs docker-compose.yml gives the proxies.
+FROM python:3.11-slim AS wheel
 
-WORKDIR /app
+WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 COPY protocol ./protocol
 COPY quotas ./quotas
 COPY config ./config
 COPY pipeline ./pipeline
-RUN pip install --no-cache-dir . \
+RUN pip wheel --no-deps --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+
+COPY --from=wheel /wheels /wheels
+RUN python -m venv /opt/kafka-quota-proxy \
+    && /opt/kafka-quota-proxy/bin/pip install --no-cache-dir /wheels/*.whl \
+    && rm -rf /wheels \
     && useradd --system --no-create-home proxy \
     && mkdir -p /var/lib/kafka-quota-proxy/usage \
     && chown proxy /var/lib/kafka-quota-proxy/usage
+ENV PATH=/opt/kafka-quota-proxy/bin:$PATH
 
 USER proxy
 # usage samples ([usage] directory in config/docker.toml), for `kafka-quota-proxy report`

@@ -1,0 +1,181 @@
+"""docker-compose.yml as a real compose implementation reads it (Debian's docker-compose
+`config`, which needs no engine), held against the files it mounts: every proxy's config
+exists and validates, Prometheus scrapes each proxy where its config serves metrics and
+loads the rules promtool tests, and Grafana finds its datasource and dashboard. Then the
+Dockerfile's install path, run here as the image runs it: a wheel built from what the
+Dockerfile copies, installed into a clean venv, and its `check-config` on the configs the
+compose file gives the proxies."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from config.loader import load_config
+from tests.deploy.tools import DEPLOY, ROOT, read_yaml, tool
+
+
+@pytest.fixture(scope="module")
+def compose() -> Any:
+    result = subprocess.run(
+        [tool("docker-compose"), "--file", "docker-compose.yml", "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def mounts(service: dict[str, Any]) -> dict[str, Path]:
+    """A service's bind mounts: where in the container -> which path of the checkout."""
+    binds = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if source.startswith("/"):
+            binds[target] = Path(source)
+    return binds
+
+
+def in_checkout(service: dict[str, Any], container_path: str) -> Path:
+    """The checkout's file that a container path of a bind mount names."""
+    for target, source in mounts(service).items():
+        if container_path == target or container_path.startswith(target + "/"):
+            return source / container_path[len(target) :].lstrip("/")
+    raise AssertionError(f"{container_path} is not in a bind mount of {service}")
+
+
+def proxies(compose: Any) -> dict[str, Any]:
+    return {name: s for name, s in compose["services"].items() if "build" in s}
+
+
+def test_every_proxy_runs_a_config_of_the_checkout_on_the_ports_it_publishes(
+    compose: Any,
+) -> None:
+    found = proxies(compose)
+    assert set(found) == {"proxy", "proxy-b"}
+    for name, service in found.items():
+        assert Path(service["build"]["context"]) == ROOT
+        command = service["command"]
+        assert command[:2] == ["run", "--config"], command
+        config = load_config(in_checkout(service, command[2]))
+        published = {port["published"]: port["target"] for port in service["ports"]}
+        proxy = config.proxy
+        for port in (proxy.bootstrap_port, proxy.broker_port_base + 1, config.metrics.port):
+            assert published.get(port) == port, f"{name} does not publish {port}"
+        assert config.fleet_name == "docker", name
+
+
+def test_prometheus_scrapes_every_proxy_and_loads_the_tested_rules(compose: Any) -> None:
+    service = compose["services"]["prometheus"]
+    config_dir = in_checkout(service, "/etc/prometheus")
+    assert config_dir == DEPLOY / "prometheus"
+    prometheus = read_yaml(config_dir / "prometheus.yml")
+    assert prometheus["rule_files"] == ["alerts.yml"]
+    (job,) = prometheus["scrape_configs"]
+    assert job["job_name"] == "kafka-quota-proxy"  # what the alerts and the dashboard select
+    targets = {target for each in job["static_configs"] for target in each["targets"]}
+    expected = {
+        f"{name}:{load_config(in_checkout(s, s['command'][2])).metrics.port}"
+        for name, s in proxies(compose).items()
+    }
+    assert targets == expected
+    assert set(service["depends_on"]) == set(proxies(compose))
+
+
+def test_the_prometheus_image_is_the_version_the_suite_proves(compose: Any) -> None:
+    image = compose["services"]["prometheus"]["image"]
+    result = subprocess.run(
+        [tool("prometheus"), "--version"], capture_output=True, text=True, timeout=30
+    )
+    version = result.stdout.split()[2].split("+")[0]  # "prometheus, version 2.42.0+ds ..."
+    assert image == f"prom/prometheus:v{version}"
+
+
+def test_grafana_provisions_the_datasource_and_opens_the_dashboard(compose: Any) -> None:
+    service = compose["services"]["grafana"]
+    provisioning = in_checkout(service, "/etc/grafana/provisioning")
+    assert provisioning == DEPLOY / "grafana" / "provisioning"
+    (datasource,) = read_yaml(provisioning / "datasources" / "prometheus.yml")["datasources"]
+    prometheus = compose["services"]["prometheus"]
+    (port,) = prometheus["ports"]
+    assert datasource["url"] == f"http://prometheus:{port['target']}"
+    assert datasource["jsonData"]["timeInterval"] == read_yaml(
+        DEPLOY / "prometheus" / "prometheus.yml"
+    )["global"]["scrape_interval"]
+    (provider,) = read_yaml(provisioning / "dashboards" / "kafka-quota-proxy.yml")["providers"]
+    dashboards = in_checkout(service, provider["options"]["path"])
+    assert dashboards == DEPLOY / "grafana" / "dashboards"
+    home = in_checkout(service, service["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"])
+    variables = json.loads(home.read_text())["templating"]["list"]
+    (chosen,) = [v["current"]["value"] for v in variables if v["type"] == "datasource"]
+    assert chosen == datasource["uid"]
+
+
+#: the Dockerfile's steps, which this test runs with the image's paths under a temporary one
+BUILD = "pip wheel --no-deps --no-cache-dir --wheel-dir /wheels ."
+VENV = "python -m venv /opt/kafka-quota-proxy"
+INSTALL = "/opt/kafka-quota-proxy/bin/pip install --no-cache-dir /wheels/*.whl"
+
+
+def copied_into_the_wheel_stage(dockerfile: str) -> list[str]:
+    """The checkout's paths the Dockerfile's first stage copies before it builds the wheel."""
+    first_stage = dockerfile.split("\nFROM ")[1]
+    sources = []
+    for line in first_stage.splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not words[1].startswith("--"):
+            sources.extend(words[1:-1])
+    return sources
+
+
+def run(*command: str | Path) -> str:
+    result = subprocess.run(
+        [str(word) for word in command], capture_output=True, text=True, timeout=240
+    )
+    assert result.returncode == 0, f"{command}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def test_the_image_installs_a_wheel_that_checks_the_compose_configs(
+    compose: Any, tmp_path: Path
+) -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for step in (BUILD, VENV, INSTALL):
+        assert step in dockerfile, f"the Dockerfile no longer runs {step!r}"
+    context = tmp_path / "src"
+    for source in copied_into_the_wheel_stage(dockerfile):
+        path = ROOT / source
+        if path.is_dir():
+            shutil.copytree(path, context / source, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            context.mkdir(exist_ok=True)
+            shutil.copy(path, context / source)
+    # pip's own cache is used here (the image keeps none): the same packages, fetched once
+    wheels = tmp_path / "wheels"
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", wheels, context)
+    (wheel,) = wheels.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        packaged = set(archive.namelist())
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = {pattern.rstrip("*") for pattern in find["packages"]["find"]["include"]}
+    tracked = run("git", "-C", ROOT, "ls-files", "*.py").split()
+    modules = {module for module in tracked if module.split("/")[0] in packages}
+    assert modules and modules - packaged == set(), "modules the image would lack"
+    venv = tmp_path / "opt" / "kafka-quota-proxy"
+    run(sys.executable, "-m", "venv", venv)
+    run(venv / "bin" / "pip", "install", "-q", wheel)
+    for name, service in proxies(compose).items():
+        config = in_checkout(service, service["command"][2])
+        checked = run(venv / "bin" / "kafka-quota-proxy", "check-config", config)
+        assert checked.startswith(f"{config}: valid\n"), (name, checked)
