@@ -16,6 +16,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
 from localkafka import KafkaCluster, java_command
+from localkafka.load import read_all
 from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration import clients
 from tests.integration.listeners import answered, until
@@ -141,16 +142,7 @@ async def test_a_stopped_broker_is_refused_then_served_and_nothing_is_lost(
     print(f"VerifiableProducer: {summary[0]['sent']} sent, {len(acked)} acked")
     assert len(failed) == len(closed) <= 1, failed[:3]
     assert summary[0]["acked"] == len(acked) == summary[0]["sent"] - len(closed)
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=cluster.bootstrap_servers,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=10_000,
-    )
-    try:
-        stored = [record.value.decode() for record in consumer]
-    finally:
-        consumer.close()
+    stored = [value.decode() for value in read_all(cluster.bootstrap_servers, topic)]
     assert len(stored) == len(set(stored)), "duplicates stored"
     assert set(acked) <= set(stored), "acknowledged records lost"
     assert proxy.process.poll() is None

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from kafka import KafkaConsumer
 
 from localkafka import KafkaCluster
+from localkafka.load import read_all
 from localkafka.proxy_process import restart_proxy, start_proxy
 from tests.integration import clients
 
@@ -85,16 +85,7 @@ async def test_sigterm_drains_and_the_client_reconnects_without_loss(
     assert "drain timed out" not in log
     assert log.count("shutting down") == 2 * workers, "every worker of both runs drains"
     assert not failed, f"{len(failed)} sends failed, the first: {failed[0]!r}"
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=kafka3.bootstrap_servers,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=10_000,
-    )
-    try:
-        stored = [record.value for record in consumer]
-    finally:
-        consumer.close()
+    stored = read_all(kafka3.bootstrap_servers, topic)
     values = {value for _, value in acked}
     print(f"acked {len(values)}, stored {len(stored)} across a proxy restart")
     assert len(stored) == len(set(stored)), "duplicates stored"
