@@ -22,6 +22,13 @@ import localkafka
 from localkafka import KafkaCluster
 
 TIMEOUT_S = 60.0
+#: every user the shared single broker (conftest.py kafka1) takes, by PLAIN and SCRAM
+SASL_USERS = {
+    user: f"{user}-secret" for user in ("alice", "bob", "carol", "dave", "erin", "frank", "grace")
+}
+#: the session's three brokers' users (conftest.py kafka3): the proxy's own identity on the
+#: cluster ([cluster]), and a client beside it
+IDENTITY_USERS = {"kqp": "kqp-secret", "alice": "alice-secret"}
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 6, replication: int = 3) -> None:

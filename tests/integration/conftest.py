@@ -8,11 +8,33 @@ import pytest
 
 from localkafka import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
+from tests.integration.clients import IDENTITY_USERS, SASL_USERS
 
 
 @pytest.fixture(scope="session")
 def kafka3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(brokers_count=3, workdir=tmp_path_factory.mktemp("kafka3"))
+    """Three brokers, with a SASL listener beside the PLAINTEXT one for the tests of the
+    proxy's own identity (test_cluster_identity.py): clients of the others never see it."""
+    cluster = KafkaCluster(
+        brokers_count=3, workdir=tmp_path_factory.mktemp("kafka3"), sasl_users=IDENTITY_USERS
+    )
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One broker with every listener (PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL) for the
+    modules that need one broker and nothing of their own: a cluster start is seconds of the
+    suite each. num.partitions is 11 so that a topic created with the cluster's default is
+    told apart from one the proxy would count as 1; every other topic names its count."""
+    cluster = KafkaCluster(
+        workdir=tmp_path_factory.mktemp("kafka1"),
+        sasl_users=SASL_USERS,
+        tls=True,
+        overrides={"num.partitions": "11"},
+    )
     cluster.start()
     yield cluster
     cluster.stop()

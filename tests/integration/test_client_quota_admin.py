@@ -60,12 +60,10 @@ consumer_byte_rate = 777
 
 
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(workdir=tmp_path_factory.mktemp("kafka-admin"))
-    cluster.start()
-    cluster.create_topic(TOPIC, partitions=1)
-    yield cluster
-    cluster.stop()
+def kafka(kafka1: KafkaCluster) -> KafkaCluster:
+    """The shared broker, with this module's topic."""
+    kafka1.create_topic(TOPIC, partitions=1)
+    return kafka1
 
 
 def file_with_topic(tmp_path: Path) -> str:

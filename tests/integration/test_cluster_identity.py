@@ -1,9 +1,10 @@
 """The proxy's own identity on a SASL cluster ([cluster]).
 
-Three brokers whose only listener for clients is SASL_PLAINTEXT (PLAIN and SCRAM). With the
-proxy's own SCRAM credentials, read from the environment, it opens every broker's listener
-before its first client, and writes usage samples to a topic of that cluster; bad credentials
-stop it at start-up with an error that names [cluster], and no password is ever echoed.
+The proxy reaches the three brokers only through their SASL_PLAINTEXT listener (PLAIN and
+SCRAM). With the proxy's own SCRAM credentials, read from the environment, it opens every
+broker's listener before its first client, and writes usage samples to a topic of that
+cluster; bad credentials stop it at start-up with an error that names [cluster], and no
+password is ever echoed.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from localkafka import KafkaCluster, free_port
 from localkafka.proxy_process import RunningProxy, free_port_block, start_proxy
+from tests.integration.clients import IDENTITY_USERS
 from tests.integration.scrape import value, wait_for_metric
 
 pytestmark = pytest.mark.integration
 
-USERS = {"kqp": "kqp-secret", "alice": "alice-secret"}
-SAMPLES = "kafka-quota-proxy-usage"
+SAMPLES = "identity-usage"
 TOPIC = "identity-traffic"
 PASSWORD_ENV = "KQP_CLUSTER_PASSWORD"
 CLUSTER = f"""
@@ -44,15 +45,11 @@ kafka_topic = "{SAMPLES}"
 
 
 @pytest.fixture(scope="module")
-def kafka_sasl3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(
-        brokers_count=3, workdir=tmp_path_factory.mktemp("kafka-sasl3"), sasl_users=USERS
-    )
-    cluster.start()
-    cluster.create_topic(SAMPLES, partitions=1, replication=1)
-    cluster.create_topic(TOPIC, partitions=3, replication=1)
-    yield cluster
-    cluster.stop()
+def kafka_sasl3(kafka3: KafkaCluster) -> KafkaCluster:
+    """The session's three brokers, with this module's topics."""
+    kafka3.create_topic(SAMPLES, partitions=1, replication=1)
+    kafka3.create_topic(TOPIC, partitions=3, replication=1)
+    return kafka3
 
 
 @pytest.fixture
@@ -62,7 +59,7 @@ def identified_proxy(kafka_sasl3: KafkaCluster, tmp_path: Path) -> Iterator[Runn
         kafka_sasl3.brokers[0].sasl_address,
         3,
         CLUSTER,
-        env={PASSWORD_ENV: USERS["kqp"]},
+        env={PASSWORD_ENV: IDENTITY_USERS["kqp"]},
     )
     yield proxy
     proxy.stop()
@@ -85,14 +82,14 @@ async def test_every_broker_listener_is_open_before_the_first_client_and_samples
     log = identified_proxy.log()
     assert "authenticated to the cluster: SCRAM-SHA-512 as User:kqp" in log
     assert "no broker listeners opened" not in log
-    assert USERS["kqp"] not in log
+    assert IDENTITY_USERS["kqp"] not in log
     producer = AIOKafkaProducer(
         bootstrap_servers=identified_proxy.bootstrap,
         client_id="identity-app",
         security_protocol="SASL_PLAINTEXT",
         sasl_mechanism="PLAIN",
         sasl_plain_username="alice",
-        sasl_plain_password=USERS["alice"],
+        sasl_plain_password=IDENTITY_USERS["alice"],
     )
     await producer.start()
     try:

@@ -44,6 +44,7 @@ from protocol.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METAD
 from protocol.headers import encode_request
 from protocol.metadata import metadata_request_body
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
+from tests.integration.clients import SASL_USERS
 from tests.integration.scrape import scrape, value
 from tests.wire import decode_response
 
@@ -68,14 +69,6 @@ CONFIG = (
 )
 JAVA_RETRY = Path(__file__).parent / "java" / "CreateTopicsWithRetry.java"
 _INT32 = struct.Struct(">i")
-
-
-@pytest.fixture(scope="module")
-def kafka1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(workdir=tmp_path_factory.mktemp("kafka-mutations"))
-    cluster.start()
-    yield cluster
-    cluster.stop()
 
 
 @pytest.fixture(scope="module")
@@ -413,21 +406,6 @@ async def test_aiokafka_and_librdkafka_are_throttled_not_refused(
     )
 
 
-SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
-
-
-@pytest.fixture(scope="module")
-def kafka_sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(
-        workdir=tmp_path_factory.mktemp("kafka-mutations-sasl"),
-        sasl_users=SASL_USERS,
-        overrides={"num.partitions": "11"},
-    )
-    cluster.start()
-    yield cluster
-    cluster.stop()
-
-
 def sasl_admin(proxy: RunningProxy, user: str) -> KafkaAdminClient:
     return KafkaAdminClient(
         bootstrap_servers=proxy.bootstrap,
@@ -440,7 +418,7 @@ def sasl_admin(proxy: RunningProxy, user: str) -> KafkaAdminClient:
 
 
 def test_on_a_sasl_cluster_counts_are_learned_on_the_clients_own_connection(
-    kafka_sasl: KafkaCluster, tmp_path: Path
+    kafka1: KafkaCluster, tmp_path: Path
 ) -> None:
     """The proxy holds no credentials: the cluster's num.partitions (11 here) and the topics'
     partition counts can only come through the client's authenticated connection, and the
@@ -449,7 +427,7 @@ def test_on_a_sasl_cluster_counts_are_learned_on_the_clients_own_connection(
         "[broker]\ncontroller.quota.window.num = 10\ncontroller.quota.window.size.seconds = 1\n"
         "[users.alice]\ncontroller_mutation_rate = 2\n[users.bob]\ncontroller_mutation_rate = 2\n"
     )
-    proxy = start_proxy(tmp_path, kafka_sasl.brokers[0].sasl_address, 1, config)
+    proxy = start_proxy(tmp_path, kafka1.brokers[0].sasl_address, 1, config)
     try:
         alice = sasl_admin(proxy, "alice")
         try:
@@ -459,7 +437,7 @@ def test_on_a_sasl_cluster_counts_are_learned_on_the_clients_own_connection(
         # 20 tokens: 11 leaves 9, 11 more leaves -2, the third is refused
         errors = {topic["name"]: topic["error_code"] for topic in response["topics"]}
         assert errors == {"s-a": 0, "s-b": 0, "s-c": THROTTLING_QUOTA_EXCEEDED}
-        assert_cluster(kafka_sasl, {"s-a": 11, "s-b": 11, "s-c": None})
+        assert_cluster(kafka1, {"s-a": 11, "s-b": 11, "s-c": None})
         bob = sasl_admin(proxy, "bob")
         try:
             with pytest.raises(ThrottlingQuotaExceededError):
@@ -467,6 +445,6 @@ def test_on_a_sasl_cluster_counts_are_learned_on_the_clients_own_connection(
         finally:
             bob.close()
         # s-a grows by 21 (20 -> -1), s-b's 21 are refused: both counts came from the cluster
-        assert_cluster(kafka_sasl, {"s-a": 32, "s-b": 11})
+        assert_cluster(kafka1, {"s-a": 32, "s-b": 11})
     finally:
         proxy.stop()

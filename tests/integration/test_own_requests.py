@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -27,20 +27,11 @@ from proxy.handlers.inquiries import ask_topics
 from proxy.server import ProxyServer
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
+from tests.integration.clients import SASL_USERS
 
 pytestmark = pytest.mark.integration
 
-USERS = {"carol": "carol-secret"}
 PRODUCED, ELSEWHERE = "produced", "elsewhere"
-
-
-@pytest.fixture(scope="module")
-def kafka_sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(workdir=tmp_path_factory.mktemp("kafka-own"), sasl_users=USERS)
-    cluster.start()
-    cluster.create_topic(PRODUCED, partitions=1)
-    yield cluster
-    cluster.stop()
 
 
 async def until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
@@ -50,9 +41,10 @@ async def until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_own_metadata_request_on_a_sasl_client_connection(kafka_sasl: KafkaCluster) -> None:
+async def test_own_metadata_request_on_a_sasl_client_connection(kafka1: KafkaCluster) -> None:
+    kafka1.create_topic(PRODUCED, partitions=1)
     settings = ProxySettings(
-        upstream_bootstrap_servers=(kafka_sasl.brokers[0].sasl_address,),
+        upstream_bootstrap_servers=(kafka1.brokers[0].sasl_address,),
         bootstrap_port=0,
         broker_port_base=free_port_block(1),
     )
@@ -72,13 +64,13 @@ async def test_own_metadata_request_on_a_sasl_client_connection(kafka_sasl: Kafk
             security_protocol="SASL_PLAINTEXT",
             sasl_mechanism="SCRAM-SHA-512",
             sasl_plain_username="carol",
-            sasl_plain_password=USERS["carol"],
+            sasl_plain_password=SASL_USERS["carol"],
         )
     )
     try:
         await until(lambda: len(timeline.events) > 100)
         # created after the client bootstrapped, so no Metadata of the client's names it
-        await asyncio.to_thread(kafka_sasl.create_topic, ELSEWHERE, 4)
+        await asyncio.to_thread(kafka1.create_topic, ELSEWHERE, 4)
         assert server.context.topics.by_name(ELSEWHERE) is None
         cores = [c.core for c in server.connections if c.core is not None]
         # the bootstrap connection may be idle or closed; the producer's connection takes it
@@ -93,6 +85,6 @@ async def test_own_metadata_request_on_a_sasl_client_connection(kafka_sasl: Kafk
         if not producing.done():
             producing.cancel()
         await server.stop()
-    stored = [seq_of(value) for value in read_all(kafka_sasl.bootstrap_servers, PRODUCED)]
+    stored = [seq_of(value) for value in read_all(kafka1.bootstrap_servers, PRODUCED)]
     assert_no_loss_or_duplicates(timeline.seqs, stored)
     assert len(stored) == sent

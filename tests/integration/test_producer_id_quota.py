@@ -18,17 +18,16 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import KafkaError, KafkaException, Producer
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 
 from localkafka import KafkaCluster, java_command
+from localkafka.load import read_all
 from localkafka.proxy_process import RunningProxy, start_proxy
+from tests.integration.clients import SASL_USERS
 from tests.integration.scrape import scrape, value
 
 pytestmark = pytest.mark.integration
 
-USERS = {
-    user: f"{user}-secret" for user in ("alice", "bob", "carol", "dave", "erin", "frank", "grace")
-}
 JAVA = Path(__file__).parent / "java" / "ShortLivedProducers.java"
 HOURLY = (
     "[broker]\nproducer.id.quota.window.num = 11\nproducer.id.quota.window.size.seconds = 3600\n"
@@ -46,14 +45,6 @@ CHURN = 500
 DELIVERY_TIMEOUT_MS = 1000
 
 
-@pytest.fixture(scope="module")
-def kafka_sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(workdir=tmp_path_factory.mktemp("kafka-producer-ids"), sasl_users=USERS)
-    cluster.start()
-    yield cluster
-    cluster.stop()
-
-
 def sasl_proxy(
     cluster: KafkaCluster, factory: pytest.TempPathFactory, config: str
 ) -> Iterator[RunningProxy]:
@@ -64,16 +55,16 @@ def sasl_proxy(
 
 @pytest.fixture(scope="module")
 def proxy(
-    kafka_sasl: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+    kafka1: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningProxy]:
-    yield from sasl_proxy(kafka_sasl, tmp_path_factory, HOURLY)
+    yield from sasl_proxy(kafka1, tmp_path_factory, HOURLY)
 
 
 @pytest.fixture(scope="module")
 def short_proxy(
-    kafka_sasl: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+    kafka1: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningProxy]:
-    yield from sasl_proxy(kafka_sasl, tmp_path_factory, SHORT)
+    yield from sasl_proxy(kafka1, tmp_path_factory, SHORT)
 
 
 def churn(
@@ -85,7 +76,7 @@ def churn(
     threads: int = 64,
 ) -> dict[str, int]:
     """`count` short-lived producers of `user`: 'delivered' and 'failed <exception>' counts."""
-    password = USERS.get(user, "-")
+    password = SASL_USERS.get(user, "-")
     args = [
         "produce",
         *(bootstrap, user, password, topic),
@@ -128,7 +119,7 @@ def confluent_sasl(proxy: RunningProxy, user: str, **config: object) -> Producer
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "SCRAM-SHA-512",
             "sasl.username": user,
-            "sasl.password": USERS[user],
+            "sasl.password": SASL_USERS[user],
             "enable.idempotence": True,
             "linger.ms": 0,
             **config,
@@ -142,31 +133,21 @@ def sasl(user: str) -> dict[str, str]:
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "SCRAM-SHA-512",
         "sasl_plain_username": user,
-        "sasl_plain_password": USERS[user],
+        "sasl_plain_password": SASL_USERS[user],
     }
 
 
 def stored(cluster: KafkaCluster, topic: str) -> list[bytes]:
     """Every record value in the topic, read straight from the broker."""
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=cluster.brokers[0].address,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        consumer_timeout_ms=3000,
-    )
-    try:
-        return [record.value for record in consumer]
-    finally:
-        consumer.close()
+    return read_all(cluster.brokers[0].address, topic)
 
 
 def test_a_user_in_a_restart_loop_gets_its_quota_of_producer_ids_and_nobody_else_is_touched(
-    proxy: RunningProxy, kafka_sasl: KafkaCluster
+    proxy: RunningProxy, kafka1: KafkaCluster
 ) -> None:
-    kafka_sasl.create_topic("churn", partitions=1)
-    kafka_sasl.create_topic("steady", partitions=1)
-    kafka_sasl.create_topic("direct", partitions=1)
+    kafka1.create_topic("churn", partitions=1)
+    kafka1.create_topic("steady", partitions=1)
+    kafka1.create_topic("direct", partitions=1)
     # bob produces with one idempotent producer all the while alice churns
     stop = threading.Event()
     acked: list[int] = []
@@ -202,7 +183,7 @@ def test_a_user_in_a_restart_loop_gets_its_quota_of_producer_ids_and_nobody_else
 
     # the broker holds state for the producers admitted: a window's worth (101, check then
     # record), what refilled meanwhile, and the few a false positive lets through free
-    held = producers_held(kafka_sasl, "churn")
+    held = producers_held(kafka1, "churn")
     assert 101 <= held <= 101 + refilled + 0.01 * CHURN
     delivered = through_proxy["delivered"]
     assert delivered <= held
@@ -219,33 +200,33 @@ def test_a_user_in_a_restart_loop_gets_its_quota_of_producer_ids_and_nobody_else
     # the same restart loop straight to the broker: it keeps every producer's state
     # (a straight run has lost one producer in 1,000 to the client's own failure; the
     # broker's count is what tells the two runs apart)
-    direct = churn(kafka_sasl.brokers[0].sasl_address, "alice", "direct", 60_000)
+    direct = churn(kafka1.brokers[0].sasl_address, "alice", "direct", 60_000)
     assert direct["delivered"] >= 0.9 * CHURN, direct
-    assert producers_held(kafka_sasl, "direct") >= direct["delivered"]
+    assert producers_held(kafka1, "direct") >= direct["delivered"]
 
 
 def test_the_java_producer_retries_error_89_and_delivers_after_the_throttle(
-    short_proxy: RunningProxy, kafka_sasl: KafkaCluster
+    short_proxy: RunningProxy, kafka1: KafkaCluster
 ) -> None:
     """Three producers one after another with a bucket of one: the third finds -1 token and
     is refused for 4 s; the Java producer takes 89 as retriable and delivers afterwards."""
-    kafka_sasl.create_topic("java-retry", partitions=1)
+    kafka1.create_topic("java-retry", partitions=1)
     outcome = churn(short_proxy.bootstrap, "carol", "java-retry", 30_000, count=3, threads=1)
     assert outcome == {"delivered": 3}
     samples = scrape(short_proxy.metrics_url)
     assert (value(samples, "kafka_server_producerids_throttle_time", user="carol") or 0) > 0
-    assert sorted(stored(kafka_sasl, "java-retry")) == [b"record-0", b"record-1", b"record-2"]
+    assert sorted(stored(kafka1, "java-retry")) == [b"record-0", b"record-1", b"record-2"]
 
 
 async def test_python_clients_lose_no_acknowledged_record_when_refused(
-    short_proxy: RunningProxy, kafka_sasl: KafkaCluster
+    short_proxy: RunningProxy, kafka1: KafkaCluster
 ) -> None:
     """Four producers one after another per client, with a bucket of one per user: the
     third and fourth are refused. kafka-python 3 retries error 89 after the throttle and
     delivers; aiokafka 0.14 knows no error 89 and fails the send (UnknownError); librdkafka
     fails the delivery with THROTTLING_QUOTA_EXCEEDED. Whatever each reports, the topic holds
     exactly the records acknowledged, once each, and the proxy keeps serving."""
-    kafka_sasl.create_topic("reactions", partitions=1)
+    kafka1.create_topic("reactions", partitions=1)
     acked: dict[str, list[bytes]] = {"kafka-python": [], "aiokafka": [], "confluent": []}
     for n in range(4):
         value_ = b"kp-%d" % n
@@ -287,16 +268,16 @@ async def test_python_clients_lose_no_acknowledged_record_when_refused(
     assert 2 <= len(acked["aiokafka"]) < 4 and 2 <= len(acked["confluent"]) < 4
     assert all(err.code() == 89 for err in refused)
     everything = [v for values in acked.values() for v in values]
-    assert sorted(stored(kafka_sasl, "reactions")) == sorted(everything)
+    assert sorted(stored(kafka1, "reactions")) == sorted(everything)
 
 
 def test_a_transactional_producer_reinitialised_keeps_its_producer_id_and_is_not_charged_again(
-    proxy: RunningProxy, kafka_sasl: KafkaCluster
+    proxy: RunningProxy, kafka1: KafkaCluster
 ) -> None:
     """grace has a bucket of one id an hour. The same transactional.id initialised three
     times gets the same producer id with a new epoch, charged once; two producers with
     new transactional ids take the bucket to -1 and then are refused."""
-    kafka_sasl.create_topic("tx", partitions=1)
+    kafka1.create_topic("tx", partitions=1)
 
     def transaction(transactional_id: str, value_: bytes) -> bool:
         producer = confluent_sasl(

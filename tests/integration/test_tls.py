@@ -30,11 +30,11 @@ from localkafka.load import Timeline, aiokafka_flood, kafka_python_flood
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy, tls_sections
 from localkafka.tls import ThrowawayCA
 from tests.integration import clients
+from tests.integration.clients import SASL_USERS
 from tests.integration.scrape import scrape, value, wait_for_metric
 
 pytestmark = pytest.mark.integration
 
-USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 ALICE_QUOTA = 100_000  # producer_byte_rate, B/s
 CLIENT_ID = "tls-app"
 #: [proxy] connect_timeout_s, which also bounds a client's TLS handshake
@@ -43,22 +43,12 @@ ACCEPTED = "kafka_quota_proxy_connections_accepted_total"
 
 
 @pytest.fixture(scope="module")
-def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(
-        brokers_count=1, workdir=tmp_path_factory.mktemp("tls"), sasl_users=USERS, tls=True
-    )
-    cluster.start()
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture(scope="module")
 def tls_proxy(
-    tls_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+    kafka1: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningProxy]:
-    assert tls_cluster.ca is not None
-    keystore = tls_cluster.ca.server("proxy", LOOPBACK)
-    tls = tls_sections(keystore, tls_cluster.ca_certificate, "SASL_SSL")
+    assert kafka1.ca is not None
+    keystore = kafka1.ca.server("proxy", LOOPBACK)
+    tls = tls_sections(keystore, kafka1.ca_certificate, "SASL_SSL")
     config = f"""connect_timeout_s = {HANDSHAKE_TIMEOUT_S}
 {tls}
 {SHORT_QUOTA_WINDOWS}
@@ -66,7 +56,7 @@ def tls_proxy(
 producer_byte_rate = {ALICE_QUOTA}
 """
     tmp = tmp_path_factory.mktemp("tls-proxy")
-    proxy = start_proxy(tmp, tls_cluster.brokers[0].sasl_ssl_address, 1, config)
+    proxy = start_proxy(tmp, kafka1.brokers[0].sasl_ssl_address, 1, config)
     yield proxy
     proxy.stop()
 
@@ -77,12 +67,12 @@ WRITERS = {"writer-a": 100_000, "writer-b": 300_000}  # producer_byte_rate, B/s
 
 @pytest.fixture(scope="module")
 def mtls_proxy(
-    tls_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+    kafka1: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningProxy]:
     """SSL clients presenting certificates, in front of the cluster's SSL listener."""
-    assert tls_cluster.ca is not None
-    keystore = tls_cluster.ca.server("mtls-proxy", LOOPBACK)
-    ca = tls_cluster.ca_certificate
+    assert kafka1.ca is not None
+    keystore = kafka1.ca.server("mtls-proxy", LOOPBACK)
+    ca = kafka1.ca_certificate
     quotas = "".join(
         f'[users."{name}"]\nproducer_byte_rate = {rate}\n' for name, rate in WRITERS.items()
     )
@@ -95,7 +85,7 @@ acknowledge.broker.sees.proxy = true
 {SHORT_QUOTA_WINDOWS}
 {quotas}"""
     tmp = tmp_path_factory.mktemp("mtls-proxy")
-    proxy = start_proxy(tmp, tls_cluster.brokers[0].ssl_address, 1, config)
+    proxy = start_proxy(tmp, kafka1.brokers[0].ssl_address, 1, config)
     yield proxy
     proxy.stop()
 
@@ -118,7 +108,7 @@ def sasl_ssl(ca: str, mechanism: str, user: str) -> dict[str, Any]:
         "ssl_context": create_ssl_context(cafile=ca),
         "sasl_mechanism": mechanism,
         "sasl_plain_username": user,
-        "sasl_plain_password": USERS[user],
+        "sasl_plain_password": SASL_USERS[user],
     }
 
 
@@ -133,9 +123,9 @@ def handshake(address: str, context: ssl.SSLContext) -> str:
     return str(certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
 
 
-async def test_clients_produce_and_consume_over_ssl_and_sasl_ssl(tls_cluster: KafkaCluster) -> None:
-    broker = tls_cluster.brokers[0]
-    ca = tls_cluster.ca_certificate
+async def test_clients_produce_and_consume_over_ssl_and_sasl_ssl(kafka1: KafkaCluster) -> None:
+    broker = kafka1.brokers[0]
+    ca = kafka1.ca_certificate
     topic = "tls"
     await asyncio.to_thread(clients.create_topic, broker.address, topic, 2, 1)
 
@@ -154,7 +144,7 @@ async def test_clients_produce_and_consume_over_ssl_and_sasl_ssl(tls_cluster: Ka
         "ssl_cafile": str(ca),
         "sasl_mechanism": "SCRAM-SHA-512",
         "sasl_plain_username": "alice",
-        "sasl_plain_password": USERS["alice"],
+        "sasl_plain_password": SASL_USERS["alice"],
     }
     await asyncio.to_thread(
         clients.kafka_python_produce, broker.sasl_ssl_address, topic, over_sasl_ssl, **scram
@@ -168,12 +158,12 @@ async def test_clients_produce_and_consume_over_ssl_and_sasl_ssl(tls_cluster: Ka
 
 
 async def test_sasl_ssl_clients_through_a_tls_proxy_are_held_to_their_own_quotas(
-    tls_cluster: KafkaCluster, tls_proxy: RunningProxy
+    kafka1: KafkaCluster, tls_proxy: RunningProxy
 ) -> None:
-    ca = str(tls_cluster.ca_certificate)
+    ca = str(kafka1.ca_certificate)
     bootstrap = tls_proxy.bootstrap
     topic = "through-tls"
-    await asyncio.to_thread(clients.create_topic, tls_cluster.brokers[0].address, topic, 1, 1)
+    await asyncio.to_thread(clients.create_topic, kafka1.brokers[0].address, topic, 1, 1)
 
     exact = [f"exact-{i}".encode() for i in range(200)]
     await clients.aiokafka_produce(bootstrap, topic, exact, **sasl_ssl(ca, "PLAIN", "bob"))
@@ -185,7 +175,7 @@ async def test_sasl_ssl_clients_through_a_tls_proxy_are_held_to_their_own_quotas
         "ssl_cafile": ca,
         "sasl_mechanism": "SCRAM-SHA-256",
         "sasl_plain_username": "alice",
-        "sasl_plain_password": USERS["alice"],
+        "sasl_plain_password": SASL_USERS["alice"],
     }
     await asyncio.gather(
         asyncio.to_thread(
@@ -237,7 +227,7 @@ async def closed_after(reader: asyncio.StreamReader, started: float) -> float | 
 
 
 async def test_bad_tls_input_closes_only_its_own_connection(
-    tls_cluster: KafkaCluster, tls_proxy: RunningProxy
+    kafka1: KafkaCluster, tls_proxy: RunningProxy
 ) -> None:
     host, port = tls_proxy.bootstrap.rsplit(":", 1)
     api_versions = struct.pack(">hhih", 18, 0, 1, 1) + b"c"
@@ -249,8 +239,8 @@ async def test_bad_tls_input_closes_only_its_own_connection(
     assert refused_after is not None and refused_after < HANDSHAKE_TIMEOUT_S  # at its bytes
     stalled_after = await closed_after(stalled_reader, started)
     assert stalled_after is not None and stalled_after >= HANDSHAKE_TIMEOUT_S
-    ca = str(tls_cluster.ca_certificate)
-    await asyncio.to_thread(clients.create_topic, tls_cluster.brokers[0].address, "after", 1, 1)
+    ca = str(kafka1.ca_certificate)
+    await asyncio.to_thread(clients.create_topic, kafka1.brokers[0].address, "after", 1, 1)
     values = [f"after-{i}".encode() for i in range(50)]  # the proxy goes on serving TLS
     await clients.aiokafka_produce(
         tls_proxy.bootstrap, "after", values, **sasl_ssl(ca, "PLAIN", "bob")
@@ -262,16 +252,16 @@ async def test_bad_tls_input_closes_only_its_own_connection(
 
 
 async def test_client_certificates_name_principals_held_to_their_own_quotas(
-    tls_cluster: KafkaCluster, mtls_proxy: RunningProxy
+    kafka1: KafkaCluster, mtls_proxy: RunningProxy
 ) -> None:
-    ca = str(tls_cluster.ca_certificate)
+    ca = str(kafka1.ca_certificate)
     topic = "mtls"
-    await asyncio.to_thread(clients.create_topic, tls_cluster.brokers[0].address, topic, 1, 1)
+    await asyncio.to_thread(clients.create_topic, kafka1.brokers[0].address, topic, 1, 1)
     seconds = 8.0
     timelines = {name: Timeline() for name in WRITERS}
 
     def settings(name: str) -> dict[str, Any]:
-        keystore = client_certificate(tls_cluster, name)
+        keystore = client_certificate(kafka1, name)
         context = create_ssl_context(cafile=ca, certfile=keystore, keyfile=keystore)
         return {"security_protocol": "SSL", "ssl_context": context}
 
@@ -313,37 +303,37 @@ async def refused_after_handshake(address: str, context: ssl.SSLContext) -> bool
 
 
 async def test_an_untrusted_or_expired_client_certificate_is_refused(
-    tls_cluster: KafkaCluster, mtls_proxy: RunningProxy, tmp_path: Path
+    kafka1: KafkaCluster, mtls_proxy: RunningProxy, tmp_path: Path
 ) -> None:
-    ca = str(tls_cluster.ca_certificate)
+    ca = str(kafka1.ca_certificate)
     stranger = ThrowawayCA(tmp_path / "stranger").client(
         "stranger", x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "stranger")])
     )
-    expired = client_certificate(tls_cluster, "writer-old", expired=True)
+    expired = client_certificate(kafka1, "writer-old", expired=True)
     for keystore in (str(stranger), expired):
         context = create_ssl_context(cafile=ca, certfile=keystore, keyfile=keystore)
         assert await refused_after_handshake(mtls_proxy.bootstrap, context), keystore
-    trusted = client_certificate(tls_cluster, "writer-a")
+    trusted = client_certificate(kafka1, "writer-a")
     context = create_ssl_context(cafile=ca, certfile=trusted, keyfile=trusted)
     assert not await refused_after_handshake(mtls_proxy.bootstrap, context)
     assert mtls_proxy.log().count("TLS handshake failed") >= 2
 
 
 async def test_every_client_library_produces_and_consumes_through_the_tls_proxy(
-    tls_cluster: KafkaCluster, tls_proxy: RunningProxy, tmp_path: Path
+    kafka1: KafkaCluster, tls_proxy: RunningProxy, tmp_path: Path
 ) -> None:
     """aiokafka, kafka-python, librdkafka and Kafka's Java clients, SASL_SSL to the proxy
     and the proxy SASL_SSL to the broker: every record arrives once, with its contents."""
-    ca = str(tls_cluster.ca_certificate)
+    ca = str(kafka1.ca_certificate)
     bootstrap = tls_proxy.bootstrap
     topic = "four-clients"
-    await asyncio.to_thread(clients.create_topic, tls_cluster.brokers[0].address, topic, 3, 1)
+    await asyncio.to_thread(clients.create_topic, kafka1.brokers[0].address, topic, 3, 1)
     librdkafka = {
         "security.protocol": "SASL_SSL",
         "ssl.ca.location": ca,
         "sasl.mechanism": "SCRAM-SHA-256",
         "sasl.username": "bob",
-        "sasl.password": USERS["bob"],
+        "sasl.password": SASL_USERS["bob"],
     }
     java = tmp_path / "client.properties"
     java.write_text(
@@ -351,7 +341,7 @@ async def test_every_client_library_produces_and_consumes_through_the_tls_proxy(
         f"ssl.truststore.type=PEM\nssl.truststore.location={ca}\n"
         "sasl.mechanism=SCRAM-SHA-512\n"
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="alice" password="{USERS["alice"]}";\n'
+        f'username="alice" password="{SASL_USERS["alice"]}";\n'
     )
     values = {
         name: [f"{name}-{i}".encode() for i in range(100)]
@@ -366,7 +356,7 @@ async def test_every_client_library_produces_and_consumes_through_the_tls_proxy(
         "ssl_cafile": ca,
         "sasl_mechanism": "PLAIN",
         "sasl_plain_username": "bob",
-        "sasl_plain_password": USERS["bob"],
+        "sasl_plain_password": SASL_USERS["bob"],
     }
     await asyncio.to_thread(
         clients.kafka_python_produce, bootstrap, topic, values["kafka-python"], **kafka_python
@@ -375,7 +365,7 @@ async def test_every_client_library_produces_and_consumes_through_the_tls_proxy(
         clients.confluent_produce, bootstrap, topic, values["confluent"], **librdkafka
     )
     await asyncio.to_thread(
-        clients.java_produce, tls_cluster, bootstrap, topic, values["java"], java
+        clients.java_produce, kafka1, bootstrap, topic, values["java"], java
     )
     everything = sorted(v for produced in values.values() for v in produced)
     by_confluent, brokers = await asyncio.to_thread(
@@ -384,23 +374,23 @@ async def test_every_client_library_produces_and_consumes_through_the_tls_proxy(
     assert sorted(by_confluent) == everything
     assert brokers == {tls_proxy.broker_address(1)}
     by_java = await asyncio.to_thread(
-        clients.java_consume, tls_cluster, bootstrap, topic, "tls-java", 400, java
+        clients.java_consume, kafka1, bootstrap, topic, "tls-java", 400, java
     )
     assert sorted(by_java) == everything
 
 
 async def test_a_renewed_certificate_is_served_without_dropping_connections(
-    tls_cluster: KafkaCluster, tmp_path: Path
+    kafka1: KafkaCluster, tmp_path: Path
 ) -> None:
     """A certificate renewal replaces the keystore file: new connections get the new
     certificate, connections already made go on with their sessions."""
-    assert tls_cluster.ca is not None
+    assert kafka1.ca is not None
     keystore = tmp_path / "proxy.pem"
-    os.replace(tls_cluster.ca.server("before-renewal", LOOPBACK), keystore)
-    ca = str(tls_cluster.ca_certificate)
-    config = f"config_poll_interval_s = 0.2\n{tls_sections(keystore, tls_cluster.ca_certificate)}"
+    os.replace(kafka1.ca.server("before-renewal", LOOPBACK), keystore)
+    ca = str(kafka1.ca_certificate)
+    config = f"config_poll_interval_s = 0.2\n{tls_sections(keystore, kafka1.ca_certificate)}"
     proxy = await asyncio.to_thread(
-        start_proxy, tmp_path, tls_cluster.brokers[0].ssl_address, 1, config
+        start_proxy, tmp_path, kafka1.brokers[0].ssl_address, 1, config
     )
     try:
         trusting = ssl.create_default_context(cafile=ca)
@@ -418,7 +408,7 @@ async def test_a_renewed_certificate_is_served_without_dropping_connections(
             return len(body) == size
 
         assert await answered()
-        os.replace(tls_cluster.ca.server("after-renewal", LOOPBACK), keystore)
+        os.replace(kafka1.ca.server("after-renewal", LOOPBACK), keystore)
         deadline = time.monotonic() + 30
         while await asyncio.to_thread(handshake, proxy.bootstrap, trusting) != "after-renewal":
             assert time.monotonic() < deadline, "the renewed certificate was not served"
@@ -431,17 +421,17 @@ async def test_a_renewed_certificate_is_served_without_dropping_connections(
 
 
 async def test_a_client_stalled_in_its_handshake_does_not_hold_up_the_drain(
-    tls_cluster: KafkaCluster, tmp_path: Path
+    kafka1: KafkaCluster, tmp_path: Path
 ) -> None:
     """SIGTERM drains the requests clients have sent; a client still in its TLS handshake has
     sent none, so the proxy neither waits out its handshake timeout nor its drain timeout."""
-    assert tls_cluster.ca is not None
-    keystore = tls_cluster.ca.server("proxy", LOOPBACK)
+    assert kafka1.ca is not None
+    keystore = kafka1.ca.server("proxy", LOOPBACK)
     config = f"""connect_timeout_s = 120
 drain_timeout_s = 120
-{tls_sections(keystore, tls_cluster.ca_certificate)}"""
+{tls_sections(keystore, kafka1.ca_certificate)}"""
     proxy = await asyncio.to_thread(
-        start_proxy, tmp_path, tls_cluster.brokers[0].ssl_address, 1, config
+        start_proxy, tmp_path, kafka1.brokers[0].ssl_address, 1, config
     )
     try:
         host, port = proxy.bootstrap.rsplit(":", 1)
@@ -462,19 +452,19 @@ drain_timeout_s = 120
 
 
 async def test_usage_samples_reach_a_tls_cluster_over_the_proxys_upstream_tls_as_renewed(
-    tls_cluster: KafkaCluster, tmp_path: Path
+    kafka1: KafkaCluster, tmp_path: Path
 ) -> None:
     """[usage] kafka_topic on the upstream cluster: written with [upstream]'s TLS, and with
     its files as a reload renews them (a truststore that does not trust the cluster stops the
     samples; the right one back, they flow again)."""
-    assert tls_cluster.ca is not None
-    plaintext = tls_cluster.brokers[0].address  # the test reads the cluster directly
+    assert kafka1.ca is not None
+    plaintext = kafka1.brokers[0].address  # the test reads the cluster directly
     for topic in ("tls-traffic", "tls-usage"):
         await asyncio.to_thread(clients.create_topic, plaintext, topic, 1, 1)
-    ca = str(tls_cluster.ca_certificate)
-    keystore = tls_cluster.ca.server("usage-proxy", LOOPBACK)
+    ca = str(kafka1.ca_certificate)
+    keystore = kafka1.ca.server("usage-proxy", LOOPBACK)
     truststore = tmp_path / "truststore.pem"
-    shutil.copyfile(tls_cluster.ca_certificate, truststore)
+    shutil.copyfile(kafka1.ca_certificate, truststore)
     config = f"""config_poll_interval_s = 0.2
 {tls_sections(keystore, truststore)}
 [usage]
@@ -483,7 +473,7 @@ directory = ""
 kafka_topic = "tls-usage"
 """
     proxy = await asyncio.to_thread(
-        start_proxy, tmp_path, tls_cluster.brokers[0].ssl_address, 1, config
+        start_proxy, tmp_path, kafka1.brokers[0].ssl_address, 1, config
     )
     ssl_settings = {"security_protocol": "SSL", "ssl_context": create_ssl_context(cafile=ca)}
 
@@ -509,7 +499,7 @@ kafka_topic = "tls-usage"
         while "usage samples to Kafka topic tls-usage" not in proxy.log():
             assert time.monotonic() < deadline, "the usage sink kept its old truststore"
             await asyncio.sleep(0.2)
-        shutil.copyfile(tls_cluster.ca_certificate, truststore)
+        shutil.copyfile(kafka1.ca_certificate, truststore)
 
         def renewed_back() -> bool:  # reloaded, and no listener left closed by the stranger
             log = proxy.log()
