@@ -35,16 +35,19 @@ chromium:
 	  else echo "Chromium is required by the tests (Debian/Ubuntu: apt-get install chromium)"; exit 1; fi; }
 
 # the operators' view (deploy/) is proven against Debian's Prometheus 2.42 (prometheus and
-# promtool), unpacked from its package into .cache/ rather than installed: the package would
-# start a Prometheus service on the machine. Used from the PATH when it is there already.
+# promtool, the version docker-compose.yml pins), unpacked from its package into .cache/
+# rather than installed: the package would start a Prometheus service on the machine.
+# Without apt-get, the prometheus and promtool on the PATH.
 PROMETHEUS_DEB := .cache/prometheus
 prometheus:
-	@{ command -v prometheus && command -v promtool; } >/dev/null || [ -x $(PROMETHEUS_DEB)/usr/bin/promtool ] || { \
-	  command -v apt-get >/dev/null || { echo "Prometheus is required by the tests (prometheus and promtool on the PATH)"; exit 1; }; \
-	  mkdir -p .cache/debs && cd .cache/debs && { apt-get download -q prometheus >/dev/null 2>&1 \
-	    || { [ "$$(id -u)" = 0 ] && apt-get update -q >/dev/null && apt-get download -q prometheus >/dev/null 2>&1; } \
-	    || { echo "Debian's prometheus package could not be downloaded (apt-get download prometheus)"; exit 1; }; } \
-	  && cd ../.. && dpkg-deb -x .cache/debs/prometheus_*.deb $(PROMETHEUS_DEB); }
+	@[ -x $(PROMETHEUS_DEB)/usr/bin/promtool ] || { \
+	  if command -v apt-get >/dev/null; then \
+	    mkdir -p .cache/debs && cd .cache/debs && rm -f prometheus_*.deb && { apt-get download -q prometheus >/dev/null 2>&1 \
+	      || { [ "$$(id -u)" = 0 ] && apt-get update -q >/dev/null && apt-get download -q prometheus >/dev/null 2>&1; } \
+	      || { echo "Debian's prometheus package could not be downloaded (apt-get download prometheus)"; exit 1; }; } \
+	    && cd ../.. && dpkg-deb -x .cache/debs/prometheus_*.deb $(PROMETHEUS_DEB); \
+	  else { command -v prometheus && command -v promtool; } >/dev/null \
+	    || { echo "Prometheus is required by the tests (prometheus and promtool on the PATH)"; exit 1; }; fi; }
 
 # the compose file is validated by a real compose implementation: Debian's docker-compose
 # (its `config` needs no container engine; the engine it recommends is not installed)
