@@ -14,7 +14,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 DASHBOARD = Path(__file__).parent / "grafana" / "dashboards" / "kafka-quota-proxy.json"
 UID = "kafka-quota-proxy"
@@ -32,27 +32,42 @@ THROTTLE_TIME = (
 WIDTH = 24
 
 
+#: a stat's colour from the value up: (from, colour), the first from None (any value)
+Steps = tuple[tuple[float | None, str], ...]
+#: a count where anything above 0 wants a look, and a 0/1 health where 0 does
+ZERO_IS_GOOD: Steps = ((None, "green"), (1, "orange"))
+ONE_IS_GOOD: Steps = ((None, "red"), (1, "green"))
+
+
 @dataclass(frozen=True)
 class Query:
+    """One PromQL target, and its series' legend (Grafana's {{label}} templates)."""
+
     expr: str
     legend: str = ""
 
 
 @dataclass(frozen=True)
 class Panel:
+    """What a panel answers and how; its place, datasource and filters come from the row."""
+
     title: str
     #: the question it answers, shown as the panel's description
     answers: str
     queries: tuple[Query, ...]
     unit: str = "short"
-    kind: str = "timeseries"
+    kind: Literal["timeseries", "stat"] = "timeseries"
     width: int = 8
     #: a stat's value mappings: value -> text
     texts: tuple[tuple[str, str], ...] = ()
+    #: a stat's colours; none: Grafana's default, which would show a bad value green
+    steps: Steps = ((None, "blue"),)
 
 
 @dataclass(frozen=True)
 class Row:
+    """Panels under one heading, laid out left to right and wrapped at the grid's width."""
+
     title: str
     panels: tuple[Panel, ...]
 
@@ -93,6 +108,7 @@ ROWS = (
                 ),
                 kind="stat",
                 width=4,
+                steps=ZERO_IS_GOOD,
             ),
             Panel(
                 "Proxies up",
@@ -114,6 +130,7 @@ ROWS = (
                 (Query(f"count(kafka_quota_proxy_listener_up{{{PROXIES}}} == 0) or vector(0)"),),
                 kind="stat",
                 width=4,
+                steps=((None, "green"), (1, "red")),
             ),
             Panel(
                 "Last config reload",
@@ -123,6 +140,7 @@ ROWS = (
                 kind="stat",
                 width=4,
                 texts=(("0", "refused"), ("1", "taken")),
+                steps=ONE_IS_GOOD,
             ),
             Panel(
                 "Usage samples dropped",
@@ -136,6 +154,7 @@ ROWS = (
                 ),
                 kind="stat",
                 width=4,
+                steps=ZERO_IS_GOOD,
             ),
         ),
     ),
@@ -443,6 +462,7 @@ _HEIGHT = {"stat": 4, "timeseries": 8}
 
 
 def _variable(name: str, label: str, metric: str, everyone: bool) -> dict[str, Any]:
+    """A template variable of a label's values; `everyone`: several may be chosen, or All."""
     query = f"label_values({metric}, {name})"
     variable: dict[str, Any] = {
         "name": name,
@@ -465,6 +485,8 @@ def _variable(name: str, label: str, metric: str, everyone: bool) -> dict[str, A
 
 
 def _panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
+    """The panel in Grafana's dashboard model (schema 39), its targets on the datasource
+    variable so that an imported copy follows the Prometheus chosen for it."""
     defaults: dict[str, Any] = {"unit": panel.unit}
     if panel.texts:
         defaults["mappings"] = [
@@ -490,13 +512,22 @@ def _panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         ],
     }
     if panel.kind == "stat":
-        body["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "values": False}}
+        defaults["color"] = {"mode": "thresholds"}
+        defaults["thresholds"] = {
+            "mode": "absolute",
+            "steps": [{"value": value, "color": color} for value, color in panel.steps],
+        }
+        body["options"] = {
+            "reduceOptions": {"calcs": ["lastNotNull"], "values": False},
+            "colorMode": "background",
+        }
     else:
         body["options"] = {"legend": {"displayMode": "table", "placement": "bottom"}}
     return body
 
 
 def dashboard() -> dict[str, Any]:
+    """The whole dashboard: rows of panels, top to bottom, and the variables they use."""
     panels: list[dict[str, Any]] = []
     y = 0
     for row in ROWS:
@@ -560,10 +591,12 @@ def dashboard() -> dict[str, Any]:
 
 
 def render() -> str:
+    """The JSON as committed: indented, so that a change reads as a diff."""
     return json.dumps(dashboard(), indent=2) + "\n"
 
 
 def main() -> int:
+    """Write the dashboard file again after a change to the panels here."""
     DASHBOARD.write_text(render())
     print(f"wrote {DASHBOARD}", file=sys.stderr)
     return 0
