@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from deploy.dashboard import DASHBOARD, WIDTH, render
-from tests.deploy.tools import ROOT, read_yaml
+from tests.deploy.tools import DEPLOY, ROOT, read_yaml
 
 #: Grafana's own variables that the queries use
 BUILT_IN = {"__rate_interval", "__range"}
@@ -61,7 +61,7 @@ def test_the_readme_says_what_each_panel_and_alert_answers() -> None:
     titles = [p["title"] for p in dashboard()["panels"] if p["type"] != "row"]
     alerts = [
         rule["alert"]
-        for group in read_yaml(DASHBOARD.parents[2] / "prometheus" / "alerts.yml")["groups"]
+        for group in read_yaml(DEPLOY / "prometheus" / "alerts.yml")["groups"]
         for rule in group["rules"]
     ]
     missing = [name for name in titles + alerts if f"**{name}**" not in section]

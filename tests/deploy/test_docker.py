@@ -38,13 +38,22 @@ def compose() -> Any:
 
 
 def mounts(service: dict[str, Any]) -> dict[str, Path]:
-    """A service's bind mounts: where in the container -> which path of the checkout."""
+    """A service's bind mounts: where in the container -> which path of the checkout (compose
+    1 resolves them to "SOURCE:TARGET:MODE", compose 2 to mappings)."""
     binds = {}
     for volume in service.get("volumes", []):
-        source, target = volume.split(":")[:2]
+        if isinstance(volume, str):
+            source, target = volume.split(":")[:2]
+        else:
+            source, target = volume["source"], volume["target"]
         if source.startswith("/"):
             binds[target] = Path(source)
     return binds
+
+
+def published(service: dict[str, Any]) -> dict[int, int]:
+    """Host port -> container port (compose 2 gives the host's as a string)."""
+    return {int(port["published"]): int(port["target"]) for port in service["ports"]}
 
 
 def in_checkout(service: dict[str, Any], container_path: str) -> Path:
@@ -69,10 +78,10 @@ def test_every_proxy_runs_a_config_of_the_checkout_on_the_ports_it_publishes(
         command = service["command"]
         assert command[:2] == ["run", "--config"], command
         config = load_config(in_checkout(service, command[2]))
-        published = {port["published"]: port["target"] for port in service["ports"]}
+        ports = published(service)
         proxy = config.proxy
         for port in (proxy.bootstrap_port, proxy.broker_port_base + 1, config.metrics.port):
-            assert published.get(port) == port, f"{name} does not publish {port}"
+            assert ports.get(port) == port, f"{name} does not publish {port}"
         assert config.fleet_name == "docker", name
 
 
@@ -108,8 +117,8 @@ def test_grafana_provisions_the_datasource_and_opens_the_dashboard(compose: Any)
     assert provisioning == DEPLOY / "grafana" / "provisioning"
     (datasource,) = read_yaml(provisioning / "datasources" / "prometheus.yml")["datasources"]
     prometheus = compose["services"]["prometheus"]
-    (port,) = prometheus["ports"]
-    assert datasource["url"] == f"http://prometheus:{port['target']}"
+    (port,) = published(prometheus).values()
+    assert datasource["url"] == f"http://prometheus:{port}"
     assert datasource["jsonData"]["timeInterval"] == read_yaml(
         DEPLOY / "prometheus" / "prometheus.yml"
     )["global"]["scrape_interval"]

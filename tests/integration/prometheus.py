@@ -26,7 +26,6 @@ INTERVAL = "1s"
 @dataclass
 class RunningPrometheus:
     url: str
-    log_path: Path
 
     def api(self, path: str, **params: str) -> Any:
         query = urllib.parse.urlencode(params)
@@ -86,7 +85,7 @@ def prometheus(
             stderr=subprocess.STDOUT,
         )
     try:
-        running = RunningPrometheus(f"http://{address}", log_path)
+        running = RunningPrometheus(f"http://{address}")
         deadline = time.monotonic() + 30
         while True:
             try:
