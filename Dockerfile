@@ -1,4 +1,4 @@
-# The proxy image, installed the way tests/deploy/test_wheel.py proves it: a wheel built from
+# The proxy image, installed the way tests/deploy/test_docker.py proves it: a wheel built from
 # the checkout, installed with its dependencies into a clean venv, and `check-config` run on
 # the configs docker-compose.yml gives the proxies.
 FROM python:3.11-slim AS wheel

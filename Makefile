@@ -34,13 +34,14 @@ chromium:
 	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium </dev/null >/dev/null; }; \
 	  else echo "Chromium is required by the tests (Debian/Ubuntu: apt-get install chromium)"; exit 1; fi; }
 
-# the operators' view (deploy/) is proven against Debian's Prometheus 2.42 (prometheus and
-# promtool, the version docker-compose.yml pins), unpacked from its package into .cache/
-# rather than installed: the package would start a Prometheus service on the machine.
-# Without apt-get, the prometheus and promtool on the PATH.
+# the operators' view (deploy/) is proven against Debian's Prometheus (prometheus and
+# promtool; Debian 12's is 2.42.0, the version docker-compose.yml pins, and a test says so
+# when they differ), unpacked from its package into .cache/ rather than installed: the
+# package would start a Prometheus service on the machine. Without apt-get, the prometheus
+# and promtool on the PATH.
 PROMETHEUS_DEB := .cache/prometheus
 prometheus:
-	@[ -x $(PROMETHEUS_DEB)/usr/bin/promtool ] || { \
+	@{ [ -x $(PROMETHEUS_DEB)/usr/bin/promtool ] && [ -x $(PROMETHEUS_DEB)/usr/bin/prometheus ]; } || { \
 	  if command -v apt-get >/dev/null; then \
 	    mkdir -p .cache/debs && cd .cache/debs && rm -f prometheus_*.deb && { apt-get download -q prometheus >/dev/null 2>&1 \
 	      || { [ "$$(id -u)" = 0 ] && apt-get update -q >/dev/null && apt-get download -q prometheus >/dev/null 2>&1; } \

@@ -107,8 +107,9 @@ class QuotaCollector(Collector):
         )
         throttles = CounterMetricFamily(
             "kafka_quota_proxy_throttles",
-            "Responses that carried a throttle and held the client, by the quota type whose "
-            "decision was the largest (shadow mode's decisions are not applied, so never here)",
+            "Responses that carried a throttle (throttle_time_ms > 0, applied: the client held "
+            "for it), by the quota type whose decision was the largest; shadow mode's "
+            "decisions are not applied, so never here",
             labels=["quota", "user", "client_id"],
         )
         limits = GaugeMetricFamily(

@@ -66,8 +66,8 @@ class ClientSensors:
         #: throttles decided but not applied because the quota type runs in shadow mode
         self.shadow_throttles = 0
         self.shadow_logged_ms: int | None = None
-        #: responses that carried a throttle of this quota type (the largest decision) and
-        #: held the client: unlike throttle-time, never a shadow mode decision
+        #: responses that carried a throttle of this quota type (the largest decision), the
+        #: client held for it: unlike throttle-time, never a shadow mode decision
         self.throttles = 0
         #: until when every connection charging these sensors is not read (a throttle applied
         #: to one of them holds the principal, not only that connection); 0 = not held
