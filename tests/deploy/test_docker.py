@@ -68,6 +68,11 @@ def proxies(compose: Any) -> dict[str, Any]:
     return {name: s for name, s in compose["services"].items() if "build" in s}
 
 
+def config_file(proxy: dict[str, Any]) -> Path:
+    """The checkout's config file a proxy service runs (`run --config PATH`)."""
+    return in_checkout(proxy, proxy["command"][2])
+
+
 def test_every_proxy_runs_a_config_of_the_checkout_on_the_ports_it_publishes(
     compose: Any,
 ) -> None:
@@ -77,7 +82,7 @@ def test_every_proxy_runs_a_config_of_the_checkout_on_the_ports_it_publishes(
         assert Path(service["build"]["context"]) == ROOT
         command = service["command"]
         assert command[:2] == ["run", "--config"], command
-        config = load_config(in_checkout(service, command[2]))
+        config = load_config(config_file(service))
         ports = published(service)
         proxy = config.proxy
         for port in (proxy.bootstrap_port, proxy.broker_port_base + 1, config.metrics.port):
@@ -92,10 +97,10 @@ def test_prometheus_scrapes_every_proxy_and_loads_the_tested_rules(compose: Any)
     prometheus = read_yaml(config_dir / "prometheus.yml")
     assert prometheus["rule_files"] == ["alerts.yml"]
     (job,) = prometheus["scrape_configs"]
-    assert job["job_name"] == "kafka-quota-proxy"  # what the alerts and the dashboard select
+    assert job["job_name"] == "kafka-quota-proxy"  # what KafkaQuotaProxyDown selects
     targets = {target for each in job["static_configs"] for target in each["targets"]}
     expected = {
-        f"{name}:{load_config(in_checkout(s, s['command'][2])).metrics.port}"
+        f"{name}:{load_config(config_file(s)).metrics.port}"
         for name, s in proxies(compose).items()
     }
     assert targets == expected
@@ -185,6 +190,6 @@ def test_the_image_installs_a_wheel_that_checks_the_compose_configs(
     run(sys.executable, "-m", "venv", venv)
     run(venv / "bin" / "pip", "install", "-q", wheel)
     for name, service in proxies(compose).items():
-        config = in_checkout(service, service["command"][2])
+        config = config_file(service)
         checked = run(venv / "bin" / "kafka-quota-proxy", "check-config", config)
         assert checked.startswith(f"{config}: valid\n"), (name, checked)
