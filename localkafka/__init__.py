@@ -149,9 +149,9 @@ def metadata_partitions(host: str, port: int, topic: str, timeout: float = 2.0) 
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(frame)
-            size = _recv_exact(sock, 4)
+            size = recv_exact(sock, 4)
             answer = read_metadata_response(
-                size + _recv_exact(sock, struct.unpack(">i", size)[0]), OWN_METADATA_VERSION
+                size + recv_exact(sock, struct.unpack(">i", size)[0]), OWN_METADATA_VERSION
             )
     except OSError:
         return None
@@ -223,15 +223,15 @@ def metadata_broker_count(host: str, port: int, timeout: float = 2.0) -> int:
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(frame)
-            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-            body = _recv_exact(sock, size)
+            size = struct.unpack(">i", recv_exact(sock, 4))[0]
+            body = recv_exact(sock, size)
     except OSError:
         return -1
     count: int = struct.unpack_from(">i", body, 4)[0]  # after the correlation id
     return count
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def recv_exact(sock: socket.socket, n: int) -> bytes:
     chunks = bytearray()
     while len(chunks) < n:
         chunk = sock.recv(n - len(chunks))
