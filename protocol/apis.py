@@ -68,6 +68,70 @@ REQUEST_QUOTA_EXEMPT: Final = frozenset(
     | set(range(83, 88))
 )
 
+#: Requests a broker may answer after its threads are done with them, each named by Kafka's
+#: ApiKey: handed to the group or transaction coordinator (whose own threads do the work,
+#: and which answer once their records are committed), parked in a purgatory, or forwarded to
+#: the controller. Kafka charges such a request only the thread time before it is handed on,
+#: so the proxy estimates its request time from requests that cannot wait
+#: (quotas/thread_time.py). Produce (acks=all) and Fetch (a long poll) wait by their bodies:
+#: their handlers say so.
+MAY_WAIT: Final = frozenset(
+    ApiKey[name].value
+    for name in (
+        # the group coordinator (a write answers once committed; reads queue for its threads)
+        "OffsetCommit",
+        "OffsetFetch",
+        "JoinGroup",
+        "Heartbeat",
+        "LeaveGroup",
+        "SyncGroup",
+        "DescribeGroups",
+        "ListGroups",
+        "DeleteGroups",
+        "OffsetDelete",
+        "TxnOffsetCommit",
+        "ConsumerGroupHeartbeat",
+        "ConsumerGroupDescribe",
+        "ShareGroupHeartbeat",
+        "ShareGroupDescribe",
+        "StreamsGroupHeartbeat",
+        "StreamsGroupDescribe",
+        "DescribeShareGroupOffsets",
+        "AlterShareGroupOffsets",
+        "DeleteShareGroupOffsets",
+        # the transaction coordinator (appends to its log with acks=all)
+        "InitProducerId",
+        "AddPartitionsToTxn",
+        "AddOffsetsToTxn",
+        "EndTxn",
+        # purgatories
+        "DeleteRecords",
+        "ShareFetch",
+        "ShareAcknowledge",
+        # forwarded to the controller
+        "CreateTopics",
+        "DeleteTopics",
+        "CreatePartitions",
+        "CreateAcls",
+        "DeleteAcls",
+        "AlterConfigs",
+        "IncrementalAlterConfigs",
+        "AlterClientQuotas",
+        "AlterUserScramCredentials",
+        "ElectLeaders",
+        "AlterPartitionReassignments",
+        "ListPartitionReassignments",
+        "CreateDelegationToken",
+        "RenewDelegationToken",
+        "ExpireDelegationToken",
+        "UpdateFeatures",
+        "UnregisterBroker",
+        "AddRaftVoter",
+        "RemoveRaftVoter",
+        "UpdateRaftVoter",
+    )
+)
+
 #: api_key -> (request class, response class) for every API whose bodies the proxy reads.
 DECODED: Final[dict[int, tuple[Any, Any]]] = {
     PRODUCE: (ProduceRequest, ProduceResponse),

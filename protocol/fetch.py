@@ -21,15 +21,14 @@ INVALID_SESSION_ID = 0
 
 def prepare_fetch(
     frame: bytes, header: RequestHeader, body_offset: int, max_bytes_cap: int | None
-) -> tuple[bytes, int]:
-    """(the request to send upstream, how long the broker may hold it waiting for data).
+) -> tuple[bytes, bool]:
+    """(the request to send upstream, whether the broker may hold it waiting for data).
 
     With a cap, max_bytes (and min_bytes) become at most the cap, as Kafka caps a client's
     fetch to the bytes its consumer quota allows in one quota window.
 
-    The wait is max_wait_ms for a long poll (min_bytes > 0), else 0. Kafka charges a
-    request's thread time, and a Fetch parked in purgatory uses none; the proxy cannot tell
-    waiting from working, so this much of a Fetch's time is not charged.
+    A long poll (max_wait_ms > 0 and min_bytes > 0) may wait in the broker's purgatory for
+    data, and Kafka charges a request's thread time, of which a parked Fetch uses none.
     """
     pos = body_offset
     if header.api_version <= 14:
@@ -38,12 +37,12 @@ def prepare_fetch(
     if pos + layout.size > len(frame):
         raise ProtocolError("Fetch request truncated in its fixed fields")
     max_wait_ms, min_bytes, *max_bytes = layout.unpack_from(frame, pos)
-    wait_ms = max(int(max_wait_ms), 0) if min_bytes > 0 else 0
+    long_poll = max_wait_ms > 0 and min_bytes > 0
     if max_bytes_cap is not None and max_bytes and max_bytes[0] > max_bytes_cap:
         patched = bytearray(frame)
         _INT32_PAIR.pack_into(patched, pos + 4, min(min_bytes, max_bytes_cap), max_bytes_cap)
         frame = bytes(patched)
-    return frame, wait_ms
+    return frame, long_poll
 
 
 def empty_fetch_response(correlation_id: int, version: int, throttle_ms: int) -> bytes:

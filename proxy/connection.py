@@ -95,7 +95,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 return
             log.debug("client %s -> upstream %s:%d", core.session.peer, host, port)
             transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
-            core.upstream_connected(transport)
+            core.upstream_connected(transport, f"{host}:{port}")
             return
         if errors and self._on_unreachable is not None:
             self._on_unreachable()  # first: the client must not reconnect before it closes

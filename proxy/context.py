@@ -32,6 +32,7 @@ from quotas.connections import ConnectionLimits, ConnectionQuotas
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig, QuotaLimits
 from quotas.store import FILE, QuotaStore, entries_of
+from quotas.thread_time import ThreadTimes
 
 
 @dataclass(eq=False)
@@ -60,6 +61,8 @@ class ProxyContext:
     quota_store: QuotaStoreSettings = field(default_factory=QuotaStoreSettings)
     #: partition counts by topic, from every Metadata response through the proxy
     topics: TopicCache = field(default_factory=TopicCache)
+    #: what requests cost each broker's threads, learned from round trips: request time
+    thread_times: ThreadTimes = field(default_factory=ThreadTimes)
     brokers: Brokers = field(init=False)
     #: the proxy's address for a broker (the handlers' Runtime.advertise)
     advertise: Advertise = field(init=False)

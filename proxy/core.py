@@ -115,6 +115,10 @@ class ConnectionCore:
         self._clock = clock = context.clock
         self._sensors = context.quotas.sensors
         self._settlement = context.quotas.settlement
+        self._thread_times = context.thread_times
+        #: what requests cost the broker this connection's upstream reached: the request-time
+        #: estimate learns it and charges by it
+        self._costs = context.thread_times.broker("")
         #: where this connection's requests are counted for usage samples (None: not counted)
         self._usage = context.usage
         #: opens the upstream connection; called at the client's first bytes, so a client
@@ -150,7 +154,8 @@ class ConnectionCore:
         self.closed = False
         #: the largest throttle among the responses being written now
         self._throttle_ms = 0
-        #: when the last upstream response arrived (clock ns), for request time
+        #: when the last upstream response arrived, or the upstream connection was made
+        #: (clock ns): a request cannot start upstream before, for request time
         self._last_answered_ns = 0
         #: requests bound upstream while a read is being handled, written together after it
         self._forward: list[bytes] | None = None
@@ -166,8 +171,12 @@ class ConnectionCore:
         #: the client's write buffer is over its high-water mark
         self._client_busy = False
 
-    def upstream_connected(self, upstream: Peer) -> None:
+    def upstream_connected(self, upstream: Peer, broker: str = "") -> None:
         self._upstream = upstream
+        self._costs = self._thread_times.broker(broker)
+        # requests read while the proxy connected reach the broker only now: the time they
+        # waited for the connection is not request time (see _request_time_ns)
+        self._last_answered_ns = self._clock.now_ns()
         self.resume_reading(Pause.CONNECTING)
 
     # client side ---------------------------------------------------------------------------
@@ -339,7 +348,8 @@ class ConnectionCore:
                     # Kafka reads nothing more from a connection until its response has gone
                     request.held = True
                     self.pause_reading(Pause.HELD)
-                request.wait_ns = outcome.wait_ns
+                if outcome.waits:
+                    request.waits = True
                 return self._in_flight_frame(request, outcome.frame)
             self._settle_now(request)
             return outcome.frame
@@ -508,10 +518,11 @@ class ConnectionCore:
         request = entry
         self._check_correlation(correlation_id, request.header.correlation_id)
         now_ms = request.now_ms = now_ns // 1_000_000
+        size = len(request.frame) + len(frame)
         handler = request.route.handler
         if handler is not None:
             frame = handler.on_response(self.session, frame, request)
-        request_time_ns = self._request_time_ns(request, now_ns)
+        request_time_ns = self._request_time_ns(request, size, now_ns)
         throttle = self._settlement.settle(request, request_time_ns, now_ms)
         if throttle:
             header = request.header
@@ -532,14 +543,16 @@ class ConnectionCore:
         if got != expected:
             raise ProtocolError(f"response correlation id {got}, expected {expected}")
 
-    def _request_time_ns(self, request: Request, now: int) -> int:
-        """The time this request cost, without the time it queued behind this connection's
-        earlier requests (a broker handles one request of a connection at a time, so a
-        pipelined request starts when the previous response has come back) and without a
-        long-poll Fetch's allowed wait."""
+    def _request_time_ns(self, request: Request, size: int, now: int) -> int:
+        """The thread time this request is charged (quotas/thread_time.py), from its round
+        trip without the time it queued behind this connection's earlier requests (a broker
+        handles one request of a connection at a time, so a pipelined request starts when
+        the previous response has come back)."""
         started = max(request.received_ns, self._last_answered_ns)
         self._last_answered_ns = now
-        return max(now - started - request.wait_ns, 0)
+        return self._costs.charge(
+            request.header.api_key, size, max(now - started, 0), request.waits
+        )
 
     def upstream_lost(self, exc: Exception | None) -> None:
         if not self.closed:

@@ -33,8 +33,8 @@ class UsageSample(NamedTuple):
     #: request frames as read from the client, response frames as written to it
     bytes_in: int
     bytes_out: int
-    #: from reading a request to its response, less a long-poll Fetch's allowed wait (the
-    #: time request_percentage charges)
+    #: the request time request_percentage charges: each request's estimated thread time
+    #: (quotas/thread_time.py)
     request_time_ms: float
     #: throttles applied to this principal's requests, and how many requests carried one
     throttle_time_ms: int

@@ -3,8 +3,8 @@ none will), in the order a Kafka broker decides it.
 
 Kafka's KafkaApis records a Produce request's size and a Fetch response's size into the
 byte-rate sensors and the request's thread time into the request sensor, then throttles by the
-larger of the resulting times. The proxy cannot see the broker's threads, so request time here
-is the time from reading a request to answering it, which includes the broker.
+larger of the resulting times. The proxy cannot see the broker's threads: the request time
+settled here is the connection's estimate of it (quotas/thread_time.py).
 
 Quota types in shadow mode go through the same decisions; a throttle decided for one is
 counted, logged and kept in the throttle-time metric, but not applied. A throttle applied
@@ -56,7 +56,7 @@ class Settlement:
         """Whether the connection must stop reading until this request's response."""
         return verdict.throttle_ms > 0 and verdict.manager.quota_type not in self.shadow
 
-    def settle(self, request: Request, elapsed_ns: int, now: int) -> int:
+    def settle(self, request: Request, request_time_ns: int, now: int) -> int:
         """The throttle for one answered request (0 = none), settled as KafkaApis does: the
         verdict its charges left (a Produce's when read, a Fetch's now) and the request
         time, throttled by the larger."""
@@ -70,7 +70,7 @@ class Settlement:
                     principal = sensors.current(principal)
                 used = principal.sensors[manager.slot] or sensors_of(manager, principal, now)
                 throttle = manager.record_and_get_throttle_time_ms(
-                    used, elapsed_ns * _NANOS_TO_PERCENTAGE, now
+                    used, request_time_ns * _NANOS_TO_PERCENTAGE, now
                 )
                 if throttle:
                     request_time = Verdict(manager, used, throttle)

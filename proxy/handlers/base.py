@@ -49,6 +49,8 @@ class Route(NamedTuple):
     #: charged to request_percentage (Kafka exempts SASL and the brokers' own APIs)
     request_time: bool
     stage: Stage
+    #: the broker may answer after its threads are done with it (protocol.apis.MAY_WAIT)
+    waits: bool = False
 
 
 class Request:
@@ -75,7 +77,7 @@ class Request:
         "state",
         "usage",
         "verdict",
-        "wait_ns",
+        "waits",
     )
 
     def __init__(
@@ -109,8 +111,9 @@ class Request:
         self.refreshed = False
         #: reading stops until this request's response has been written (Forward.held)
         self.held = False
-        #: how long the broker may hold the request without working (a long-poll Fetch)
-        self.wait_ns = 0
+        #: the broker may hold the request without working on it: its request time is
+        #: estimated from requests that cannot wait (quotas/thread_time.py)
+        self.waits = route.waits
         #: a response the proxy made itself, sent once every earlier response has gone
         self.local_response: bytes | None = None
         self._body_offset = -1
@@ -137,9 +140,9 @@ class Forward:
     frame: bytes
     #: read nothing more from the client until this request's response has been written
     held: bool = False
-    #: how long the broker may hold the request without working (a long-poll Fetch's wait),
-    #: not charged as request time
-    wait_ns: int = 0
+    #: the broker may hold the request without working on it (a long-poll Fetch, an
+    #: acks=all Produce), beyond what its API says (Route.waits)
+    waits: bool = False
     #: False for a Produce with acks=0, which the broker never answers
     expects_response: bool = True
 

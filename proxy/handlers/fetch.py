@@ -17,11 +17,11 @@ class FetchHandler(Handler):
         if throttle:
             return Answer(empty_fetch_response(header.correlation_id, header.api_version, throttle))
         max_bytes = fetch.cap(request)
-        frame, wait_ms = prepare_fetch(request.frame, header, request.body_offset, max_bytes)
+        frame, long_poll = prepare_fetch(request.frame, header, request.body_offset, max_bytes)
         # a fetch under a consumer quota is charged when its response comes back, and a broker
         # reads nothing more from a connection while it handles a request: held so, a client
         # pipelining fetches cannot have several cross the quota at once
-        return Forward(frame, held=max_bytes is not None, wait_ns=wait_ms * 1_000_000)
+        return Forward(frame, held=max_bytes is not None, waits=long_poll)
 
     def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
         frame = advertised(session, frame, request)

@@ -20,6 +20,7 @@ from protocol.apis import (
     FETCH,
     FIND_COORDINATOR,
     MAX_DECODABLE_VERSION,
+    MAY_WAIT,
     METADATA,
     PRODUCE,
     REQUEST_QUOTA_EXEMPT,
@@ -62,15 +63,11 @@ _HANDLERS[API_VERSIONS] = ApiVersionsHandler(DECODED_VERSIONS)
 HANDLERS: Final[dict[int, Handler]] = _HANDLERS
 
 
-_FORWARDED = {charged: Route(None, charged, Stage.SESSION) for charged in (True, False)}
-
-
 def _route(api_key: int) -> Route:
     charged = api_key not in REQUEST_QUOTA_EXEMPT
     handler = HANDLERS.get(api_key)
-    if handler is None:
-        return _FORWARDED[charged]
-    return Route(handler, charged, handler.stage)
+    stage = Stage.SESSION if handler is None else handler.stage
+    return Route(handler, charged, stage, api_key in MAY_WAIT)
 
 
 #: every api_key a request header can carry (a non-negative int16), routed here once

@@ -1,0 +1,147 @@
+"""Request time as KIP-124 charges it: the time a broker's threads spend on a request, not
+the time the request waits.
+
+Kafka charges a request its I/O thread's time, from taking it off the request queue until
+KafkaApis.handle returns (RequestChannel's requestThreadTimeNanos), plus its network thread's
+time reading it and writing the response; both are wall-clock time. Nothing else is charged:
+not the request queue, not a purgatory (a long-poll Fetch waiting for data, an acks=all
+Produce waiting for replicas), not the group or transaction coordinator's wait for a commit
+or for other members (JoinGroup, SyncGroup, TxnOffsetCommit), not the controller a request
+is forwarded to.
+
+The proxy sees round trips: a request's thread time, the proxy's own processing and the
+network, and on top of those whatever waiting the broker (or a busy machine) added. The
+estimate keeps the first three and drops the last, from what the same broker's recent round
+trips show: a request is charged the lower quartile of the latest round trips of its
+(broker, API, size class). Waits come and go: requests that did not queue behind other
+connections' requests, or found nothing to wait for (in a rebalance the last member's
+JoinGroup and the leader's SyncGroup are answered at once; a transaction's coordinator
+requests wait only while something is left to replicate), show what the work costs; a flood
+of requests that never wait is charged close to its round trips.
+
+Where most requests of a class wait (idle consumers' long polls, acks=all to replicas, the
+JoinGroups of a large group), the quartile is a wait too. A request that may wait
+(protocol.apis.MAY_WAIT, an acks=all Produce, a long-poll Fetch) is therefore charged at most
+WAIT_CAP times what the dearest request of its size that cannot wait costs the broker (the
+largest of those APIs' quartiles in its size class, or in the nearest class learned).
+
+No charge is more than the request's own round trip. The figures behind the choices (the
+broker's own request log replayed, and the differential runs) are in docs/request-time.md.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: round trips kept per (broker, API, size class)
+SAMPLES: Final = 16
+#: a request that may wait is charged at most this many times what the dearest request of
+#: its size that cannot wait costs the broker: in Kafka's request log here a transaction's
+#: coordinator requests and a long poll's own work took 1-2.5 times a Metadata's local time
+#: (docs/request-time.md)
+WAIT_CAP: Final = 2
+#: a full ring's quartile is worked out again after this many new samples (sorting 16
+#: integers is about 1 us; one request in four pays it)
+_REFRESH: Final = 4
+#: the estimate's rank among the ring's sorted round trips: the lower quartile
+_RANK: Final = SAMPLES // 4 - 1
+#: ring positions wrap with a mask, and a refresh falls on every _REFRESH-th position
+_LAST: Final = SAMPLES - 1
+_STALE: Final = _REFRESH - 1
+assert SAMPLES & _LAST == 0 and _REFRESH & _STALE == 0, "powers of two"
+
+
+def size_class(size: int) -> int:
+    """Classes of a factor of 4 in bytes (request plus response): 64-255 B, 256 B-1 KiB, ...
+    A Metadata of every topic or a Fetch of a megabyte is not compared with a heartbeat."""
+    return size.bit_length() >> 1
+
+
+class _Quartile:
+    """The lower quartile of the latest SAMPLES round trips of one class."""
+
+    __slots__ = ("estimate", "next", "ring")
+
+    def __init__(self) -> None:
+        self.ring: list[int] = []
+        self.next = 0
+        self.estimate = 0
+
+    def add(self, round_trip_ns: int) -> int:
+        ring = self.ring
+        if len(ring) < SAMPLES:
+            ring.append(round_trip_ns)
+            self.estimate = sorted(ring)[(len(ring) - 1) >> 2]
+            return self.estimate
+        at = self.next
+        ring[at] = round_trip_ns
+        self.next = (at + 1) & _LAST
+        if at & _STALE == _STALE:  # every _REFRESH samples
+            self.estimate = sorted(ring)[_RANK]
+        return self.estimate
+
+
+class BrokerCosts:
+    """What requests cost one broker, learned from the round trips of every connection to it
+    (a connection keeps its broker's, so a request looks up nothing but its class)."""
+
+    __slots__ = ("by_api", "by_size", "dearest")
+
+    def __init__(self) -> None:
+        #: (api_key << 7 | may wait << 6 | size class) -> that class's round trips
+        self.by_api: dict[int, _Quartile] = {}
+        #: size class -> its classes of requests that cannot wait
+        self.by_size: dict[int, list[_Quartile]] = {}
+        #: size class -> the largest estimate among them, kept as they change: the cap
+        self.dearest: dict[int, int] = {}
+
+    def charge(self, api_key: int, size: int, round_trip_ns: int, waits: bool) -> int:
+        """The request time to charge, in ns, for a request answered after `round_trip_ns`
+        (the time it queued behind the connection's earlier requests already taken out).
+
+        `waits`: the broker may hold this request without working on it (MAY_WAIT, an
+        acks=all Produce, a long-poll Fetch). `size`: request and response bytes."""
+        cls = size.bit_length() >> 1  # size_class, inline: every answered request comes here
+        key = api_key << 7 | waits << 6 | cls
+        own = self.by_api.get(key)
+        if own is None:
+            own = self.by_api[key] = _Quartile()
+            if not waits:
+                self.by_size.setdefault(cls, []).append(own)
+        before = own.estimate
+        estimate = own.add(round_trip_ns)
+        if waits:
+            cost = self.dearest.get(cls)
+            if cost is None:
+                cost = self._nearest_cost(cls)
+            if cost is not None and estimate > WAIT_CAP * cost:
+                estimate = WAIT_CAP * cost
+        elif estimate != before:
+            self.dearest[cls] = max(quartile.estimate for quartile in self.by_size[cls])
+        return estimate if estimate < round_trip_ns else round_trip_ns
+
+    def _nearest_cost(self, cls: int) -> int | None:
+        """Where no request of class `cls` that cannot wait is known: the dearest in the
+        nearest smaller class learned, else in the nearest larger one; None before any."""
+        dearest = self.dearest
+        if not dearest:
+            return None
+        smaller = [known for known in dearest if known < cls]
+        if smaller:
+            return dearest[max(smaller)]
+        return dearest[min(dearest)]
+
+
+class ThreadTimes:
+    """The estimate of each answered request's thread time, learned per broker (one per
+    worker process: every connection of the worker teaches it and is charged by it)."""
+
+    def __init__(self) -> None:
+        self._brokers: dict[str, BrokerCosts] = {}
+
+    def broker(self, name: str) -> BrokerCosts:
+        """The costs of the broker at `name` ("host:port")."""
+        costs = self._brokers.get(name)
+        if costs is None:
+            costs = self._brokers[name] = BrokerCosts()
+        return costs
