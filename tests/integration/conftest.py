@@ -28,12 +28,18 @@ def kafka1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """One broker with every listener (PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL) for the
     modules that need one broker and nothing of their own: a cluster start is seconds of the
     suite each. num.partitions is 11 so that a topic created with the cluster's default is
-    told apart from one the proxy would count as 1; every other topic names its count."""
+    told apart from one the proxy would count as 1; every other topic names its count.
+    KIP-848 groups heartbeat every half second instead of five (test_request_time.py's
+    rebalances), which the classic protocol's groups never see."""
     cluster = KafkaCluster(
         workdir=tmp_path_factory.mktemp("kafka1"),
         sasl_users=SASL_USERS,
         tls=True,
-        overrides={"num.partitions": "11"},
+        overrides={
+            "num.partitions": "11",
+            "group.consumer.heartbeat.interval.ms": "500",
+            "group.consumer.min.heartbeat.interval.ms": "500",
+        },
     )
     cluster.start()
     yield cluster
