@@ -70,6 +70,7 @@ bench: setup
 	$(PY) -m bench.throughput
 	$(PY) -m bench.usage_report
 	$(PY) -m bench.hostile
+	$(PY) -m bench.request_time
 
 clean:
 	rm -rf $(VENV) .cache

@@ -1,9 +1,10 @@
 """The cost of one quota decision, as the proxy makes it for every answered request.
 
-One decision is what the proxy does for a request: for a Produce, Enforcer.on_produce when it
-is read and Enforcer.settle_response when it is answered (the connection's sensors for the
-principal, record the bytes and the request time, check both against their quotas); a Fetch
-charges its response bytes and settles; a Metadata settles its request time alone.
+One decision is what the proxy does for a request: for a Produce, the producer_byte_rate charge
+when it is read, and when it is answered the request time estimated from its round trip
+(quotas/thread_time.py) and settled (the connection's sensors for the principal, record the
+bytes and the request time, check both against their quotas); a Fetch charges its response
+bytes and settles; a Metadata settles its request time alone.
 Connections of distinct (user, client-id) principals are live, each with its own sensors and
 its own kept Principal, and requests arrive in a shuffled order. It runs twice: with 100
 principals, whose sensors stay in the CPU's caches, and with 10,000, whose sensors mostly do
@@ -27,6 +28,7 @@ from proxy.handlers.registry import ROUTES
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
+from quotas.thread_time import ThreadTimes
 from tests.wire import request_frame
 
 TARGET_US = 2.0
@@ -49,6 +51,7 @@ def run(principals: int, decisions: int, rounds: int) -> list[float]:
     engine = build_engine()
     enforcement = Enforcement(engine)
     sensors, settlement = enforcement.sensors, enforcement.settlement
+    costs = ThreadTimes().broker("broker-1")
     apis = [PRODUCE, PRODUCE, FETCH, METADATA]
     connections = []
     for i in range(principals):
@@ -63,16 +66,18 @@ def run(principals: int, decisions: int, rounds: int) -> list[float]:
     now = 1_000_000
 
     def decide(
-        user: str, client_id: str, api_key: int, request: Request, elapsed_ns: int, now: int
+        user: str, client_id: str, api_key: int, request: Request, round_trip_ns: int, now: int
     ) -> int:
         """What the core, the Produce and Fetch handlers and settlement do: the connection's
-        kept principal, the charge, and the throttle settled."""
+        kept principal, the charges (request time estimated from the round trip), and the
+        throttle settled."""
         request.principal = sensors.principal(request.principal, user, client_id)
         request.now_ms, request.verdict = now, None
         if api_key == PRODUCE:
             enforcement.produce.charge(request, 1024)
         elif api_key == FETCH:
             enforcement.fetch.charge(request, 512)
+        elapsed_ns = costs.charge(api_key, 1100, round_trip_ns, request.waits)
         return settlement.settle(request, elapsed_ns, now)
 
     for user, client_id, requests in connections:  # every principal has live sensors
@@ -84,7 +89,8 @@ def run(principals: int, decisions: int, rounds: int) -> list[float]:
         for index, connection in enumerate(order):
             user, client_id, requests = connections[connection]
             kind = index & 3
-            decide(user, client_id, apis[kind], requests[kind], 150_000, now + (index >> 6))
+            round_trip = 150_000 + (index & 255) * 100  # round trips that differ
+            decide(user, client_id, apis[kind], requests[kind], round_trip, now + (index >> 6))
         elapsed = time.perf_counter_ns() - started
         results.append(elapsed / decisions / 1000)
         now += decisions >> 6
