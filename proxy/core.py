@@ -157,6 +157,9 @@ class ConnectionCore:
         #: when the last upstream response arrived, or the upstream connection was made
         #: (clock ns): a request cannot start upstream before, for request time
         self._last_answered_ns = 0
+        #: the round trip each of the responses read at once is given, -1 for a response
+        #: read alone (see _shared_round_trip)
+        self._share_ns = -1
         #: requests bound upstream while a read is being handled, written together after it
         self._forward: list[bytes] | None = None
         #: whether the proxy may send requests of its own on the upstream connection: once
@@ -481,7 +484,9 @@ class ConnectionCore:
         out: list[bytes] = []
         now_ns = self._clock.now_ns()
         try:
-            for frame in self._responses.feed(data):
+            frames = self._responses.feed(data)
+            self._share_ns = self._shared_round_trip(now_ns, len(frames))
+            for frame in frames:
                 response = self._on_response(frame, now_ns)
                 if response is not None:
                     out.append(response)
@@ -550,9 +555,22 @@ class ConnectionCore:
         the previous response has come back)."""
         started = max(request.received_ns, self._last_answered_ns)
         self._last_answered_ns = now
-        return self._costs.charge(
-            request.header.api_key, size, max(now - started, 0), request.waits
-        )
+        share = self._share_ns
+        round_trip = share if share >= 0 else max(now - started, 0)
+        return self._costs.charge(request.header.api_key, size, round_trip, request.waits)
+
+    def _shared_round_trip(self, now: int, answered: int) -> int:
+        """The round trip of each of `answered` responses read at once, -1 for one alone.
+
+        A broker answered them one after another within the round trip of the first: each
+        is given an equal share of it. Otherwise the first would carry the time of all and
+        the others none, and a pipelining client's round trips, mostly 0, would teach the
+        estimate that its requests cost nothing."""
+        if answered < 2 or not self._in_flight:
+            return -1
+        first = self._in_flight[0]
+        received = first.received_ns if isinstance(first, Request) else 0
+        return max(now - max(received, self._last_answered_ns), 0) // answered
 
     def upstream_lost(self, exc: Exception | None) -> None:
         if not self.closed:

@@ -112,7 +112,7 @@ class Request:
         #: reading stops until this request's response has been written (Forward.held)
         self.held = False
         #: the broker may hold the request without working on it: its request time is
-        #: estimated from requests that cannot wait (quotas/thread_time.py)
+        #: capped by what requests that cannot wait cost (quotas/thread_time.py)
         self.waits = route.waits
         #: a response the proxy made itself, sent once every earlier response has gone
         self.local_response: bytes | None = None

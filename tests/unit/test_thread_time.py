@@ -125,3 +125,18 @@ def test_a_joingroup_waiting_for_the_group_is_charged_as_a_quick_request() -> No
     samples = {sample.api: sample for sample in recorder.drain(T0 + 10_000)}
     assert samples["ListOffsets"].request_time_ms == 4 * 2.0
     assert samples["JoinGroup"].request_time_ms == WAIT_CAP * 2.0
+
+
+def test_responses_read_at_once_share_their_round_trip() -> None:
+    """A client pipelining requests gets its responses several to a read: the first's round
+    trip is the time of all of them. Each is charged a fourth of it, not the first all and
+    the others nothing (a quartile of mostly zeros would make every request free)."""
+    recorder, clock, core, _ = connected()
+    batches = 8
+    for batch in range(batches):
+        ids = range(batch * 4 + 1, batch * 4 + 5)
+        core.requests_received(b"".join(request_frame(LIST_OFFSETS, 1, b"", i) for i in ids))
+        clock.advance(8 * MS)
+        core.responses_received(b"".join(struct.pack(">ii", 4, i) for i in ids))
+    [sample] = recorder.drain(T0 + 10_000)
+    assert (sample.requests, sample.request_time_ms) == (4 * batches, 8.0 * batches)
