@@ -198,9 +198,9 @@ def transactional_etl(
     batch: int,
     timeout_s: float,
 ) -> Outcome:
-    """Consume-transform-produce in transactions of `batch` records (read_committed, the
-    consumed offsets committed in each transaction) until `records` are through; timed from
-    the first records consumed (the producer's id and the consumer's group, which take a
+    """Consume-transform-produce in transactions of exactly `batch` records (read_committed,
+    the consumed offsets committed in each transaction) until `records` are through; timed
+    from the first records consumed (the producer's id and the consumer's group, which take a
     second or more to settle, are not the loop's)."""
     throttles = Throttles()
     consumer = Consumer(
@@ -226,12 +226,16 @@ def transactional_etl(
         producer.init_transactions(timeout_s)
         consumer.subscribe([source])
         while done < records:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{done} of {records} records through in {timeout_s} s")
-            messages = consumer.consume(min(batch, records - done), timeout=0.5)
-            if not messages:
-                continue
-            started = started or time.monotonic()
+            # every transaction holds `batch` records, as many as the fetches bring: the
+            # number of transactions, and so the work, is the same on every run
+            wanted = min(batch, records - done)
+            messages: list[Any] = []
+            while len(messages) < wanted:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{done} of {records} records through in {timeout_s} s")
+                messages += consumer.consume(wanted - len(messages), timeout=0.5)
+                if messages:
+                    started = started or time.monotonic()
             producer.begin_transaction()
             for message in messages:
                 if message.error() is not None:

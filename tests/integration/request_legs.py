@@ -80,7 +80,7 @@ def work_of(workload: str, source_records: int = 2000) -> Work:
 
     def consumer(bootstrap: str, client: str, topic: Callable[[str], str]) -> load.Outcome:
         return load.rebalancing_group(
-            bootstrap, client, f"{client}-group", topic("group"), 6, "consumer", 24, 120
+            bootstrap, client, f"{client}-group", topic("group"), 6, "consumer", 48, 120
         )
 
     def transactions(bootstrap: str, client: str, topic: Callable[[str], str]) -> load.Outcome:
