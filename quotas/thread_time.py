@@ -85,15 +85,20 @@ class BrokerCosts:
     """What requests cost one broker, learned from the round trips of every connection to it
     (a connection keeps its broker's, so a request looks up nothing but its class)."""
 
-    __slots__ = ("by_api", "by_size", "dearest")
+    __slots__ = ("by_api", "by_size", "caps", "dearest")
 
     def __init__(self) -> None:
         #: (api_key << 7 | may wait << 6 | size class) -> that class's round trips
         self.by_api: dict[int, _Quartile] = {}
         #: size class -> its classes of requests that cannot wait
         self.by_size: dict[int, list[_Quartile]] = {}
-        #: size class -> the largest estimate among them, kept as they change: the cap
+        #: size class -> the largest estimate among them, kept as they change
         self.dearest: dict[int, int] = {}
+        #: size class -> what caps a request of it that may wait (its dearest, or the nearest
+        #: class's), worked out once and forgotten whenever `dearest` changes: an acks=all
+        #: Produce's class usually has no request that cannot wait, and every one would
+        #: search the classes again
+        self.caps: dict[int, int] = {}
 
     def charge(self, api_key: int, size: int, round_trip_ns: int, waits: bool) -> int:
         """The request time to charge, in ns, for a request answered after `round_trip_ns`
@@ -111,25 +116,30 @@ class BrokerCosts:
         before = own.estimate
         estimate = own.add(round_trip_ns)
         if waits:
-            cost = self.dearest.get(cls)
-            if cost is None:
-                cost = self._nearest_cost(cls)
-            if cost is not None and estimate > WAIT_CAP * cost:
-                estimate = WAIT_CAP * cost
+            cap = self.caps.get(cls)
+            if cap is None:
+                cap = self._cap(cls)
+            if cap is not None and estimate > cap:
+                estimate = cap
         elif estimate != before:
             self.dearest[cls] = max(quartile.estimate for quartile in self.by_size[cls])
+            self.caps.clear()
         return estimate if estimate < round_trip_ns else round_trip_ns
 
-    def _nearest_cost(self, cls: int) -> int | None:
-        """Where no request of class `cls` that cannot wait is known: the dearest in the
-        nearest smaller class learned, else in the nearest larger one; None before any."""
+    def _cap(self, cls: int) -> int | None:
+        """WAIT_CAP times the dearest request of class `cls` that cannot wait: in its class,
+        else in the nearest smaller class learned, else the nearest larger one; None before
+        any."""
         dearest = self.dearest
         if not dearest:
             return None
-        smaller = [known for known in dearest if known < cls]
-        if smaller:
-            return dearest[max(smaller)]
-        return dearest[min(dearest)]
+        if cls in dearest:
+            nearest = cls
+        else:
+            smaller = [known for known in dearest if known < cls]
+            nearest = max(smaller) if smaller else min(dearest)
+        cap = self.caps[cls] = WAIT_CAP * dearest[nearest]
+        return cap
 
 
 class ThreadTimes:
