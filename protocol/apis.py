@@ -72,7 +72,7 @@ REQUEST_QUOTA_EXEMPT: Final = frozenset(
 #: ApiKey: handed to the group or transaction coordinator (whose own threads do the work,
 #: and which answer once their records are committed), parked in a purgatory, or forwarded to
 #: the controller. Kafka charges such a request only the thread time before it is handed on,
-#: so the proxy estimates its request time from requests that cannot wait
+#: so the proxy caps its request time by what requests that cannot wait cost
 #: (quotas/thread_time.py). Produce (acks=all) and Fetch (a long poll) wait by their bodies:
 #: their handlers say so.
 MAY_WAIT: Final = frozenset(

@@ -1,8 +1,9 @@
 """request_percentage holds a client hammering Metadata to its share of a thread.
 
-The share is the proxy's own measure of request time (read to answer, broker included),
-read from its Prometheus endpoint once a second. aiokafka ignores throttle_time_ms, so only
-the mute can hold it; kafka-python 3 honours the field and backs off by itself.
+The share is the proxy's own estimate of request time (docs/request-time.md: a Metadata
+cannot wait, so it is charged about its round trips), read from its Prometheus endpoint
+once a second. aiokafka ignores throttle_time_ms, so only the mute can hold it; kafka-python
+3 honours the field and backs off by itself.
 """
 
 from __future__ import annotations
