@@ -92,17 +92,20 @@ def _config(bootstrap: str, client_id: str, throttles: Throttles, **extra: Any) 
 
 
 def fill(bootstrap: str, topic: str, records: int, value: Callable[[int], bytes]) -> None:
-    """`records` records written (acks=all), not under any workload's client-id."""
+    """`records` records written (acks=all) within 60 s, not under any workload's client-id."""
     producer = Producer({"bootstrap.servers": bootstrap, "client.id": "workload-fill"})
+    deadline = time.monotonic() + 60
     for seq in range(records):
         while True:
             try:
                 producer.produce(topic, value(seq), key=str(seq).encode())
                 break
-            except BufferError:
+            except BufferError:  # the producer's queue is full: wait for deliveries
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{topic} was not filled within 60 s") from None
                 producer.poll(0.05)
         producer.poll(0)
-    if producer.flush(60) != 0:
+    if producer.flush(max(deadline - time.monotonic(), 0.1)) != 0:
         raise TimeoutError(f"{topic} was not filled within 60 s")
 
 
