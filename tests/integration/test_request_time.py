@@ -99,11 +99,14 @@ def legs(setup: Setup, workload: str, topic: Callable[[str, str], str]) -> dict[
 
 
 def assert_as_the_broker(results: dict[str, Leg]) -> None:
+    """The same throttle, and where a quota held either leg, the same time. Where neither
+    was held, the quotas cost both legs nothing alike, and their times differ only by this
+    machine (unthrottled transactions took 2.85 and 3.68 s in one run here)."""
     broker, proxy = results["broker"].outcome, results["proxy"].outcome
-    assert 0.8 <= proxy.seconds / broker.seconds <= 1.25, results
     negligible = NEGLIGIBLE_THROTTLE * 1000 * max(broker.seconds, proxy.seconds)
     if broker.throttle_ms > negligible or proxy.throttle_ms > negligible:
         assert 0.8 <= proxy.throttle_ms / max(broker.throttle_ms, 1) <= 1.25, results
+        assert 0.8 <= proxy.seconds / broker.seconds <= 1.25, results
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
