@@ -15,7 +15,7 @@ rate is printed beside the same producer's rate direct to Kafka, measured in the
 Passes when the proxy runs to the end, the producer keeps 0.9 of its direct rate, and peak
 RSS <= RSS at rest + pool + one frame (the pool is not strict: like Kafka's, it grants a
 frame while any memory is left) + CONNECTION_BUDGET per connection + one pressure read
-(proxy.read_budget.PRESSURE_READ_BYTES) per connection sending a frame: README's "Memory".
+(proxy.runtime.read_budget.PRESSURE_READ_BYTES) per connection sending a frame: README's "Memory".
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from localkafka import KafkaCluster
 from localkafka.load import RECORD_BYTES, Timeline, aiokafka_flood
 from localkafka.proxy_process import RunningProxy, start_proxy
-from proxy.read_budget import PRESSURE_READ_BYTES
+from proxy.runtime.read_budget import PRESSURE_READ_BYTES
 from tests.integration.scrape import scrape, total
 
 MIB = 2**20

@@ -47,7 +47,7 @@ class ProxySettings:
     #: the remaining connections are closed
     drain_timeout_s: float = 10.0
     #: processes that share every listener port (SO_REUSEPORT), each with its own event
-    #: loop; more than one form a fleet (proxy/workers.py)
+    #: loop; more than one form a fleet (proxy/network/workers.py)
     workers: int = 1
 
     @property
@@ -72,7 +72,8 @@ class MetricsSettings:
 
 @dataclass(frozen=True)
 class UsageSettings:
-    """Usage samples (proxy/usage.py) and where they are written (proxy/usage_sinks.py)."""
+    """Usage samples (proxy/runtime/usage.py) and where they are written
+    (proxy/observability/usage_sinks.py)."""
 
     enabled: bool = True
     #: the sampling window: every principal's use per API is written once per interval
@@ -162,7 +163,7 @@ FLEET_TOPIC_PREFIX = "kafka-quota-proxy-fleet."
 @dataclass(frozen=True)
 class FleetSettings:
     """[fleet]: instances (and workers) with the same name in front of the same cluster hold
-    one budget per quota entity, through a topic of their own on it (proxy/fleet_bus.py).
+    one budget per quota entity, through a topic of their own on it (proxy/control/fleet_bus.py).
     No name: an instance of one worker holds its budgets alone; one of several workers is a
     fleet of its own host (see fleet_name)."""
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from config.loader import load_config
 from localkafka import KafkaCluster
-from proxy.cli import install_event_loop, serve
+from proxy.cli.main import install_event_loop, serve
 
 
 def main(argv: list[str] | None = None) -> int:

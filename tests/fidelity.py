@@ -32,9 +32,9 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from protocol.apis import FETCH, METADATA, PRODUCE
 from protocol.frames import FrameSplitter
 from protocol.headers import response_correlation_id
-from proxy.context import ProxyContext
-from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcement
+from proxy.runtime.context import ProxyContext
+from proxy.runtime.core import ConnectionCore
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings

@@ -111,7 +111,7 @@ def simulate_fleet(
     for index in range(members):  # staggered over one interval, as independent processes are
         clock.call_later(bus.sync_interval_ms * MS * index // members, syncing(index))
     # the clients come once the members have read their own publications back (a proxy
-    # serves once its bus is up: proxy/fleet_bus.py), on a whole second
+    # serves once its bus is up: proxy/control/fleet_bus.py), on a whole second
     warm_s = -(-(2 * bus.sync_interval_ms + bus.delay_ms) // 1000)
     clock.advance_to(warm_s * SECOND)
     for client in clients:

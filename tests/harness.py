@@ -12,14 +12,14 @@ from collections.abc import Callable, Iterable
 
 from config.settings import ProxySettings
 from protocol.headers import parse_request_header
-from proxy.clock import Clock
-from proxy.context import ProxyContext
-from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Request, Session
 from proxy.handlers.registry import ROUTES
-from proxy.memory_pool import MemoryPool
-from proxy.usage import UsageRecorder
+from proxy.runtime.clock import Clock
+from proxy.runtime.context import ProxyContext
+from proxy.runtime.core import ConnectionCore
+from proxy.runtime.memory_pool import MemoryPool
+from proxy.runtime.usage import UsageRecorder
 from quotas.principal import Principal
 from quotas.usage import UsageCounters
 

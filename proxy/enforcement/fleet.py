@@ -5,8 +5,9 @@ publication, keyed by metric tags, and records every other member's publication 
 sensors (QuotaManager.record_remote): a principal's rate is then the fleet's rate wherever
 its connections land, and each member throttles it on that rate. KIP-936's producer ids a
 member admits are published too, so a producer that reconnects through another member is not
-charged again. Sans-IO: the bus that carries publications is the caller's (proxy/fleet_bus.py
-over a topic of the cluster; a simulated one in tests/fleet_simulation.py).
+charged again. Sans-IO: the bus that carries publications is the caller's
+(proxy/control/fleet_bus.py over a topic of the cluster; a simulated one in
+tests/fleet_simulation.py).
 
 Time base: remote use is recorded on the receiving member's own clock, when it arrives, into
 the sample current then. Monotonic clocks of two hosts do not compare.

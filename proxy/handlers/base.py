@@ -298,7 +298,7 @@ class Principals(Protocol):
 
 
 class Runtime(Protocol):
-    """What the proxy shares with every handler (proxy/context.py builds it once)."""
+    """What the proxy shares with every handler (proxy/runtime/context.py builds it once)."""
 
     @property
     def quotas(self) -> Quotas: ...

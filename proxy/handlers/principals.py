@@ -82,7 +82,8 @@ class PrincipalBuilder:
     def _unreadable(self, session: Session, now_ms: int) -> None:
         """A warning per client address per 10 s: a client reconnecting in a loop with an
         opaque token would otherwise take every line the log's filter of repeated lines
-        (proxy/log_limit.py: 5 of a kind per 10 s, whoever causes them) lets through, and
+        (proxy/observability/log_limit.py: 5 of a kind per 10 s, whoever causes them) lets
+        through, and
         hide the other clients that need telling."""
         address = session.peer.rpartition(":")[0] or session.peer
         if now_ms - self._warned.get(address, now_ms - _WARN_EVERY_MS) < _WARN_EVERY_MS:

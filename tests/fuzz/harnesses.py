@@ -48,13 +48,13 @@ from protocol.headers import (
     response_correlation_id,
 )
 from protocol.produce import read_produce
-from proxy.context import ProxyContext
-from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Defer, Session
 from proxy.handlers.registry import HANDLERS
-from proxy.memory_pool import MemoryPool
-from proxy.usage import UsageRecorder
+from proxy.runtime.context import ProxyContext
+from proxy.runtime.core import ConnectionCore
+from proxy.runtime.memory_pool import MemoryPool
+from proxy.runtime.usage import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings

@@ -39,7 +39,7 @@ from protocol.client_quotas import (
     describe_body,
     read_describe_entries,
 )
-from proxy.cluster import ClusterClient
+from proxy.control.cluster import ClusterClient
 from tests.integration.scrape import scrape, value, wait_for_metric
 from tests.wire import request_frame
 

@@ -20,11 +20,11 @@ from config.settings import ProxySettings
 from localkafka import KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, assert_no_loss_or_duplicates, read_all, seq_of
 from localkafka.proxy_process import free_port_block
-from proxy.clock import LoopClock
-from proxy.context import ProxyContext
 from proxy.enforcement import Enforcement
 from proxy.handlers.inquiries import ask_topics
-from proxy.server import ProxyServer
+from proxy.network.server import ProxyServer
+from proxy.runtime.clock import LoopClock
+from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
 from tests.integration.clients import SASL_USERS

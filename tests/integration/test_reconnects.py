@@ -25,7 +25,7 @@ import pytest
 from localkafka import KafkaCluster, java_command
 from localkafka.load import PRODUCER_PERFORMANCE, producer_perf_args
 from localkafka.proxy_process import RunningProxy, start_proxy
-from proxy.listener import PROBE_INTERVAL_S
+from proxy.network.listener import PROBE_INTERVAL_S
 from tests.integration import clients
 from tests.integration.listeners import until
 from tests.integration.scrape import scrape, total

@@ -15,11 +15,11 @@ from protocol.apis import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
 from protocol.client_quotas import AlterEntry, Pairs, alter_body, describe_body, read_alter
 from protocol.client_quotas import DescribeRequest as Filter
 from protocol.headers import parse_request_header, request_body_offset
-from proxy.context import ProxyContext
+from proxy.control.quota_topic import QuotaTopic
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Answer, Defer, Session
 from proxy.handlers.registry import HANDLERS
-from proxy.quota_topic import QuotaTopic
+from proxy.runtime.context import ProxyContext
 from quotas.admin import Changes
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity

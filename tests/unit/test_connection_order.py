@@ -14,9 +14,9 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from protocol.apis import API_VERSIONS, FETCH, MAX_DECODABLE_VERSION, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
-from proxy.context import ProxyContext
-from proxy.core import ConnectionCore, Pause
 from proxy.enforcement import Enforcement
+from proxy.runtime.context import ProxyContext
+from proxy.runtime.core import ConnectionCore, Pause
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings

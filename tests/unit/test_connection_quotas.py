@@ -3,7 +3,7 @@ proxy-wide maximum, and KIP-612's connection_creation_rate with Kafka's arithmet
 
 from __future__ import annotations
 
-from proxy.server import peer_ip
+from proxy.network.server import peer_ip
 from quotas.connections import Admission, ConnectionLimits, ConnectionQuotas, Verdict
 from quotas.entities import DEFAULT
 from quotas.stats import MetricConfig

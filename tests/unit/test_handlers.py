@@ -25,10 +25,10 @@ from protocol.apis import (
     SASL_HANDSHAKE,
 )
 from protocol.headers import response_correlation_id
-from proxy.context import ProxyContext
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Answer, Forward, Request, Session
 from proxy.handlers.registry import DECODED_VERSIONS, HANDLERS, ROUTES
+from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import SENSOR_EXPIRATION_MS

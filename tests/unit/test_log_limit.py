@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from proxy.log_limit import RepeatedLineFilter
+from proxy.observability.log_limit import RepeatedLineFilter
 
 
 def record(msg: str, *args: object, lineno: int = 1) -> logging.LogRecord:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import struct
 
-from proxy.core import ConnectionCore, Pause
 from proxy.enforcement import Enforcement
-from proxy.memory_pool import MemoryPool
-from proxy.read_budget import PRESSURE_READ_BYTES, READ_BYTES
+from proxy.runtime.core import ConnectionCore, Pause
+from proxy.runtime.memory_pool import MemoryPool
+from proxy.runtime.read_budget import PRESSURE_READ_BYTES, READ_BYTES
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
 from tests.harness import RecordingTransport, VirtualClock, connect, proxy_context

@@ -31,11 +31,11 @@ from protocol.apis import (
 from protocol.headers import parse_request_header, response_correlation_id
 from protocol.metadata import TopicPartitions
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
-from proxy.context import ProxyContext
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Answer, Defer, Forward, Outcome, Request, Session
 from proxy.handlers.inquiries import ask_topics
 from proxy.handlers.registry import HANDLERS
+from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings

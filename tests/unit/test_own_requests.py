@@ -8,16 +8,16 @@ import uuid
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-import proxy.core
+import proxy.runtime.core
 from protocol.apis import API_VERSIONS, METADATA, SASL_HANDSHAKE
 from protocol.headers import parse_request_header, response_correlation_id
 from protocol.metadata import OWN_METADATA_VERSION, TopicPartitions
-from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Defer, Forward, Handler, Outcome, Request, Route, Session
 from proxy.handlers.inquiries import ask_topics
 from proxy.handlers.registry import ROUTES
 from proxy.handlers.topics import TopicCache
+from proxy.runtime.core import ConnectionCore
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
 from tests.harness import RecordingTransport, VirtualClock, connect
@@ -136,7 +136,7 @@ def route(monkeypatch: pytest.MonkeyPatch, api_key: int, handler: Handler) -> No
     """Have the connection hand this api_key's requests to `handler`."""
     routes = list(ROUTES)
     routes[api_key] = Route(handler, True, handler.stage)
-    monkeypatch.setattr(proxy.core, "ROUTES", tuple(routes))
+    monkeypatch.setattr(proxy.runtime.core, "ROUTES", tuple(routes))
 
 
 def test_a_deferred_request_and_those_after_it_wait_for_the_topics(

@@ -10,10 +10,10 @@ import struct
 
 from protocol.apis import DECODED, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
-from proxy.context import ProxyContext
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Answer, Drop, Forward, Outcome, Session
 from proxy.handlers.registry import HANDLERS
+from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import ClientSensors

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from config.settings import ProxySettings
-from proxy.context import ProxyContext
 from proxy.enforcement import Enforcement
+from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig

@@ -13,8 +13,8 @@ from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
 from config.tls import describe, unencrypted_upstream
 from localkafka.tls import ThrowawayCA
-from proxy.metrics import ProxyStats
-from proxy.reload import ConfigReloader
+from proxy.control.reload import ConfigReloader
+from proxy.observability.metrics import ProxyStats
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,13 @@ from kafka.protocol.producer import ProduceResponse
 
 from config.settings import UsageSettings
 from protocol.apis import CREATE_TOPICS, PRODUCE
-from proxy.core import ConnectionCore
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Answer, Forward
 from proxy.handlers.registry import HANDLERS
-from proxy.metrics import ProxyStats
-from proxy.usage import UsageRecorder
-from proxy.usage_sinks import UsageFileSink, record_usage, wall_ms
+from proxy.observability.metrics import ProxyStats
+from proxy.observability.usage_sinks import UsageFileSink, record_usage, wall_ms
+from proxy.runtime.core import ConnectionCore
+from proxy.runtime.usage import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings

@@ -19,15 +19,15 @@ from config.settings import ProxySettings, QuotaStoreSettings
 from config.tls import SUB_CLAIM_NAME
 from protocol.rewrite import Advertise
 from protocol.sasl import SUB_CLAIM, Mechanism, mechanisms
-from proxy.brokers import Brokers
-from proxy.clock import Clock
+from proxy.control.quota_topic import QuotaTopic
 from proxy.enforcement import Enforcement
 from proxy.handlers.principals import PrincipalBuilder
 from proxy.handlers.topics import TopicCache
-from proxy.memory_pool import MemoryPool
-from proxy.metrics import ProxyStats
-from proxy.quota_topic import QuotaTopic
-from proxy.usage import UsageRecorder
+from proxy.observability.metrics import ProxyStats
+from proxy.runtime.brokers import Brokers
+from proxy.runtime.clock import Clock
+from proxy.runtime.memory_pool import MemoryPool
+from proxy.runtime.usage import UsageRecorder
 from quotas.connections import ConnectionLimits, ConnectionQuotas
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig, QuotaLimits

@@ -15,28 +15,28 @@ from config.loader import ProxyConfig, load_config
 from config.report import effective_quotas
 from config.settings import FLEET_TOPIC_PREFIX
 from config.tls import describe, unencrypted_upstream
-from proxy.clock import Clock, LoopClock
-from proxy.cluster import AuthenticationFailed
-from proxy.context import ProxyContext, build_context
+from proxy.cli.quotas import add_arguments as add_quota_arguments
+from proxy.cli.quotas import run as run_quotas
+from proxy.control.cluster import AuthenticationFailed
+from proxy.control.fleet_bus import FleetBus, FleetUnreachable, member_id
+from proxy.control.quota_topic import StoreUnreachable, read_quota_store
+from proxy.control.reload import ConfigReloader
 from proxy.enforcement import Enforcement
 from proxy.enforcement.fleet import FleetMember
-from proxy.fleet_bus import FleetBus, FleetUnreachable, member_id
-from proxy.log_limit import RepeatedLineFilter
-from proxy.metrics import FleetStats, QuotaCollector, build_registry, serve_metrics
-from proxy.quota_topic import StoreUnreachable, read_quota_store
-from proxy.quotas_command import add_arguments as add_quota_arguments
-from proxy.quotas_command import run as run_quotas
-from proxy.reload import ConfigReloader
-from proxy.server import ProxyServer
-from proxy.usage import UsageRecorder
-from proxy.usage_sinks import (
+from proxy.network.server import ProxyServer
+from proxy.network.workers import WATCH_S, Worker, run_workers
+from proxy.observability.log_limit import RepeatedLineFilter
+from proxy.observability.metrics import FleetStats, QuotaCollector, build_registry, serve_metrics
+from proxy.observability.usage_sinks import (
     UsageFileSink,
     UsageKafkaSink,
     instance_id,
     record_usage,
     wall_ms,
 )
-from proxy.workers import WATCH_S, Worker, run_workers
+from proxy.runtime.clock import Clock, LoopClock
+from proxy.runtime.context import ProxyContext, build_context
+from proxy.runtime.usage import UsageRecorder
 from quotas.entities import QuotaType
 from quotas.settings import QuotaConfig
 

@@ -6,7 +6,7 @@ for that node, before the response naming it reaches the client, so a client nev
 address that is not accepting connections.
 
 Every accepted socket passes Kafka's connection quotas (quotas/connections.py) before it is
-served; proxy/listener.py closes a listener while its upstream is unreachable.
+served; proxy/network/listener.py closes a listener while its upstream is unreachable.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import socket
 from protocol.apis import METADATA
 from protocol.errors import ProtocolError
 from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body, read_metadata_response
-from proxy.cluster import ClusterClient
-from proxy.connection import ClientConnection
-from proxy.context import ProxyContext
-from proxy.listener import Listener
+from proxy.control.cluster import ClusterClient
+from proxy.network.connection import ClientConnection
+from proxy.network.listener import Listener
+from proxy.runtime.context import ProxyContext
 from quotas.connections import Verdict, canonical_ip
 
 log = logging.getLogger(__name__)

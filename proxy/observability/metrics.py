@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from proxy.memory_pool import MemoryPool
+from proxy.runtime.memory_pool import MemoryPool
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags, QuotaType, sanitize
 from quotas.managers import UNLIMITED, QuotaManager
@@ -54,7 +54,7 @@ class ProxyStats:
     usage_dropped: Counter[str] = field(default_factory=Counter)
     #: whether the quota store's topic is read now; None without one ([quota_store])
     quota_store_up: bool | None = None
-    #: the fleet's bus (proxy/fleet_bus.py); None outside a fleet
+    #: the fleet's bus (proxy/control/fleet_bus.py); None outside a fleet
     fleet: FleetStats | None = None
 
 
@@ -298,7 +298,7 @@ class QuotaCollector(Collector):
 
 
 def build_registry(collector: QuotaCollector, worker: int | None = None) -> CollectorRegistry:
-    """The registry a scrape reads; a worker's series carry its index (proxy/workers.py)."""
+    """The registry a scrape reads; a worker's series carry its index (proxy/network/workers.py)."""
     registry = CollectorRegistry(auto_describe=False)
     collectors: list[Collector] = [collector, ProcessCollector(registry=None)]
     for each in collectors:

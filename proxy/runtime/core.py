@@ -2,7 +2,7 @@
 
 Bytes and the clock go in (requests_received, responses_received, timers on the Clock); what
 comes out goes through two peers (the client side and the upstream side), each only written
-to, paused, resumed and closed. proxy/connection.py connects it to asyncio's transports; the
+to, paused, resumed and closed. proxy/network/connection.py connects it to asyncio's transports; the
 unit tests and the fidelity simulation drive it with recording peers on a virtual clock.
 
 The core knows no API: the registry routes each request to its handler, the handler decides,
@@ -28,11 +28,11 @@ from protocol.headers import (
     response_correlation_id,
 )
 from protocol.throttle import with_throttle_time
-from proxy.clock import Timer
-from proxy.context import ProxyContext
 from proxy.handlers.base import Answer, Defer, Forward, Request, Session, Stage
 from proxy.handlers.registry import ROUTES
-from proxy.read_budget import READ_BYTES, ReadBudget
+from proxy.runtime.clock import Timer
+from proxy.runtime.context import ProxyContext
+from proxy.runtime.read_budget import READ_BYTES, ReadBudget
 from quotas.principal import Principal
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,10 @@
 """A one-partition topic of the proxy's own on the cluster it fronts: made when missing,
 written and followed with the proxy's own client ([cluster]).
 
-The quota store (proxy/quota_topic.py) and a fleet's bus (proxy/fleet_bus.py) each keep one;
-what they keep in it, and how they recover when it is lost, is theirs. Every failure is a
-KafkaError, an OSError, a TimeoutError or a SecretError (the [cluster] password could not be
-read), which callers treat alike: the topic cannot be reached now.
+The quota store (proxy/control/quota_topic.py) and a fleet's bus (proxy/control/fleet_bus.py)
+each keep one; what they keep in it, and how they recover when it is lost, is theirs. Every
+failure is a KafkaError, an OSError, a TimeoutError or a SecretError (the [cluster] password
+could not be read), which callers treat alike: the topic cannot be reached now.
 """
 
 from __future__ import annotations

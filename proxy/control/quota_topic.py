@@ -25,8 +25,8 @@ from config.cluster import ClusterSettings
 from config.loader import ProxyConfig
 from config.settings import QuotaStoreSettings
 from protocol.quota_records import read_record, record_key, record_value
-from proxy.metrics import ProxyStats
-from proxy.own_topic import UNREACHABLE, OwnTopic
+from proxy.control.own_topic import UNREACHABLE, OwnTopic
+from proxy.observability.metrics import ProxyStats
 from quotas.admin import Changes
 from quotas.entities import QuotaEntity
 from quotas.store import ALTERED, FILE, QuotaStore, entries_of

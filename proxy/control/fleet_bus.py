@@ -23,12 +23,12 @@ from aiokafka.errors import KafkaError
 from config.cluster import ClusterSettings
 from config.settings import FLEET_TOPIC_PREFIX
 from protocol.fleet_records import Publication, decode, encode, split
-from proxy.clock import Clock
-from proxy.context import ProxyContext
+from proxy.control.own_topic import UNREACHABLE, OwnTopic
 from proxy.enforcement.fleet import GONE_AFTER, FleetMember
-from proxy.metrics import FleetStats
-from proxy.own_topic import UNREACHABLE, OwnTopic
-from proxy.usage_sinks import wall_ms
+from proxy.observability.metrics import FleetStats
+from proxy.observability.usage_sinks import wall_ms
+from proxy.runtime.clock import Clock
+from proxy.runtime.context import ProxyContext
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ import logging
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 
-from proxy.context import ProxyContext
+from proxy.runtime.context import ProxyContext
 
 log = logging.getLogger(__name__)
 

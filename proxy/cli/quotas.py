@@ -34,7 +34,7 @@ from protocol.client_quotas import (
     describe_body,
     read_describe_entries,
 )
-from proxy.cluster import AuthenticationFailed, ClusterClient
+from proxy.control.cluster import AuthenticationFailed, ClusterClient
 from quotas.store import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
 
 _TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}

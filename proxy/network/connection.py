@@ -3,7 +3,7 @@
 asyncio Protocols rather than streams: reading is paused and resumed directly on the
 transports (back-pressure, the mute of a throttled client), and frames reach the core from
 the read callback without a task switch. Everything the proxy decides is in
-proxy/core.py; this module only connects sockets to it.
+proxy/runtime/core.py; this module only connects sockets to it.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
-from proxy.context import ProxyContext
-from proxy.core import ConnectionCore, Pause
-from proxy.read_budget import READ_BYTES
+from proxy.runtime.context import ProxyContext
+from proxy.runtime.core import ConnectionCore, Pause
+from proxy.runtime.read_budget import READ_BYTES
 
 if TYPE_CHECKING:
     from asyncio import BaseTransport, Transport

@@ -25,8 +25,8 @@ from aiokafka.errors import KafkaError
 from config.cluster import ClusterSettings
 from config.secrets import SecretError
 from config.settings import UsageSettings
-from proxy.metrics import ProxyStats
-from proxy.usage import UsageRecorder
+from proxy.observability.metrics import ProxyStats
+from proxy.runtime.usage import UsageRecorder
 from quotas.usage import UsageSample
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,6 @@
 """queued.max.request.bytes for one connection: what its frames waiting for bytes hold of the
-shared memory pool (proxy/memory_pool.py), and how much the next read of the client may take.
+shared memory pool (proxy/runtime/memory_pool.py), and how much the next read of the client
+may take.
 """
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from collections.abc import Callable
 from typing import Final
 
 from protocol.frames import FrameSplitter
-from proxy.clock import Clock
-from proxy.memory_pool import MemoryPool
+from proxy.runtime.clock import Clock
+from proxy.runtime.memory_pool import MemoryPool
 
 #: the most one read of a client takes (asyncio's and uvloop's own read size)
 READ_BYTES: Final = 256 * 1024

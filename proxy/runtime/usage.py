@@ -3,7 +3,8 @@
 Operators size quotas from measured load (KIP-599's advice); the pipeline (pipeline/) reads
 these samples. Recording is sans-IO and costs the hot path a dict lookup and a few additions
 per request: a connection adds into its principal's counters as requests and responses pass,
-and every interval the shell drains them into samples (proxy/usage_sinks.py writes them).
+and every interval the shell drains them into samples (proxy/observability/usage_sinks.py
+writes them).
 
 Counters are zeroed in place when drained, never replaced, so a response that arrives after
 its request's window has closed is counted in the next window instead of being lost. A

@@ -1,0 +1,1 @@
+"""The asyncio shell: listeners, connections, the server and worker processes."""

@@ -1,0 +1,4 @@
+"""The sans-IO per-connection runtime: the connection core, its context and its budgets.
+
+Nothing here imports asyncio, a socket or a Kafka client (make lint checks it), so the fidelity
+tests drive it on a virtual clock."""
