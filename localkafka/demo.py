@@ -11,7 +11,8 @@ from pathlib import Path
 
 from config.loader import load_config
 from localkafka import KafkaCluster
-from proxy.cli.main import install_event_loop, serve
+from proxy.network.loop import install_event_loop
+from proxy.process import ProxyProcess
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"Kafka serving at {cluster.bootstrap_servers} (topic 'demo', 6 partitions)")
         install_event_loop(proxy.uvloop)
-        asyncio.run(serve(dataclasses.replace(config, proxy=proxy)))
+        asyncio.run(ProxyProcess(dataclasses.replace(config, proxy=proxy)).run())
     except KeyboardInterrupt:
         pass
     finally:

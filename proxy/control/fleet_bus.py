@@ -25,10 +25,9 @@ from config.settings import FLEET_TOPIC_PREFIX
 from protocol.fleet_records import Publication, decode, encode, split
 from proxy.control.own_topic import UNREACHABLE, OwnTopic
 from proxy.enforcement.fleet import GONE_AFTER, FleetMember
-from proxy.observability.metrics import FleetStats
-from proxy.observability.usage_sinks import wall_ms
-from proxy.runtime.clock import Clock
+from proxy.runtime.clock import Clock, wall_ms
 from proxy.runtime.context import ProxyContext
+from proxy.runtime.stats import FleetStats
 
 log = logging.getLogger(__name__)
 

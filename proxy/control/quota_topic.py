@@ -26,11 +26,11 @@ from config.loader import ProxyConfig
 from config.settings import QuotaStoreSettings
 from protocol.quota_records import read_record, record_key, record_value
 from proxy.control.own_topic import UNREACHABLE, OwnTopic
-from proxy.observability.metrics import ProxyStats
+from proxy.runtime.stats import ProxyStats
 from quotas.admin import Changes
 from quotas.entities import QuotaEntity
 from quotas.store import ALTERED, FILE, QuotaStore, entries_of
-from quotas.validation import INVALID_REQUEST, QuotaError, entity_of, pairs_of, validate_value
+from quotas.validation import QuotaError, entity_of, pairs_of, validate_value
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +80,6 @@ class QuotaTopic:
 
     def unavailable(self) -> tuple[int, str] | None:
         """Why an alteration cannot be stored now, as (Kafka error code, message)."""
-        if not self.topic:
-            return (
-                INVALID_REQUEST,
-                "this proxy keeps no altered quotas: name a topic in its [quota_store]",
-            )
         if self._problem is not None:
             return (
                 REQUEST_TIMED_OUT,

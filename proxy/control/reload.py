@@ -18,7 +18,7 @@ from pathlib import Path
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
 from config.settings import LIVE_PROXY_KEYS
-from proxy.observability.metrics import ProxyStats
+from proxy.runtime.stats import ProxyStats
 
 log = logging.getLogger(__name__)
 

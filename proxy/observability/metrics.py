@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from proxy.runtime.memory_pool import MemoryPool
+from proxy.runtime.stats import FleetStats, ProxyStats
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags, QuotaType, sanitize
 from quotas.managers import UNLIMITED, QuotaManager
@@ -30,45 +29,6 @@ LocalRates = Callable[[], Iterator[tuple[QuotaManager, MetricTags, float]]]
 
 _MAX_REQUEST_HEAD = 8192
 _READ_TIMEOUT_S = 5.0
-
-
-@dataclass
-class ProxyStats:
-    """Counters of the proxy itself, next to Kafka's quota metrics."""
-
-    reloads_succeeded: int = 0
-    reloads_failed: int = 0
-    #: False from a refused reload until one is taken: the running config is not the file's
-    last_reload_succeeded: bool = True
-    #: quota sensors dropped after an hour without activity
-    expired_sensors: int = 0
-    #: client connections by listener: served, refused (max.connections.per.ip), and held
-    #: then closed (connection_creation_rate)
-    connections_accepted: Counter[str] = field(default_factory=Counter)
-    connections_refused: Counter[str] = field(default_factory=Counter)
-    connections_throttled: Counter[str] = field(default_factory=Counter)
-    #: connections closed by connections.max.idle.ms
-    connections_idle_closed: int = 0
-    #: usage samples written, and dropped, by sink ("file", "kafka")
-    usage_samples: Counter[str] = field(default_factory=Counter)
-    usage_dropped: Counter[str] = field(default_factory=Counter)
-    #: whether the quota store's topic is read now; None without one ([quota_store])
-    quota_store_up: bool | None = None
-    #: the fleet's bus (proxy/control/fleet_bus.py); None outside a fleet
-    fleet: FleetStats | None = None
-
-
-@dataclass
-class FleetStats:
-    #: this member and the others heard from lately
-    members: int = 1
-    bus_up: bool = False
-    #: the share of every budget enforced here on its own: 1 while the bus is up
-    budget_share: float = 1.0
-    bytes_published: int = 0
-    bytes_read: int = 0
-    #: publications the bus did not take (their use went out with the next one)
-    publications_lost: int = 0
 
 
 def metric_name(group: str, name: str) -> str:

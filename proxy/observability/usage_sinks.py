@@ -25,7 +25,8 @@ from aiokafka.errors import KafkaError
 from config.cluster import ClusterSettings
 from config.secrets import SecretError
 from config.settings import UsageSettings
-from proxy.observability.metrics import ProxyStats
+from proxy.runtime.clock import wall_ms
+from proxy.runtime.stats import ProxyStats
 from proxy.runtime.usage import UsageRecorder
 from quotas.usage import UsageSample
 
@@ -34,10 +35,6 @@ log = logging.getLogger(__name__)
 _SUFFIX = ".jsonl"
 #: how long the Kafka sink waits before it tries a lost cluster again
 _RETRY_S = 5.0
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class UsageFileSink:

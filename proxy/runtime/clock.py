@@ -1,13 +1,13 @@
 """The proxy's one clock: the time quotas are charged at and the timers that end throttles.
 
 A connection reads the time and sets timers only through a Clock, so the same connection code
-runs on the event loop in production and on a virtual clock in the fidelity tests, where a
-30-second quota run takes milliseconds and gives the same result on any machine.
+runs on the event loop in production (proxy/network/loop.py) and on a virtual clock in the
+fidelity tests, where a 30-second quota run takes milliseconds and gives the same result on
+any machine.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -32,12 +32,7 @@ class Clock(ABC):
         return self.now_ns() // 1_000_000
 
 
-class LoopClock(Clock):
-    """Monotonic, so a wall-clock step never unthrottles or blocks anyone; timers on the
-    running event loop (asyncio's or uvloop's)."""
-
-    def now_ns(self) -> int:
-        return time.monotonic_ns()
-
-    def call_later(self, delay_ns: int, callback: Callable[[], object]) -> Timer:
-        return asyncio.get_running_loop().call_later(delay_ns / 1e9, callback)
+def wall_ms() -> int:
+    """Wall-clock milliseconds, for what leaves the process (sample and fleet timestamps)
+    and is compared across machines; never for charging or timing a quota."""
+    return time.time_ns() // 1_000_000

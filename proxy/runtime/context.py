@@ -10,7 +10,7 @@ made after a reload uses what the reload brought.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from config.cluster import ClusterSettings
@@ -19,20 +19,23 @@ from config.settings import ProxySettings, QuotaStoreSettings
 from config.tls import SUB_CLAIM_NAME
 from protocol.rewrite import Advertise
 from protocol.sasl import SUB_CLAIM, Mechanism, mechanisms
-from proxy.control.quota_topic import QuotaTopic
 from proxy.enforcement import Enforcement
+from proxy.handlers.base import QuotaAdmin
 from proxy.handlers.principals import PrincipalBuilder
 from proxy.handlers.topics import TopicCache
-from proxy.observability.metrics import ProxyStats
 from proxy.runtime.brokers import Brokers
 from proxy.runtime.clock import Clock
 from proxy.runtime.memory_pool import MemoryPool
+from proxy.runtime.stats import ProxyStats
 from proxy.runtime.usage import UsageRecorder
+from quotas.admin import Changes
 from quotas.connections import ConnectionLimits, ConnectionQuotas
 from quotas.engine import QuotaEngine
+from quotas.entities import QuotaEntity
 from quotas.settings import QuotaConfig, QuotaLimits
 from quotas.store import FILE, QuotaStore, entries_of
 from quotas.thread_time import ThreadTimes
+from quotas.validation import INVALID_REQUEST
 
 
 @dataclass(eq=False)
@@ -68,9 +71,9 @@ class ProxyContext:
     advertise: Advertise = field(init=False)
     #: max.connections, max.connections.per.ip and the ips' connection_creation_rate
     connection_quotas: ConnectionQuotas = field(init=False)
-    #: the quota store's topic, through which kafka-configs alters quotas (handlers'
-    #: QuotaAdmin)
-    quota_admin: QuotaTopic = field(init=False)
+    #: how kafka-configs reads and alters quotas (the handlers' QuotaAdmin): the file's
+    #: quotas alone until the process opens the quota store's topic ([quota_store])
+    quota_admin: QuotaAdmin = field(init=False)
     #: the share of every budget this process enforces on its own: 1 alone or while its
     #: fleet's bus carries the others' use, less while it does not (proxy/enforcement/fleet.py)
     budget_share: float = field(default=1.0, init=False)
@@ -81,13 +84,7 @@ class ProxyContext:
         window = self.quotas.engine.config.settings.client
         self.connection_quotas = ConnectionQuotas(ConnectionLimits(), window)
         self.store.subscribe(self._limits_changed)
-        self.quota_admin = QuotaTopic(
-            self.store,
-            self.quota_store,
-            self.cluster,
-            self.settings.upstream_bootstrap_servers,
-            self.stats,
-        )
+        self.quota_admin = FileQuotas(self.store)
 
     def _limits_changed(self, store: QuotaStore) -> None:
         """A writer changed the store: live connections are judged on the new limits at once,
@@ -121,6 +118,26 @@ class ProxyContext:
         self.principals.certificates = config.listener.principal_mapper
         self.principals.mechanisms = learned_mechanisms(config)
         return kept
+
+
+_NO_QUOTA_STORE = "this proxy keeps no altered quotas: name a topic in its [quota_store]"
+
+
+class FileQuotas:
+    """The quota admin of a proxy without a quota store topic: kafka-configs describes the
+    file's quotas, and an alteration is refused as Kafka refuses a request it cannot serve,
+    rather than kept in one instance's memory and lost at its restart."""
+
+    def __init__(self, store: QuotaStore) -> None:
+        self.store = store
+
+    def unavailable(self) -> tuple[int, str] | None:
+        return (INVALID_REQUEST, _NO_QUOTA_STORE)
+
+    def apply(
+        self, changes: Mapping[QuotaEntity, Changes], done: Callable[[str | None], object]
+    ) -> None:
+        done(_NO_QUOTA_STORE)
 
 
 def learned_mechanisms(config: ProxyConfig) -> Mapping[str, Mechanism]:

@@ -22,8 +22,8 @@ from localkafka.load import Timeline, aiokafka_flood, assert_no_loss_or_duplicat
 from localkafka.proxy_process import free_port_block
 from proxy.enforcement import Enforcement
 from proxy.handlers.inquiries import ask_topics
+from proxy.network.loop import LoopClock
 from proxy.network.server import ProxyServer
-from proxy.runtime.clock import LoopClock
 from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig

@@ -16,9 +16,10 @@ from protocol.apis import CREATE_TOPICS, PRODUCE
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Answer, Forward
 from proxy.handlers.registry import HANDLERS
-from proxy.observability.metrics import ProxyStats
-from proxy.observability.usage_sinks import UsageFileSink, record_usage, wall_ms
+from proxy.observability.usage_sinks import UsageFileSink, record_usage
+from proxy.runtime.clock import wall_ms
 from proxy.runtime.core import ConnectionCore
+from proxy.runtime.stats import ProxyStats
 from proxy.runtime.usage import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType

@@ -1,0 +1,57 @@
+"""`kafka-quota-proxy check-config FILE`: validate a config file and print what it enforces."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from config.errors import ConfigError
+from config.loader import load_config
+from config.report import effective_quotas
+from config.settings import FLEET_TOPIC_PREFIX
+from config.tls import describe
+from proxy.control.quota_topic import StoreUnreachable, read_quota_store
+from quotas.entities import QuotaType
+from quotas.settings import QuotaConfig
+
+
+def check_config(path: Path) -> int:
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
+        return 2
+    quotas, sources = config.quotas, None
+    if config.quota_store.topic:  # what kafka-configs altered, read from the cluster
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # the error below says it
+        try:
+            store = asyncio.run(read_quota_store(config))
+        except StoreUnreachable as exc:
+            print(f"kafka-quota-proxy: {exc}", file=sys.stderr)
+            return 2
+        quotas, sources = QuotaConfig(config.quotas.settings, store.limits()), store.source
+    print(f"{path}: valid")
+    for line in describe(config.listener, config.upstream):
+        print(line)
+    if config.cluster.configured:
+        print(config.cluster.describe())
+    if config.quota_store.topic:
+        print(f"altered quotas: read from the quota store topic {config.quota_store.topic}")
+    if config.proxy.workers > 1:
+        print(f"workers: {config.proxy.workers}, sharing every listener port")
+    if config.fleet_name:
+        print(
+            f"fleet: {config.fleet_name}, one budget per quota entity through the topic "
+            f"{FLEET_TOPIC_PREFIX}{config.fleet_name}, published every "
+            f"{config.fleet.sync_interval_ms} ms"
+        )
+    if config.shadow:
+        keys = ", ".join(quota_type.key for quota_type in QuotaType if quota_type in config.shadow)
+        print(f"shadow mode (decided and reported, not enforced): {keys}")
+    if not config.hold_principal:
+        print("hold: connection (a throttle mutes only the connection it answers, as a broker)")
+    for line in effective_quotas(quotas, sources):
+        print(line)
+    return 0
