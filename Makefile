@@ -24,6 +24,7 @@ run: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # the usage report's test opens it in headless Chromium: Debian's package, installed when
 # missing on a machine where that is possible

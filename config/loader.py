@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import socket
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +74,7 @@ class ProxyConfig:
         alone, named after the host and the bootstrap port; "" for one process alone."""
         if self.fleet.name or self.proxy.workers == 1:
             return self.fleet.name
-        return f"{socket.gethostname()}-{self.proxy.bootstrap_port}"
+        return f"{os.uname().nodename}-{self.proxy.bootstrap_port}"
 
     def watched_files(self) -> list[Path]:
         """What a change of reloads the config: the file, and the TLS files it names (a
