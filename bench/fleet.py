@@ -34,7 +34,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from bench.throughput import cpu_ms
-from config.settings import FLEET_TOPIC_PREFIX
+from config.fleet import FLEET_TOPIC_PREFIX
 from localkafka import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
 from protocol.fleet_records import Publication, Use, decode, encode

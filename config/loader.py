@@ -9,22 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from config.cluster import ClusterSettings, parse_cluster
+from config.enforcement import parse_enforcement
 from config.errors import ConfigError
+from config.fleet import FleetSettings, parse_fleet
+from config.metrics import MetricsSettings, parse_metrics_settings
+from config.proxy import ProxySettings, parse_proxy_settings
+from config.quota_store import QuotaStoreSettings, parse_quota_store
 from config.quotas import parse_broker_settings, parse_entities, parse_ips
-from config.settings import (
-    FleetSettings,
-    MetricsSettings,
-    ProxySettings,
-    QuotaStoreSettings,
-    UsageSettings,
-    parse_enforcement,
-    parse_fleet,
-    parse_metrics_settings,
-    parse_proxy_settings,
-    parse_quota_store,
-    parse_usage_settings,
-)
 from config.tls import TlsSettings, parse_tls
+from config.usage import UsageSettings, parse_usage_settings
 from quotas.entities import QuotaType
 from quotas.settings import QuotaConfig
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from config.quotas import flatten_dotted
 from config.secrets import SecretError, secret
-from config.settings import typed_values
 from config.ssl_principal import SslPrincipalMapper
+from config.values import typed_values
 
 PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 _CLIENT_AUTH = {

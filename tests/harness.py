@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
-from config.settings import ProxySettings
+from config.proxy import ProxySettings
 from protocol.headers import parse_request_header
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Request, Session

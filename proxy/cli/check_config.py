@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from config.errors import ConfigError
+from config.fleet import FLEET_TOPIC_PREFIX
 from config.loader import load_config
 from config.report import effective_quotas
-from config.settings import FLEET_TOPIC_PREFIX
 from config.tls import describe
 from proxy.control.quota_topic import StoreUnreachable, read_quota_store
 from quotas.entities import QuotaType

@@ -21,7 +21,7 @@ from typing import Final
 from aiokafka.errors import KafkaError
 
 from config.cluster import ClusterSettings
-from config.settings import FLEET_TOPIC_PREFIX
+from config.fleet import FLEET_TOPIC_PREFIX
 from protocol.fleet_records import Publication, decode, encode, split
 from proxy.control.own_topic import UNREACHABLE, OwnTopic
 from proxy.enforcement.fleet import GONE_AFTER, FleetMember

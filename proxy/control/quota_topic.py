@@ -23,7 +23,7 @@ from aiokafka.errors import KafkaError
 
 from config.cluster import ClusterSettings
 from config.loader import ProxyConfig
-from config.settings import QuotaStoreSettings
+from config.quota_store import QuotaStoreSettings
 from protocol.quota_records import read_record, record_key, record_value
 from proxy.control.own_topic import UNREACHABLE, OwnTopic
 from proxy.runtime.stats import ProxyStats

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
-from config.settings import LIVE_PROXY_KEYS
+from config.proxy import LIVE_PROXY_KEYS
 from proxy.runtime.stats import ProxyStats
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from aiokafka.errors import KafkaError
 
 from config.cluster import ClusterSettings
 from config.secrets import SecretError
-from config.settings import UsageSettings
+from config.usage import UsageSettings
 from proxy.runtime.clock import wall_ms
 from proxy.runtime.stats import ProxyStats
 from proxy.runtime.usage import UsageRecorder

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from config.settings import ProxySettings
+from config.proxy import ProxySettings
 
 
 class Brokers:

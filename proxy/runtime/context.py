@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 
 from config.cluster import ClusterSettings
 from config.loader import ProxyConfig
-from config.settings import ProxySettings, QuotaStoreSettings
+from config.proxy import ProxySettings
+from config.quota_store import QuotaStoreSettings
 from config.tls import SUB_CLAIM_NAME
 from protocol.rewrite import Advertise
 from protocol.sasl import SUB_CLAIM, Mechanism, mechanisms

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from kafka.protocol.producer import ProduceRequest
 
-from config.settings import ProxySettings
+from config.proxy import ProxySettings
 from protocol.apis import (
     ALTER_CLIENT_QUOTAS,
     CREATE_PARTITIONS,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from config.settings import ProxySettings
+from config.proxy import ProxySettings
 from localkafka import KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, assert_no_loss_or_duplicates, read_all, seq_of
 from localkafka.proxy_process import free_port_block

@@ -14,7 +14,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from config.settings import ProxySettings
+from config.proxy import ProxySettings
 from protocol.apis import (
     API_VERSIONS,
     FETCH,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from config.settings import ProxySettings
+from config.proxy import ProxySettings
 from proxy.enforcement import Enforcement
 from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kafka.protocol.producer import ProduceResponse
 
-from config.settings import UsageSettings
+from config.usage import UsageSettings
 from protocol.apis import CREATE_TOPICS, PRODUCE
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Answer, Forward

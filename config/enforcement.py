@@ -1,0 +1,42 @@
+"""[enforcement]: which quotas run in shadow mode, and what a throttle holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.values import typed_values
+from quotas.entities import QUOTA_KEYS, QuotaType
+
+_HOLDS = ("principal", "connection")
+
+
+def parse_enforcement(
+    section: dict[str, Any], problems: list[str]
+) -> tuple[frozenset[QuotaType], bool]:
+    """[enforcement]: which quotas run in shadow mode, and whether a throttle holds the
+    principal (`hold = "principal"`, the default) or only its connection (`"connection"`).
+
+    shadow: true (every quota), false, or a list of quota keys. Shadowed quota types are
+    measured and decided as usual, and the decisions are logged and counted, but no client
+    is throttled for them: a way to trial quotas on live traffic.
+    """
+    values = typed_values(
+        "enforcement", section, {"shadow": (bool, list), "hold": (str,)}, problems
+    )
+    hold = values.get("hold", "principal")
+    if hold not in _HOLDS:
+        problems.append(
+            f"[enforcement] key 'hold': expected one of {', '.join(_HOLDS)}, got {hold!r}"
+        )
+    hold_principal = hold != "connection"
+    shadow = values.get("shadow", False)
+    if isinstance(shadow, bool):
+        return (frozenset(QuotaType) if shadow else frozenset()), hold_principal
+    unknown = [key for key in shadow if not isinstance(key, str) or key not in QUOTA_KEYS]
+    if unknown:
+        problems.append(
+            f"[enforcement] key 'shadow': unknown quota {', '.join(map(repr, unknown))} "
+            f"(known: {', '.join(QUOTA_KEYS)})"
+        )
+        return frozenset(), hold_principal
+    return frozenset(QUOTA_KEYS[key] for key in shadow), hold_principal
