@@ -274,10 +274,6 @@ class ClientQuotaManager(QuotaManager):
             return 0
         return throttle_time_ms(observed, sensors.limit, window_ms, self.max_throttle_ms)
 
-    def unrecord(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
-        """Take back a throttled fetch's bytes: its client receives an empty response."""
-        sensors.rate.record(self.config, -value * sensors.weight, now_ms)
-
     def record_remote(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         sensors.last_record_ms = now_ms
         sensors.remote += value

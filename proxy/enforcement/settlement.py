@@ -52,10 +52,6 @@ class Settlement:
         #: need look at its sensors' holds (held_ms runs for every request)
         self._holds_end_ms = 0
 
-    def holds(self, verdict: Verdict) -> bool:
-        """Whether the connection must stop reading until this request's response."""
-        return verdict.throttle_ms > 0 and verdict.manager.quota_type not in self.shadow
-
     def settle(self, request: Request, request_time_ns: int, now: int) -> int:
         """The throttle for one answered request (0 = none), settled as KafkaApis does: the
         verdict its charges left (a Produce's when read, a Fetch's now) and the request

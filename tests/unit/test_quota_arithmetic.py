@@ -246,16 +246,6 @@ def test_byte_rate_throttle_is_not_bounded_by_the_window() -> None:
     assert manager.record_and_get_throttle_time_ms(sensors, 100_000, T0) == 990_000
 
 
-def test_unrecord_restores_the_window_sum() -> None:
-    manager = client_manager(100.0)
-    sensors = manager.sensors_for("u", "c", T0)
-    manager.record_and_get_throttle_time_ms(sensors, 500, T0)
-    assert manager.record_and_get_throttle_time_ms(sensors, 5000, T0 + 10) > 0
-    manager.unrecord(sensors, 5000, T0 + 10)
-    assert sensors.rate.measure(KAFKA_WINDOWS, T0 + 10) == 500 / 10.01
-    assert manager.max_value_in_quota_window(sensors) == 1000
-
-
 def test_sensors_expire_after_an_hour_without_records() -> None:
     manager = client_manager(100.0)
     sensors = manager.sensors_for("u", "c", T0)
