@@ -106,7 +106,7 @@ class ProxyProcess:
         if not config.quota_store.topic:
             return None
         return QuotaTopic(
-            self.context.store,
+            self.context.quota_layers,
             config.quota_store,
             config.cluster,
             config.proxy.upstream_bootstrap_servers,

@@ -66,7 +66,7 @@ class ConnectionLimits:
         return rate if rate is not None else rates.get(DEFAULT)
 
 
-class Verdict(Enum):
+class ConnectionVerdict(Enum):
     ACCEPT = "accepted"
     #: over max.connections.per.ip: closed at once
     REFUSE = "refused"
@@ -74,8 +74,8 @@ class Verdict(Enum):
     THROTTLE = "throttled"
 
 
-class Admission(NamedTuple):
-    verdict: Verdict
+class ConnectionAdmission(NamedTuple):
+    verdict: ConnectionVerdict
     #: how long a throttled connection is held before it is closed
     throttle_ms: int = 0
 
@@ -110,7 +110,7 @@ class ConnectionQuotas:
         """Whether the acceptor may take the next connection (max.connections)."""
         return self.total < self.limits.max_connections
 
-    def admit(self, ip: str, now_ms: int) -> Admission:
+    def admit(self, ip: str, now_ms: int) -> ConnectionAdmission:
         """ConnectionQuotas.inc for an accepted socket; an accepted one must be released."""
         limit = self.limits.rate_for(ip)
         if limit is not None:
@@ -123,14 +123,14 @@ class ConnectionQuotas:
                 # "unrecord the connection since we won't accept the connection"
                 sensor.rate.record(self.window, -1.0, now_ms)
                 throttle = throttle_time_ms(observed, limit, window_ms, self.window.window_ms)
-                return Admission(Verdict.THROTTLE, throttle)
+                return ConnectionAdmission(ConnectionVerdict.THROTTLE, throttle)
         count = self.counts.get(ip, 0)
         self.counts[ip] = count + 1
         self.total += 1
         if count >= self.limits.max_for(ip):
             self.release(ip)
-            return Admission(Verdict.REFUSE)
-        return Admission(Verdict.ACCEPT)
+            return ConnectionAdmission(ConnectionVerdict.REFUSE)
+        return ConnectionAdmission(ConnectionVerdict.ACCEPT)
 
     def release(self, ip: str) -> None:
         """ConnectionQuotas.dec: an admitted connection closed."""

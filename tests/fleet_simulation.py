@@ -78,7 +78,7 @@ def simulate_fleet(
     contexts, fleet, clients = [], [], []
     for index, served in enumerate(placement):
         context = proxy_context(Enforcement(QuotaEngine(QuotaConfig(settings, limits))), clock)
-        context.store.replace(FILE, entries_of(limits, {}))
+        context.quota_layers.replace(FILE, entries_of(limits, {}))
         clients += [greedy_client(context, clock, workload, behaviour) for _ in range(served)]
         contexts.append(context)
         fleet.append(FleetMember(f"member-{index}", bus.sync_interval_ms))

@@ -9,9 +9,9 @@ principal (sensors.py) and has settlement decide its throttle.
 
 from __future__ import annotations
 
-from proxy.enforcement.bandwidth import FetchQuota, ProduceQuota
-from proxy.enforcement.mutations import MutationQuota
-from proxy.enforcement.producer_ids import ProducerIdQuota
+from proxy.enforcement.bandwidth import FetchEnforcement, ProduceEnforcement
+from proxy.enforcement.mutations import MutationEnforcement
+from proxy.enforcement.producer_ids import ProducerIdEnforcement
 from proxy.enforcement.sensors import Sensors
 from proxy.enforcement.settlement import Settlement
 from quotas.engine import QuotaEngine
@@ -28,10 +28,10 @@ class Enforcement:
     ) -> None:
         self.sensors = Sensors(engine)
         self.settlement = Settlement(self.sensors, shadow, hold_principal)
-        self.produce = ProduceQuota(self.sensors, self.settlement)
-        self.fetch = FetchQuota(self.sensors, self.settlement)
-        self.mutations = MutationQuota(self.sensors, self.settlement)
-        self.producer_ids = ProducerIdQuota(self.sensors, self.settlement)
+        self.produce = ProduceEnforcement(self.sensors, self.settlement)
+        self.fetch = FetchEnforcement(self.sensors, self.settlement)
+        self.mutations = MutationEnforcement(self.sensors, self.settlement)
+        self.producer_ids = ProducerIdEnforcement(self.sensors, self.settlement)
 
     @property
     def engine(self) -> QuotaEngine:

@@ -11,7 +11,7 @@ from quotas.principal import sensors_of
 from quotas.verdicts import Rejudged, Verdict
 
 
-class ProduceQuota:
+class ProduceEnforcement:
     def __init__(self, sensors: Sensors, settlement: Settlement) -> None:
         self._sensors = sensors
         self._settlement = settlement
@@ -36,7 +36,7 @@ class ProduceQuota:
         return True
 
 
-class FetchQuota:
+class FetchEnforcement:
     def __init__(self, sensors: Sensors, settlement: Settlement) -> None:
         self._sensors = sensors
         self._settlement = settlement

@@ -14,7 +14,7 @@ from quotas.principal import sensors_of
 from quotas.verdicts import Elapsing, Rejudged
 
 
-class MutationQuota:
+class MutationEnforcement:
     def __init__(self, sensors: Sensors, settlement: Settlement) -> None:
         self._sensors = sensors
         self._settlement = settlement

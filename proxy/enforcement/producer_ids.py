@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 _DROPPED_LOG_INTERVAL_MS: Final = 10_000
 
 
-class ProducerIdQuota:
+class ProducerIdEnforcement:
     def __init__(self, sensors: Sensors, settlement: Settlement) -> None:
         self._sensors = sensors
         self._settlement = settlement

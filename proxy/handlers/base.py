@@ -66,7 +66,6 @@ class Request:
         "client_id",
         "frame",
         "header",
-        "held",
         "local_response",
         "now_ms",
         "parsed",
@@ -75,6 +74,7 @@ class Request:
         "refreshed",
         "route",
         "state",
+        "stops_reading",
         "usage",
         "verdict",
         "waits",
@@ -109,8 +109,8 @@ class Request:
         #: the request was deferred and the cluster asked: decide with what is known now,
         #: and do not defer again
         self.refreshed = False
-        #: reading stops until this request's response has been written (Forward.held)
-        self.held = False
+        #: reading stops until this request's response has been written (Forward.stops_reading)
+        self.stops_reading = False
         #: the broker may hold the request without working on it: its request time is
         #: capped by what requests that cannot wait cost (quotas/thread_time.py)
         self.waits = route.waits
@@ -139,7 +139,7 @@ class Forward:
 
     frame: bytes
     #: read nothing more from the client until this request's response has been written
-    held: bool = False
+    stops_reading: bool = False
     #: the broker may hold the request without working on it (a long-poll Fetch, an
     #: acks=all Produce), beyond what its API says (Route.waits)
     waits: bool = False

@@ -21,7 +21,7 @@ class FetchHandler(Handler):
         # a fetch under a consumer quota is charged when its response comes back, and a broker
         # reads nothing more from a connection while it handles a request: held so, a client
         # pipelining fetches cannot have several cross the quota at once
-        return Forward(frame, held=max_bytes is not None, waits=long_poll)
+        return Forward(frame, stops_reading=max_bytes is not None, waits=long_poll)
 
     def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
         frame = advertised(session, frame, request)

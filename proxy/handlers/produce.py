@@ -32,12 +32,12 @@ class ProduceHandler(Handler):
             return Answer(
                 refuse_produce(request.header, topics, THROTTLING_QUOTA_EXCEEDED, throttle)
             )
-        held = quotas.produce.charge(request, len(frame) - 4)
+        over_quota = quotas.produce.charge(request, len(frame) - 4)
         if produce.acks == 0:  # no response will carry the throttle: it is applied as a mute
             return Forward(frame, expects_response=False)
         # acks=all: the broker answers once the replicas have the records, and waiting for
         # them holds no thread
-        return Forward(frame, held=held, waits=produce.acks == -1)
+        return Forward(frame, stops_reading=over_quota, waits=produce.acks == -1)
 
     def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
         return advertised(session, frame, request)

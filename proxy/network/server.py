@@ -23,7 +23,7 @@ from proxy.control.cluster import ClusterClient
 from proxy.network.connection import ClientConnection
 from proxy.network.listener import Listener
 from proxy.runtime.context import ProxyContext
-from quotas.connections import Verdict, canonical_ip
+from quotas.connections import ConnectionVerdict, canonical_ip
 
 log = logging.getLogger(__name__)
 #: the idle sweep looks at every connection: not more often than this, however short
@@ -144,7 +144,7 @@ class ProxyServer:
         context = self.context
         ip = peer_ip(address[0])
         verdict, throttle_ms = context.connection_quotas.admit(ip, context.clock.now_ms())
-        if verdict is Verdict.THROTTLE:
+        if verdict is ConnectionVerdict.THROTTLE:
             context.stats.connections_throttled[listener.name] += 1
             log.info(
                 "throttling connection from %s for %d ms: over its connection_creation_rate",
@@ -154,7 +154,7 @@ class ProxyServer:
             self._throttled.add(sock)
             context.clock.call_later(throttle_ms * 1_000_000, lambda: self._end_throttle(sock))
             return
-        if verdict is Verdict.REFUSE:
+        if verdict is ConnectionVerdict.REFUSE:
             context.stats.connections_refused[listener.name] += 1
             log.info(
                 "rejected connection from %s: it already has max.connections.per.ip (%d)",
@@ -285,7 +285,7 @@ class ProxyServer:
         addresses = self.settings.upstream_addresses()
         timeout_s = self.settings.connect_timeout_s
         version = OWN_METADATA_VERSION
-        async with ClusterClient(self.context.cluster, addresses, timeout_s) as cluster:
+        async with ClusterClient(self.context.own_client, addresses, timeout_s) as cluster:
             frame = await cluster.ask(METADATA, version, metadata_request_body([]))  # brokers only
         for broker in read_metadata_response(frame, version).brokers:
             self.context.brokers.advertise(broker.node_id, broker.host, broker.port)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from config.cluster import ClusterSettings
 from config.loader import ProxyConfig
 from config.proxy import ProxySettings
-from config.quota_store import QuotaStoreSettings
 from config.tls import SUB_CLAIM_NAME
 from protocol.rewrite import Advertise
 from protocol.sasl import SUB_CLAIM, Mechanism, mechanisms
@@ -45,8 +44,9 @@ class ProxyContext:
     clock: Clock
     #: quota enforcement, by quota type (the handlers' Quotas)
     quotas: Enforcement
-    #: the one writer of quota limits: enforcement and the connection quotas follow it
-    store: QuotaStore = field(default_factory=QuotaStore)
+    #: the quota limits in force, by layer (the file, what kafka-configs altered): the one
+    #: writer of limits, which enforcement and the connection quotas follow
+    quota_layers: QuotaStore = field(default_factory=QuotaStore)
     #: the proxy's counters for its metrics
     stats: ProxyStats = field(default_factory=ProxyStats)
     #: names each connection's principal, from its certificate and its SASL exchange
@@ -60,9 +60,7 @@ class ProxyContext:
     listener_tls: ssl.SSLContext | None = None
     upstream_tls: ssl.SSLContext | None = None
     #: the proxy's own client on the cluster ([cluster], else [upstream] without SASL)
-    cluster: ClusterSettings = field(default_factory=ClusterSettings)
-    #: where quotas altered through the proxy live ([quota_store])
-    quota_store: QuotaStoreSettings = field(default_factory=QuotaStoreSettings)
+    own_client: ClusterSettings = field(default_factory=ClusterSettings)
     #: partition counts by topic, from every Metadata response through the proxy
     topics: TopicCache = field(default_factory=TopicCache)
     #: what requests cost each broker's threads, learned from round trips: request time
@@ -84,8 +82,8 @@ class ProxyContext:
         self.advertise = self.brokers.advertise
         window = self.quotas.engine.config.settings.client
         self.connection_quotas = ConnectionQuotas(ConnectionLimits(), window)
-        self.store.subscribe(self._limits_changed)
-        self.quota_admin = FileQuotas(self.store)
+        self.quota_layers.subscribe(self._limits_changed)
+        self.quota_admin = FileQuotas(self.quota_layers)
 
     def _limits_changed(self, store: QuotaStore) -> None:
         """A writer changed the store: live connections are judged on the new limits at once,
@@ -99,23 +97,25 @@ class ProxyContext:
         """Enforce this share of every client quota (a fleet member that lost its bus)."""
         if share != self.budget_share:
             self.budget_share = share
-            self.quotas.apply_limits(shared(self.store.limits(), share))
+            self.quotas.apply_limits(shared(self.quota_layers.limits(), share))
 
     def reconfigure(self, config: ProxyConfig) -> bool:
         """A reloaded file: its quotas as the store's file layer, its windows, enforcement
         settings, connection limits, renewed TLS files and mapping rules (the reloader refuses
         a new security.protocol). False when the quota windows changed and every sensor
         starts afresh."""
-        self.store.replace(FILE, entries_of(config.quotas.limits, config.ip_connection_rates))
-        limits = shared(self.store.limits(), self.budget_share)
+        self.quota_layers.replace(
+            FILE, entries_of(config.quotas.limits, config.ip_connection_rates)
+        )
+        limits = shared(self.quota_layers.limits(), self.budget_share)
         kept = self.quotas.apply(
             QuotaConfig(config.quotas.settings, limits), config.shadow, config.hold_principal
         )
-        connections = connection_limits(config.proxy, self.store.ip_rates())
+        connections = connection_limits(config.proxy, self.quota_layers.ip_rates())
         self.connection_quotas.update(connections, config.quotas.settings.client)
         self.listener_tls = config.listener.context
         self.upstream_tls = config.upstream.context
-        self.cluster = config.cluster
+        self.own_client = config.cluster
         self.principals.certificates = config.listener.principal_mapper
         self.principals.mechanisms = learned_mechanisms(config)
         return kept
@@ -175,7 +175,7 @@ def build_context(config: ProxyConfig, clock: Clock, usage: UsageRecorder | None
         config.proxy,
         clock,
         Enforcement(QuotaEngine(quotas), config.shadow, config.hold_principal),
-        store=store,
+        quota_layers=store,
         principals=PrincipalBuilder(
             config.listener.principal_mapper,
             learned_mechanisms(config),
@@ -184,8 +184,7 @@ def build_context(config: ProxyConfig, clock: Clock, usage: UsageRecorder | None
         memory_pool=MemoryPool(config.proxy.queued_max_request_bytes),
         listener_tls=config.listener.context,
         upstream_tls=config.upstream.context,
-        cluster=config.cluster,
-        quota_store=config.quota_store,
+        own_client=config.cluster,
     )
     limits = connection_limits(config.proxy, store.ip_rates())
     context.connection_quotas.update(limits, config.quotas.settings.client)

@@ -72,8 +72,8 @@ class Pause(Enum):
     CONNECTING = "connecting"
     #: requests already read wait for an earlier pause to end
     BACKLOG = "backlog"
-    #: a held request's response has not been written yet (Forward.held)
-    HELD = "held"
+    #: a request that stops reading has no response written yet (Forward.stops_reading)
+    UNTIL_RESPONSE = "until_response"
     #: a throttle is being served (KIP-219's mute)
     THROTTLED = "throttled"
     #: MAX_IN_FLIGHT requests await their responses
@@ -95,7 +95,7 @@ class OwnRequest:
 
     __slots__ = ("correlation_id", "on_answer")
     #: as a client's Request: it holds no reading, and the proxy does not answer it
-    held: ClassVar[bool] = False
+    stops_reading: ClassVar[bool] = False
     local_response: ClassVar[None] = None
 
     def __init__(self, correlation_id: int, on_answer: Callable[[bytes], object]) -> None:
@@ -219,9 +219,9 @@ class ConnectionCore:
                     break
                 item = items[index]
                 request = self._again(item) if isinstance(item, Request) else self._read(item)
-                held = self._settlement.held_ms(request.principal, request.route, request.now_ms)
-                if held:  # another connection of the principal crossed its quota
-                    self._mute(held)
+                hold_ms = self._settlement.held_ms(request.principal, request.route, request.now_ms)
+                if hold_ms:  # another connection of the principal crossed its quota
+                    self._mute(hold_ms)
                     break
                 upstream_frame = self._on_request(request)
                 if upstream_frame is not None:
@@ -347,10 +347,10 @@ class ConnectionCore:
         if outcome.__class__ is Forward:
             assert isinstance(outcome, Forward)
             if outcome.expects_response:
-                if outcome.held:
+                if outcome.stops_reading:
                     # Kafka reads nothing more from a connection until its response has gone
-                    request.held = True
-                    self.pause_reading(Pause.HELD)
+                    request.stops_reading = True
+                    self.pause_reading(Pause.UNTIL_RESPONSE)
                 if outcome.waits:
                     request.waits = True
                 return self._in_flight_frame(request, outcome.frame)
@@ -502,8 +502,10 @@ class ConnectionCore:
         if self._throttle_ms:
             self._mute(self._throttle_ms)
         pauses = self._read_pauses
-        if Pause.HELD in pauses and not any(entry.held for entry in self._in_flight):
-            self.resume_reading(Pause.HELD)
+        if Pause.UNTIL_RESPONSE in pauses and not any(
+            entry.stops_reading for entry in self._in_flight
+        ):
+            self.resume_reading(Pause.UNTIL_RESPONSE)
         if Pause.IN_FLIGHT in pauses and len(self._in_flight) < MAX_IN_FLIGHT:
             self.resume_reading(Pause.IN_FLIGHT)
 

@@ -11,6 +11,7 @@ from kafka.protocol.admin import (
     DescribeClientQuotasResponse,
 )
 
+from config.quota_store import QuotaStoreSettings
 from protocol.apis import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
 from protocol.client_quotas import AlterEntry, Pairs, alter_body, describe_body, read_alter
 from protocol.client_quotas import DescribeRequest as Filter
@@ -48,7 +49,11 @@ def session(stored: bool = True) -> tuple[Session, RecordingCluster, ProxyContex
     context = proxy_context(Enforcement(QuotaEngine(QuotaConfig())))
     if stored:
         context.quota_admin = InstantTopic(
-            context.store, context.quota_store, context.cluster, [], context.stats
+            context.quota_layers,
+            QuotaStoreSettings("quotas"),
+            context.own_client,
+            [],
+            context.stats,
         )
     cluster = RecordingCluster()
     return handler_session(context, cluster), cluster, context
@@ -111,11 +116,11 @@ def test_an_alteration_is_stored_once_the_broker_says_the_client_may() -> None:
     sent = AlterClientQuotasRequest.decode(asked, version=1)
     assert sent.validate_only
     assert [op.key for op in sent.entries[0].ops] == ["producer_byte_rate"]
-    assert context.store.effective() == {
+    assert context.quota_layers.effective() == {
         QuotaEntity("alice"): {"producer_byte_rate": 1048576.0, "producer_ids_rate": 5.0},
         QuotaEntity(client_id=DEFAULT): {"request_percentage": 12.5},
     }
-    assert context.store.source(QuotaEntity("alice"), "producer_byte_rate") == ALTERED
+    assert context.quota_layers.source(QuotaEntity("alice"), "producer_byte_rate") == ALTERED
 
 
 def test_the_clusters_authorizer_decides_who_may_and_nothing_changes_without_it() -> None:
@@ -123,7 +128,7 @@ def test_the_clusters_authorizer_decides_who_may_and_nothing_changes_without_it(
     frame = alter(AlterEntry(ALICE, [("producer_byte_rate", 1.0)]))
     results, _ = run_alter(s, cluster, frame, 31, "Cluster authorization failed.")
     assert results == [(ALICE, 31, "Cluster authorization failed.")]
-    assert context.store.effective() == {}
+    assert context.quota_layers.effective() == {}
 
 
 def test_validate_only_and_kafkas_errors_change_nothing() -> None:
@@ -131,7 +136,7 @@ def test_validate_only_and_kafkas_errors_change_nothing() -> None:
     results, _ = run_alter(
         s, cluster, alter(AlterEntry(ALICE, [("producer_byte_rate", 5.0)]), validate_only=True)
     )
-    assert results == [(ALICE, 0, None)] and context.store.effective() == {}
+    assert results == [(ALICE, 0, None)] and context.quota_layers.effective() == {}
     results, _ = run_alter(
         s,
         cluster,
@@ -151,7 +156,7 @@ def test_validate_only_and_kafkas_errors_change_nothing() -> None:
             "ClientId",
         ),
     ]
-    assert context.store.effective() == {
+    assert context.quota_layers.effective() == {
         QuotaEntity(ip="127.0.0.1"): {"connection_creation_rate": 5.0}
     }
 
@@ -179,7 +184,9 @@ def test_duplicates_are_answered_as_the_controller_answers_them() -> None:
         ([("user", "bob")], 42, "Ignoring duplicate entity ClientQuotaEntity(entries={user=bob})"),
     ]
     # as in Kafka, the first copy of an entity given twice is made all the same
-    assert context.store.effective() == {QuotaEntity("alice", "c1"): {"producer_byte_rate": 100.0}}
+    assert context.quota_layers.effective() == {
+        QuotaEntity("alice", "c1"): {"producer_byte_rate": 100.0}
+    }
 
 
 def test_without_a_quota_store_alterations_are_refused_saying_where_to_name_one() -> None:
@@ -188,7 +195,7 @@ def test_without_a_quota_store_alterations_are_refused_saying_where_to_name_one(
     assert results == [
         (ALICE, 42, "this proxy keeps no altered quotas: name a topic in its [quota_store]")
     ]
-    assert context.store.effective() == {}
+    assert context.quota_layers.effective() == {}
 
 
 def describe(
@@ -219,9 +226,9 @@ def describe(
 
 def test_describe_answers_the_proxys_quotas_with_the_brokers_authorization() -> None:
     s, cluster, context = session()
-    context.store.replace(FILE, {QuotaEntity("alice"): {"consumer_byte_rate": 2000.0}})
-    context.store.alter(ALTERED, QuotaEntity("alice"), {"producer_byte_rate": 1000.0})
-    context.store.alter(ALTERED, QuotaEntity("alice", "app"), {"request_percentage": 5.0})
+    context.quota_layers.replace(FILE, {QuotaEntity("alice"): {"consumer_byte_rate": 2000.0}})
+    context.quota_layers.alter(ALTERED, QuotaEntity("alice"), {"producer_byte_rate": 1000.0})
+    context.quota_layers.alter(ALTERED, QuotaEntity("alice", "app"), {"request_percentage": 5.0})
     found = describe(s, cluster, Filter([("user", MATCH_EXACT, "alice")], strict=True))
     assert found.error_code == 0
     assert [

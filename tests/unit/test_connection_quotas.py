@@ -4,12 +4,22 @@ proxy-wide maximum, and KIP-612's connection_creation_rate with Kafka's arithmet
 from __future__ import annotations
 
 from proxy.network.server import peer_ip
-from quotas.connections import Admission, ConnectionLimits, ConnectionQuotas, Verdict
+from quotas.connections import (
+    ConnectionAdmission,
+    ConnectionLimits,
+    ConnectionQuotas,
+    ConnectionVerdict,
+)
 from quotas.entities import DEFAULT
 from quotas.stats import MetricConfig
 
 WINDOWS = MetricConfig(samples=2, window_ms=1000)
-ACCEPT = Admission(Verdict.ACCEPT)
+ACCEPT = ConnectionAdmission(ConnectionVerdict.ACCEPT)
+REFUSE = ConnectionAdmission(ConnectionVerdict.REFUSE)
+
+
+def throttled(ms: int) -> ConnectionAdmission:
+    return ConnectionAdmission(ConnectionVerdict.THROTTLE, ms)
 
 
 def test_max_connections_per_ip_with_overrides() -> None:
@@ -21,9 +31,11 @@ def test_max_connections_per_ip_with_overrides() -> None:
     )
     assert quotas.admit("10.0.0.1", 0) == ACCEPT
     assert quotas.admit("10.0.0.1", 0) == ACCEPT
-    assert quotas.admit("10.0.0.1", 0) == Admission(Verdict.REFUSE)
+    assert quotas.admit("10.0.0.1", 0) == REFUSE
     assert quotas.admit("10.0.0.2", 0) == ACCEPT  # another address is not affected
-    assert quotas.admit("10.0.0.9", 0) == Admission(Verdict.REFUSE)  # an override of 0
+    assert quotas.admit("10.0.0.9", 0) == ConnectionAdmission(
+        ConnectionVerdict.REFUSE
+    )  # an override of 0
     assert quotas.counts == {"10.0.0.1": 2, "10.0.0.2": 1} and quotas.total == 3
     quotas.release("10.0.0.1")
     assert quotas.admit("10.0.0.1", 0) == ACCEPT
@@ -45,9 +57,11 @@ def test_connection_creation_rate_as_kafka_computes_it() -> None:
     unrecorded; 100 ms later 6 / 1.1 s is still over, by 100 ms; at 200 ms it is 5/s."""
     quotas = ConnectionQuotas(ConnectionLimits(connection_creation_rate={"10.0.0.1": 5}), WINDOWS)
     assert [quotas.admit("10.0.0.1", 0) for _ in range(5)] == [ACCEPT] * 5
-    assert quotas.admit("10.0.0.1", 0) == Admission(Verdict.THROTTLE, 200)
-    assert quotas.admit("10.0.0.1", 0) == Admission(Verdict.THROTTLE, 200)  # unrecorded
-    assert quotas.admit("10.0.0.1", 100) == Admission(Verdict.THROTTLE, 100)
+    assert quotas.admit("10.0.0.1", 0) == throttled(200)
+    assert quotas.admit("10.0.0.1", 0) == ConnectionAdmission(
+        ConnectionVerdict.THROTTLE, 200
+    )  # unrecorded
+    assert quotas.admit("10.0.0.1", 100) == throttled(100)
     assert quotas.admit("10.0.0.1", 200) == ACCEPT
     assert quotas.counts == {"10.0.0.1": 6}  # throttled connections are never counted
     assert [quotas.admit("10.0.0.2", 0) for _ in range(50)] == [ACCEPT] * 50
@@ -57,7 +71,7 @@ def test_throttle_is_bounded_by_one_window_and_default_entity_applies() -> None:
     quotas = ConnectionQuotas(ConnectionLimits(connection_creation_rate={DEFAULT: 1}), WINDOWS)
     assert quotas.admit("10.0.0.1", 0) == ACCEPT
     # (2 - 1) / 1 x 1000 = 1000 ms, Kafka's bound: quota.window.size.seconds
-    assert quotas.admit("10.0.0.1", 0) == Admission(Verdict.THROTTLE, 1000)
+    assert quotas.admit("10.0.0.1", 0) == throttled(1000)
     # every address has its own sensor under the default quota
     assert quotas.admit("10.0.0.2", 0) == ACCEPT
 
@@ -65,7 +79,7 @@ def test_throttle_is_bounded_by_one_window_and_default_entity_applies() -> None:
 def test_a_reload_keeps_counts_and_applies_new_rates() -> None:
     quotas = ConnectionQuotas(ConnectionLimits(connection_creation_rate={DEFAULT: 1}), WINDOWS)
     quotas.admit("10.0.0.1", 0)
-    assert quotas.admit("10.0.0.1", 0).verdict is Verdict.THROTTLE
+    assert quotas.admit("10.0.0.1", 0).verdict is ConnectionVerdict.THROTTLE
     quotas.update(ConnectionLimits(connection_creation_rate={DEFAULT: 10}), WINDOWS)
     assert quotas.admit("10.0.0.1", 0) == ACCEPT  # 2/s under the new 10/s
     assert quotas.counts == {"10.0.0.1": 2}

@@ -100,10 +100,10 @@ def test_produce_is_charged_when_read_and_held_once_over_quota() -> None:
     handler, s = HANDLERS[PRODUCE], session({QuotaType.PRODUCE: QUOTA})
     under = handler_request(s, produce(500))
     first = handler.on_request(s, under)
-    assert isinstance(first, Forward) and not first.held and first.expects_response
+    assert isinstance(first, Forward) and not first.stops_reading and first.expects_response
     over_request = handler_request(s, produce(5000), 1)
     over = handler.on_request(s, over_request)
-    assert isinstance(over, Forward) and over.held
+    assert isinstance(over, Forward) and over.stops_reading
     assert settle_now(s, under) == 0  # nothing to apply at once: the response carries it
     handler.on_response(s, response_frame(PRODUCE, 7, b"\0" * 8), responded(under, 2))
     assert under.verdict is None  # the request under quota carried none to settle
@@ -128,11 +128,11 @@ def test_a_reload_reaches_a_connection_that_already_resolved_its_sensors() -> No
     s = session({QuotaType.PRODUCE: QUOTA})
     handler, quotas = HANDLERS[PRODUCE], enforcement(s)
     under = handler.on_request(s, handler_request(s, produce(900)))
-    assert isinstance(under, Forward) and not under.held
+    assert isinstance(under, Forward) and not under.stops_reading
     tighter = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 100.0}}
     assert quotas.apply(QuotaConfig(WINDOWS, tighter), frozenset(), True)
     over = handler.on_request(s, handler_request(s, produce(900), 1))
-    assert isinstance(over, Forward) and over.held  # judged on the new limit, same history
+    assert isinstance(over, Forward) and over.stops_reading  # judged on the new limit, same history
     assert next(quotas.engine.produce.sensors()).limit == 100.0
     # new windows: a fresh engine, which the connection charges from its next request
     fresh = QuotaSettings(client=MetricConfig(samples=3, window_ms=1000))
@@ -168,7 +168,7 @@ def test_fetch_is_capped_held_and_answered_empty_once_over_quota() -> None:
     handler, s = HANDLERS[FETCH], session({QuotaType.FETCH: QUOTA})
     first = handler_request(s, fetch(10**6))
     outcome = handler.on_request(s, first)
-    assert isinstance(outcome, Forward) and outcome.held
+    assert isinstance(outcome, Forward) and outcome.stops_reading
     assert decode_request(FetchRequest, outcome.frame).max_bytes == 1000  # one window's worth
     assert outcome.waits  # a long poll may wait for data: its wait is not request time
     records = FetchResponse(
@@ -189,7 +189,7 @@ def test_fetch_is_capped_held_and_answered_empty_once_over_quota() -> None:
     # a principal without a consumer quota is neither capped nor held
     free = session()
     outcome = HANDLERS[FETCH].on_request(free, handler_request(free, fetch(10**6)))
-    assert isinstance(outcome, Forward) and not outcome.held
+    assert isinstance(outcome, Forward) and not outcome.stops_reading
     assert outcome.frame == fetch(10**6)
 
 

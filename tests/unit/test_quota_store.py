@@ -284,7 +284,7 @@ def test_invalid_describe_filters_are_refused_as_a_broker_refuses_them(
 
 def test_enforcement_and_the_connection_quotas_follow_every_change_of_the_store() -> None:
     context = ProxyContext(ProxySettings(), VirtualClock(), Enforcement(QuotaEngine(QuotaConfig())))
-    store, engine = context.store, context.quotas
+    store, engine = context.quota_layers, context.quotas
     store.alter(ALTERED, QuotaEntity("alice"), {"producer_byte_rate": 1000.0})
     sensors = engine.engine.produce.sensors_for("alice", "app", 0)
     assert engine.engine.produce.enabled and sensors.limit == 1000.0
