@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from struct import Struct
 
 from protocol.apis import API_VERSIONS, response_class
+from protocol.codec import decode_response
 from protocol.errors import ProtocolError
 from protocol.headers import encode_response, response_body_offset
 from protocol.rewrite import reframe
@@ -29,10 +30,7 @@ def cap_api_versions(frame: bytes, api_version: int, caps: Mapping[int, int]) ->
         raise ProtocolError("ApiVersions response truncated")
     if _INT16.unpack_from(frame, offset)[0] != 0:
         return None
-    try:
-        msg = response_class(API_VERSIONS).decode(memoryview(frame)[offset:], version=api_version)
-    except Exception as exc:
-        raise ProtocolError(f"undecodable ApiVersions v{api_version} response: {exc}") from exc
+    msg = decode_response(frame, offset, API_VERSIONS, api_version)
     changed = False
     for entry in msg.api_keys:
         cap = caps.get(entry.api_key)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from protocol.apis import ALTER_CLIENT_QUOTAS, DECODED, DESCRIBE_CLIENT_QUOTAS
+from protocol.codec import decode_request, decode_response
 from protocol.errors import ProtocolError
 from protocol.headers import RequestHeader, encode_response, response_body_offset
 
@@ -32,14 +33,6 @@ class DescribeRequest(NamedTuple):
     strict: bool
 
 
-def _decode(api_key: int, side: int, frame: bytes, offset: int, version: int) -> Any:
-    try:
-        return DECODED[api_key][side].decode(memoryview(frame)[offset:], version=version)
-    except Exception as exc:  # kafka-python raises assorted errors on malformed bodies
-        kind = ("request", "response")[side]
-        raise ProtocolError(f"undecodable api_key={api_key} v{version} {kind}: {exc}") from exc
-
-
 def _pairs(entity: Any) -> Pairs:
     return [(_string(part.entity_type), part.entity_name) for part in _array(entity)]
 
@@ -58,7 +51,7 @@ def _string(text: Any) -> str:
 
 
 def read_alter(frame: bytes, header: RequestHeader, offset: int) -> AlterRequest:
-    msg = _decode(ALTER_CLIENT_QUOTAS, 0, frame, offset, header.api_version)
+    msg = decode_request(frame, offset, ALTER_CLIENT_QUOTAS, header.api_version)
     entries = [
         AlterEntry(
             _pairs(entry.entity),
@@ -70,7 +63,7 @@ def read_alter(frame: bytes, header: RequestHeader, offset: int) -> AlterRequest
 
 
 def read_describe(frame: bytes, header: RequestHeader, offset: int) -> DescribeRequest:
-    msg = _decode(DESCRIBE_CLIENT_QUOTAS, 0, frame, offset, header.api_version)
+    msg = decode_request(frame, offset, DESCRIBE_CLIENT_QUOTAS, header.api_version)
     components = [
         (_string(c.entity_type), int(c.match_type), c.match) for c in _array(msg.components)
     ]
@@ -164,14 +157,14 @@ def describe_response(
 def alter_errors(frame: bytes, version: int) -> list[tuple[Pairs, int, str | None]]:
     """A broker's AlterClientQuotas answer: each entity's error."""
     offset = response_body_offset(frame, ALTER_CLIENT_QUOTAS, version)
-    msg = _decode(ALTER_CLIENT_QUOTAS, 1, frame, offset, version)
+    msg = decode_response(frame, offset, ALTER_CLIENT_QUOTAS, version)
     return [(_pairs(e.entity), int(e.error_code), e.error_message) for e in msg.entries]
 
 
 def describe_error(frame: bytes, version: int) -> tuple[int, str | None]:
     """A broker's DescribeClientQuotas answer: its error, if any."""
     offset = response_body_offset(frame, DESCRIBE_CLIENT_QUOTAS, version)
-    msg = _decode(DESCRIBE_CLIENT_QUOTAS, 1, frame, offset, version)
+    msg = decode_response(frame, offset, DESCRIBE_CLIENT_QUOTAS, version)
     return int(msg.error_code), msg.error_message
 
 
@@ -180,7 +173,7 @@ def read_describe_entries(
 ) -> tuple[int, str | None, list[tuple[Pairs, dict[str, float]]]]:
     """A DescribeClientQuotas answer whole: (error, message, entries), for the quotas tool."""
     offset = response_body_offset(frame, DESCRIBE_CLIENT_QUOTAS, version)
-    msg = _decode(DESCRIBE_CLIENT_QUOTAS, 1, frame, offset, version)
+    msg = decode_response(frame, offset, DESCRIBE_CLIENT_QUOTAS, version)
     entries = [
         (_pairs(e.entity), {str(v.key): float(v.value) for v in e.values})
         for e in msg.entries or ()

@@ -21,13 +21,13 @@ from protocol.apis import (
     DELETE_TOPICS,
     DESCRIBE_CONFIGS,
 )
-from protocol.errors import ProtocolError
+from protocol.codec import decode_request, decode_response
 from protocol.headers import (
     RequestHeader,
     encode_response,
     response_body_offset,
 )
-from protocol.rewrite import decode_response, reframe
+from protocol.rewrite import reframe
 
 #: Kafka's THROTTLING_QUOTA_EXCEEDED
 THROTTLING_QUOTA_EXCEEDED: Final = 89
@@ -106,10 +106,7 @@ def _mutation(api_key: int, version: int, entry: Any) -> TopicMutation:
 
 def read_mutations(frame: bytes, header: RequestHeader, offset: int) -> MutationRequest:
     api_key, version = header.api_key, header.api_version
-    try:
-        msg = DECODED[api_key][0].decode(memoryview(frame)[offset:], version=version)
-    except Exception as exc:  # kafka-python raises assorted errors on malformed bodies
-        raise ProtocolError(f"undecodable request api_key={api_key} v{version}: {exc}") from exc
+    msg = decode_request(frame, offset, api_key, version)
     _, entries = _topic_list(msg, api_key, version)
     topics = [_mutation(api_key, version, entry) for entry in entries]
     return MutationRequest(header, offset, msg, topics, bool(getattr(msg, "validate_only", False)))

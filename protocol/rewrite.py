@@ -20,9 +20,8 @@ from protocol.apis import (
     FETCH,
     FIND_COORDINATOR,
     PRODUCE,
-    response_class,
 )
-from protocol.errors import ProtocolError
+from protocol.codec import decode_response
 from protocol.headers import response_body_offset
 from protocol.skip import has_top_level_tags
 
@@ -94,16 +93,6 @@ def rewrite_addresses(
     if not _REWRITERS[api_key][1](msg, api_version, advertise):
         return None
     return reframe(frame, offset, bytes(msg.encode()))
-
-
-def decode_response(frame: bytes, offset: int, api_key: int, api_version: int) -> Any:
-    """A response body decoded by kafka-python's codec for its API and version."""
-    try:
-        return response_class(api_key).decode(memoryview(frame)[offset:], version=api_version)
-    except Exception as exc:  # kafka-python raises assorted errors on truncated bodies
-        raise ProtocolError(
-            f"undecodable response api_key={api_key} v{api_version}: {exc}"
-        ) from exc
 
 
 def reframe(frame: bytes, body_offset: int, body: bytes) -> bytes:

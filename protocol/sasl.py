@@ -36,20 +36,12 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
-from protocol.apis import DECODED, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from protocol.codec import decode_request, decode_response
 from protocol.errors import ProtocolError
 from protocol.headers import RequestHeader, request_body_offset, response_body_offset
-
-
-def _decode(api_key: int, side: int, frame: bytes, offset: int, version: int) -> Any:
-    """side 0 decodes a request body, 1 a response body."""
-    try:
-        return DECODED[api_key][side].decode(memoryview(frame)[offset:], version=version)
-    except Exception as exc:
-        kind = ("request", "response")[side]
-        raise ProtocolError(f"undecodable api_key={api_key} v{version} {kind}: {exc}") from exc
 
 
 def plain_user(token: bytes) -> str | None:
@@ -201,14 +193,14 @@ class SaslExchange:
             raise ProtocolError(
                 "SaslHandshake v0 sends unframed SASL tokens, which the proxy cannot follow"
             )
-        request = _decode(
-            SASL_HANDSHAKE, 0, frame, request_body_offset(frame, header), header.api_version
+        request = decode_request(
+            frame, request_body_offset(frame, header), SASL_HANDSHAKE, header.api_version
         )
         self.requested = str(request.mechanism)
 
     def on_handshake_response(self, frame: bytes, version: int) -> None:
-        response = _decode(
-            SASL_HANDSHAKE, 1, frame, response_body_offset(frame, SASL_HANDSHAKE, version), version
+        response = decode_response(
+            frame, response_body_offset(frame, SASL_HANDSHAKE, version), SASL_HANDSHAKE, version
         )
         self.mechanism = self.requested if response.error_code == 0 else None
         self.requested = None
@@ -221,8 +213,8 @@ class SaslExchange:
         principal, and the broker decides on the token)."""
         if self.steps_left:
             return True
-        request = _decode(
-            SASL_AUTHENTICATE, 0, frame, request_body_offset(frame, header), header.api_version
+        request = decode_request(
+            frame, request_body_offset(frame, header), SASL_AUTHENTICATE, header.api_version
         )
         mechanism = self.mechanisms.get(self.mechanism or "")
         if mechanism is None:
@@ -236,11 +228,10 @@ class SaslExchange:
         """The authenticated user when this response completes a successful exchange."""
         if self.steps_left == 0:
             return None
-        response = _decode(
-            SASL_AUTHENTICATE,
-            1,
+        response = decode_response(
             frame,
             response_body_offset(frame, SASL_AUTHENTICATE, version),
+            SASL_AUTHENTICATE,
             version,
         )
         if response.error_code != 0:

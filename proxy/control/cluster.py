@@ -17,6 +17,7 @@ from typing import Any, Final
 from config.cluster import ClusterSettings
 from config.secrets import SecretError
 from protocol.apis import DECODED, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from protocol.codec import decode_response
 from protocol.errors import ProtocolError
 from protocol.headers import (
     OWN_CLIENT_ID,
@@ -124,11 +125,8 @@ class ClusterClient:
         log.info("the proxy's own client is authenticated to the cluster: %s", who[10:])
 
     async def _call(self, api_key: int, version: int, **fields: Any) -> Any:
-        request, response = DECODED[api_key]
-        body = bytes(request(**fields).encode(version=version))
+        body = bytes(DECODED[api_key][0](**fields).encode(version=version))
         frame = await self.ask(api_key, version, body)
-        offset = response_body_offset(frame, api_key, version)
-        try:
-            return response.decode(memoryview(frame)[offset:], version=version)
-        except Exception as exc:  # kafka-python raises assorted errors on malformed bodies
-            raise ProtocolError(f"undecodable api_key={api_key} v{version} response") from exc
+        return decode_response(
+            frame, response_body_offset(frame, api_key, version), api_key, version
+        )
