@@ -359,7 +359,7 @@ class ConnectionCore:
         self._settle_now(request)
         if isinstance(outcome, Answer):
             if usage is not None:
-                usage.bytes_out += len(outcome.response)
+                usage.answered_here(len(outcome.response))
             request.local_response = outcome.response
             self._answer_locally(request)
             if len(self._in_flight) >= MAX_IN_FLIGHT:  # answers waiting behind a response
@@ -540,9 +540,7 @@ class ConnectionCore:
             if usage.retired:
                 assert self._usage is not None
                 usage = self._usage.current(usage)
-            usage.bytes_out += len(frame)
-            usage.request_time_ns += request_time_ns
-            usage.throttled(throttle)
+            usage.answered(len(frame), request_time_ns, throttle)
         return frame
 
     @staticmethod
