@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterator, Mapping
+from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -113,148 +114,246 @@ class QuotaCollector(Collector):
         yield throttles
         yield shadow
         yield dropped
-        producer_ids = self._engine().producer_ids
-        yield GaugeMetricFamily(
-            "kafka_quota_proxy_producer_id_users",
-            "Users whose recent producer ids are tracked (KIP-936)",
-            value=producer_ids.tracked_users,
+        readings = Readings(
+            self._engine(), self._stats, self._listeners(), self._pool, self._active_connections
         )
-        yield GaugeMetricFamily(
-            "kafka_quota_proxy_producer_id_filter_bytes",
-            "Memory of the producer-id Bloom filters' bit arrays",
-            value=producer_ids.filter_bytes(),
-        )
-        reloads = CounterMetricFamily(
-            "kafka_quota_proxy_config_reloads",
-            "Config reloads, by result",
-            labels=["result"],
-        )
-        stats = self._stats
-        reloads.add_metric(["success"], stats.reloads_succeeded)
-        reloads.add_metric(["failure"], stats.reloads_failed)
-        yield reloads
-        yield GaugeMetricFamily(
-            "kafka_quota_proxy_config_last_reload_successful",
-            "1 while the config file's last change was taken; 0 from a refused one until a "
-            "change is taken (the proxy runs the config it had before)",
-            value=1.0 if stats.last_reload_succeeded else 0.0,
-        )
-        yield CounterMetricFamily(
-            "kafka_quota_proxy_expired_sensors",
-            "Quota sensors dropped after an hour without activity",
-            value=stats.expired_sensors,
-        )
-        listeners = self._listeners()
-        for name, by_listener, text in (
-            ("accepted", stats.connections_accepted, "Client connections served, by listener"),
-            (
-                "refused",
-                stats.connections_refused,
-                "Client connections closed at once for max.connections.per.ip, by listener",
-            ),
-            (
-                "throttled",
-                stats.connections_throttled,
-                "Client connections held then closed for connection_creation_rate, by listener",
-            ),
-        ):
-            counter = CounterMetricFamily(
-                f"kafka_quota_proxy_connections_{name}", text, labels=["listener"]
+        for spec in PROXY_FAMILIES:
+            read = spec.read(readings)
+            if read is None:
+                continue
+            kind = CounterMetricFamily if spec.counter else GaugeMetricFamily
+            if isinstance(read, Mapping):
+                metric = kind(spec.name, spec.help, labels=list(spec.labels))
+                for label_values, value in read.items():
+                    metric.add_metric(list(label_values), value)
+            else:
+                metric = kind(spec.name, spec.help, value=read)
+            yield metric
+        if self._local_rates is not None and self._stats.fleet is not None:
+            local = GaugeMetricFamily(
+                "kafka_quota_proxy_local_rate",
+                "A fleet-shared quota's rate of the use charged in this process alone, beside "
+                "Kafka's rate metric, which is the fleet's as this process judges it",
+                labels=["quota", "user", "client_id"],
             )
-            for listener in sorted(set(listeners) | set(by_listener)):
-                counter.add_metric([listener], by_listener[listener])
-            yield counter
-        up = GaugeMetricFamily(
-            "kafka_quota_proxy_listener_up",
-            "1 while a listener accepts; 0 while its upstream is unreachable and it refuses",
-            labels=["listener"],
-        )
-        for listener, serving in sorted(listeners.items()):
-            up.add_metric([listener], 1.0 if serving else 0.0)
-        yield up
-        yield CounterMetricFamily(
-            "kafka_quota_proxy_connections_idle_closed",
-            "Client connections closed after connections.max.idle.ms without traffic",
-            value=stats.connections_idle_closed,
-        )
-        if self._pool is not None:
-            yield GaugeMetricFamily(
-                "kafka_quota_proxy_memory_pool_available_bytes",
-                "queued.max.request.bytes not granted to frames being read (Kafka's "
-                "MemoryPoolAvailable; below 0 by at most one frame)",
-                value=self._pool.available,
-            )
-            yield GaugeMetricFamily(
-                "kafka_quota_proxy_memory_pool_waiting_connections",
-                "Connections not read until the memory pool has memory again",
-                value=self._pool.waiting,
-            )
-        for name, by_sink, text in (
-            ("usage_samples", stats.usage_samples, "Usage samples written, by sink"),
-            (
-                "usage_samples_dropped",
-                stats.usage_dropped,
-                "Usage samples dropped (a full Kafka buffer, a failed write), by sink",
-            ),
-        ):
-            counter = CounterMetricFamily(f"kafka_quota_proxy_{name}", text, labels=["sink"])
-            for sink in ("file", "kafka"):
-                counter.add_metric([sink], by_sink[sink])
-            yield counter
-        if stats.quota_store_up is not None:
-            yield GaugeMetricFamily(
-                "kafka_quota_proxy_quota_store_up",
-                "1 while the quota store topic ([quota_store]) is read; 0 while it is not, and "
-                "the proxy enforces the quotas it last read and refuses alterations",
-                value=1.0 if stats.quota_store_up else 0.0,
-            )
-        if stats.fleet is not None:
-            yield from self._fleet(stats.fleet)
-        yield GaugeMetricFamily(
-            "kafka_quota_proxy_connections_active",
-            "Client connections open now",
-            value=self._active_connections(),
-        )
+            for manager, (user, client_id), rate in self._local_rates():
+                local.add_metric([manager.quota_type.key, sanitize(user), client_id], rate)
+            yield local
 
-    def _fleet(self, fleet: FleetStats) -> Iterator[Metric]:
-        yield GaugeMetricFamily(
-            "kafka_quota_proxy_fleet_members",
-            "Members of this proxy's fleet: itself and those it heard from lately",
-            value=fleet.members,
-        )
-        yield GaugeMetricFamily(
-            "kafka_quota_proxy_fleet_bus_up",
-            "1 while this member reads its own publications back from the fleet's topic; 0 "
-            "while it does not, and holds each budget's share (fleet_budget_share)",
-            value=1.0 if fleet.bus_up else 0.0,
-        )
-        yield GaugeMetricFamily(
-            "kafka_quota_proxy_fleet_budget_share",
-            "The share of every quota this member enforces on its own: 1 with the bus up, "
-            "1 / the members last seen without it",
-            value=fleet.budget_share,
-        )
-        for name, value, text in (
-            ("bytes_published", fleet.bytes_published, "Bytes this member wrote to the bus"),
-            ("bytes_read", fleet.bytes_read, "Bytes this member read from the bus"),
-            (
-                "publications_lost",
-                fleet.publications_lost,
-                "Publications the bus did not take; their use went out with the next one",
-            ),
-        ):
-            yield CounterMetricFamily(f"kafka_quota_proxy_fleet_{name}", text, value=value)
-        if self._local_rates is None:
-            return
-        local = GaugeMetricFamily(
-            "kafka_quota_proxy_local_rate",
-            "A fleet-shared quota's rate of the use charged in this process alone, beside "
-            "Kafka's rate metric, which is the fleet's as this process judges it",
-            labels=["quota", "user", "client_id"],
-        )
-        for manager, (user, client_id), rate in self._local_rates():
-            local.add_metric([manager.quota_type.key, sanitize(user), client_id], rate)
-        yield local
+
+class Readings(NamedTuple):
+    """What the proxy's own series are read from at a scrape."""
+
+    engine: QuotaEngine
+    stats: ProxyStats
+    #: listener name -> whether it accepts now (False while its upstream is unreachable)
+    listeners: Mapping[str, bool]
+    pool: MemoryPool | None
+    active_connections: Callable[[], int]
+
+
+#: one series' value, one value per label values, or None: not exposed now
+Values = float | Mapping[tuple[str, ...], float] | None
+
+
+class Family(NamedTuple):
+    """One metric family of the proxy's own: its name, type, help, labels, and how a scrape
+    reads it."""
+
+    name: str
+    counter: bool
+    help: str
+    labels: tuple[str, ...]
+    read: Callable[[Readings], Values]
+
+
+def _by_listener(name: str) -> Callable[[Readings], Values]:
+    """A count of ProxyStats per listener, every listener named (0 until it counts)."""
+
+    def read(r: Readings) -> Values:
+        counts = getattr(r.stats, name)
+        return {(listener,): counts[listener] for listener in sorted({*r.listeners, *counts})}
+
+    return read
+
+
+def _by_sink(name: str) -> Callable[[Readings], Values]:
+    return lambda r: {(sink,): getattr(r.stats, name)[sink] for sink in ("file", "kafka")}
+
+
+def _fleet(read: Callable[[FleetStats], float]) -> Callable[[Readings], Values]:
+    return lambda r: None if r.stats.fleet is None else read(r.stats.fleet)
+
+
+def _pool(read: Callable[[MemoryPool], float]) -> Callable[[Readings], Values]:
+    return lambda r: None if r.pool is None else read(r.pool)
+
+
+_GAUGE, _COUNTER = False, True
+PROXY_FAMILIES: tuple[Family, ...] = (
+    Family(
+        "kafka_quota_proxy_producer_id_users",
+        _GAUGE,
+        "Users whose recent producer ids are tracked (KIP-936)",
+        (),
+        lambda r: r.engine.producer_ids.tracked_users,
+    ),
+    Family(
+        "kafka_quota_proxy_producer_id_filter_bytes",
+        _GAUGE,
+        "Memory of the producer-id Bloom filters' bit arrays",
+        (),
+        lambda r: r.engine.producer_ids.filter_bytes(),
+    ),
+    Family(
+        "kafka_quota_proxy_config_reloads",
+        _COUNTER,
+        "Config reloads, by result",
+        ("result",),
+        lambda r: {("success",): r.stats.reloads_succeeded, ("failure",): r.stats.reloads_failed},
+    ),
+    Family(
+        "kafka_quota_proxy_config_last_reload_successful",
+        _GAUGE,
+        "1 while the config file's last change was taken; 0 from a refused one until a "
+        "change is taken (the proxy runs the config it had before)",
+        (),
+        lambda r: 1.0 if r.stats.last_reload_succeeded else 0.0,
+    ),
+    Family(
+        "kafka_quota_proxy_expired_sensors",
+        _COUNTER,
+        "Quota sensors dropped after an hour without activity",
+        (),
+        lambda r: r.stats.expired_sensors,
+    ),
+    Family(
+        "kafka_quota_proxy_connections_accepted",
+        _COUNTER,
+        "Client connections served, by listener",
+        ("listener",),
+        _by_listener("connections_accepted"),
+    ),
+    Family(
+        "kafka_quota_proxy_connections_refused",
+        _COUNTER,
+        "Client connections closed at once for max.connections.per.ip, by listener",
+        ("listener",),
+        _by_listener("connections_refused"),
+    ),
+    Family(
+        "kafka_quota_proxy_connections_throttled",
+        _COUNTER,
+        "Client connections held then closed for connection_creation_rate, by listener",
+        ("listener",),
+        _by_listener("connections_throttled"),
+    ),
+    Family(
+        "kafka_quota_proxy_listener_up",
+        _GAUGE,
+        "1 while a listener accepts; 0 while its upstream is unreachable and it refuses",
+        ("listener",),
+        lambda r: {
+            (listener,): 1.0 if serving else 0.0
+            for listener, serving in sorted(r.listeners.items())
+        },
+    ),
+    Family(
+        "kafka_quota_proxy_connections_idle_closed",
+        _COUNTER,
+        "Client connections closed after connections.max.idle.ms without traffic",
+        (),
+        lambda r: r.stats.connections_idle_closed,
+    ),
+    Family(
+        "kafka_quota_proxy_memory_pool_available_bytes",
+        _GAUGE,
+        "queued.max.request.bytes not granted to frames being read (Kafka's "
+        "MemoryPoolAvailable; below 0 by at most one frame)",
+        (),
+        _pool(lambda pool: pool.available),
+    ),
+    Family(
+        "kafka_quota_proxy_memory_pool_waiting_connections",
+        _GAUGE,
+        "Connections not read until the memory pool has memory again",
+        (),
+        _pool(lambda pool: pool.waiting),
+    ),
+    Family(
+        "kafka_quota_proxy_usage_samples",
+        _COUNTER,
+        "Usage samples written, by sink",
+        ("sink",),
+        _by_sink("usage_samples"),
+    ),
+    Family(
+        "kafka_quota_proxy_usage_samples_dropped",
+        _COUNTER,
+        "Usage samples dropped (a full Kafka buffer, a failed write), by sink",
+        ("sink",),
+        _by_sink("usage_dropped"),
+    ),
+    Family(
+        "kafka_quota_proxy_quota_store_up",
+        _GAUGE,
+        "1 while the quota store topic ([quota_store]) is read; 0 while it is not, and "
+        "the proxy enforces the quotas it last read and refuses alterations",
+        (),
+        lambda r: None if r.stats.quota_store_up is None else float(r.stats.quota_store_up),
+    ),
+    Family(
+        "kafka_quota_proxy_fleet_members",
+        _GAUGE,
+        "Members of this proxy's fleet: itself and those it heard from lately",
+        (),
+        _fleet(lambda fleet: fleet.members),
+    ),
+    Family(
+        "kafka_quota_proxy_fleet_bus_up",
+        _GAUGE,
+        "1 while this member reads its own publications back from the fleet's topic; 0 "
+        "while it does not, and holds each budget's share (fleet_budget_share)",
+        (),
+        _fleet(lambda fleet: 1.0 if fleet.bus_up else 0.0),
+    ),
+    Family(
+        "kafka_quota_proxy_fleet_budget_share",
+        _GAUGE,
+        "The share of every quota this member enforces on its own: 1 with the bus up, "
+        "1 / the members last seen without it",
+        (),
+        _fleet(lambda fleet: fleet.budget_share),
+    ),
+    Family(
+        "kafka_quota_proxy_fleet_bytes_published",
+        _COUNTER,
+        "Bytes this member wrote to the bus",
+        (),
+        _fleet(lambda fleet: fleet.bytes_published),
+    ),
+    Family(
+        "kafka_quota_proxy_fleet_bytes_read",
+        _COUNTER,
+        "Bytes this member read from the bus",
+        (),
+        _fleet(lambda fleet: fleet.bytes_read),
+    ),
+    Family(
+        "kafka_quota_proxy_fleet_publications_lost",
+        _COUNTER,
+        "Publications the bus did not take; their use went out with the next one",
+        (),
+        _fleet(lambda fleet: fleet.publications_lost),
+    ),
+    Family(
+        "kafka_quota_proxy_connections_active",
+        _GAUGE,
+        "Client connections open now",
+        (),
+        lambda r: r.active_connections(),
+    ),
+)
 
 
 def build_registry(collector: QuotaCollector, worker: int | None = None) -> CollectorRegistry:
