@@ -24,8 +24,8 @@ from proxy.runtime.usage import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
-from tests.harness import VirtualClock, connect
-from tests.wire import produce_request, record_batch, request_frame, response_frame
+from tests.support.harness import VirtualClock, connect
+from tests.support.wire import produce_request, record_batch, request_frame, response_frame
 
 _PRODUCE_VERSION = 9
 _METADATA_VERSION = 12

@@ -42,7 +42,7 @@ from proxy.enforcement.fleet import FleetMember, cold_every
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
-from tests.wire import produce_request, record_batch
+from tests.support.wire import produce_request, record_batch
 
 SYNC_MS = 250
 HOT_PRINCIPALS = 0.1

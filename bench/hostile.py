@@ -32,7 +32,7 @@ from localkafka import KafkaCluster
 from localkafka.load import RECORD_BYTES, Timeline, aiokafka_flood
 from localkafka.proxy_process import RunningProxy, start_proxy
 from proxy.runtime.read_budget import PRESSURE_READ_BYTES
-from tests.integration.scrape import scrape, total
+from tests.integration.support.scrape import scrape, total
 
 MIB = 2**20
 #: the well-behaved producer's offered rate, bytes/s

@@ -30,8 +30,8 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import ProducerIdCacheSettings, QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.harness import handler_request, handler_session, proxy_context
-from tests.wire import produce_request, record_batch
+from tests.support.harness import handler_request, handler_session, proxy_context
+from tests.support.wire import produce_request, record_batch
 
 HOUR_WINDOWS = MetricConfig(samples=11, window_ms=3_600_000)
 FALSE_POSITIVE_RATE = 0.01

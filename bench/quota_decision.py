@@ -29,7 +29,7 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
 from quotas.thread_time import ThreadTimes
-from tests.wire import request_frame
+from tests.support.wire import request_frame
 
 TARGET_US = 2.0
 

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from localkafka import CACHE
-from tests.chromium import open_page, screenshot
-from tests.samples import day_of_principals
+from tests.support.chromium import open_page, screenshot
+from tests.support.samples import day_of_principals
 
 _FILE_SAMPLES = 100_000
 

@@ -7,7 +7,7 @@ pay the interpreter per record. Sensors never interact and each record's arithme
 short fixed sequence, so step k applies the k-th record of every sensor at once,
 elementwise: the same IEEE operations, in the same order, as Kafka's SampledStat, Rate and
 TokenBucket in quotas/stats.py. The verdicts are the managers' own, record for record
-(tests/unit/test_whatif.py holds the per-record what-if as the oracle).
+(tests/unit/pipeline/test_whatif.py holds the per-record what-if as the oracle).
 
 Records come as the windows they spread over, grouped by sensor, in each sensor's order.
 Sensors are taken longest first, so the sensors still replaying at step k are always a

@@ -4,7 +4,7 @@ The per-record managers (quotas/managers.py) are what enforcement calls for ever
 replaying a long series (a day of usage windows in the what-if, a fleet member's backlog)
 through them costs a method call, an attribute walk and a purge check per record. These
 functions keep one sensor's state in local variables instead, and give exactly what the
-managers give, record for record, bit for bit: tests/unit/test_quota_replay.py holds the
+managers give, record for record, bit for bit: tests/unit/quotas/test_quota_replay.py holds the
 managers as their oracle on random series.
 
 Times are milliseconds on one clock and must not go back, as a series of windows does not.

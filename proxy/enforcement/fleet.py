@@ -7,7 +7,7 @@ its connections land, and each member throttles it on that rate. KIP-936's produ
 member admits are published too, so a producer that reconnects through another member is not
 charged again. Sans-IO: the bus that carries publications is the caller's
 (proxy/control/fleet_bus.py over a topic of the cluster; a simulated one in
-tests/fleet_simulation.py).
+tests/support/fleet_simulation.py).
 
 Time base: remote use is recorded on the receiving member's own clock, when it arrives, into
 the sample current then. Monotonic clocks of two hosts do not compare.
@@ -21,7 +21,7 @@ sensor with no use here yet). When their publications arrive, the use they repor
 what was anticipated for them, and what they did not report is withdrawn after
 ANTICIPATED_FOR intervals. A principal spread evenly is then held as one process holds it;
 one that uses a single member is weighted 1 there once a publication has shown it. The bound
-this leaves is stated and tested in tests/unit/test_fleet.py (README, "A fleet").
+this leaves is stated and tested in tests/unit/proxy/enforcement/test_fleet.py (README, "A fleet").
 
 What is published is bounded: a sensor whose limit no entity sets cannot be throttled and is
 never published; a sensor far below its limit (cold) adds up its use and is published every

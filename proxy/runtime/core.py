@@ -61,7 +61,7 @@ class Peer(Protocol):
 #: and a client that would pipeline thousands past a throttle is held here instead. Every
 #: request in flight is charged its request time when it is answered, even after the first
 #: answer throttled the connection, and Kafka caps a request-time throttle at one window:
-#: with 64 a raw pipelining client got 1.15 x its request_percentage (tests/fidelity.py).
+#: with 64 a raw pipelining client got 1.15 x its request_percentage (tests/support/fidelity.py).
 MAX_IN_FLIGHT: Final = 5
 
 

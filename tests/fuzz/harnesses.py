@@ -60,7 +60,7 @@ from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from tests.fuzz.seeds import RESPONSES
-from tests.harness import (
+from tests.support.harness import (
     RecordingTransport,
     VirtualClock,
     connect,
@@ -68,7 +68,7 @@ from tests.harness import (
     handler_session,
     proxy_context,
 )
-from tests.wire import request_frame
+from tests.support.wire import request_frame
 
 Harness = Callable[[bytes], None]
 

@@ -8,7 +8,7 @@ import pytest
 
 from localkafka import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration.clients import IDENTITY_USERS, SASL_USERS
+from tests.integration.support.clients import IDENTITY_USERS, SASL_USERS
 
 
 @pytest.fixture(scope="session")

@@ -12,10 +12,8 @@ from aiokafka import AIOKafkaProducer
 
 from localkafka import LOOPBACK, KafkaCluster, free_port
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration import clients
-from tests.integration.scrape import scrape, total
-
-pytestmark = pytest.mark.integration
+from tests.integration.support import clients
+from tests.integration.support.scrape import scrape, total
 
 
 async def closed_by_proxy(reader: asyncio.StreamReader) -> bool:

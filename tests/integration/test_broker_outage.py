@@ -18,11 +18,9 @@ from kafka import KafkaConsumer, KafkaProducer
 from localkafka import KafkaCluster, java_command
 from localkafka.load import read_all
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration import clients
-from tests.integration.listeners import answered, until
-from tests.integration.scrape import scrape, total, value
-
-pytestmark = pytest.mark.integration
+from tests.integration.support import clients
+from tests.integration.support.listeners import answered, until
+from tests.integration.support.scrape import scrape, total, value
 
 STOPPED = 3
 #: acknowledgements awaited before the broker is stopped, and again once it is back

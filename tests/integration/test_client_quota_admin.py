@@ -40,10 +40,8 @@ from protocol.client_quotas import (
     read_describe_entries,
 )
 from proxy.control.cluster import ClusterClient
-from tests.integration.scrape import scrape, value, wait_for_metric
-from tests.wire import request_frame
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.scrape import scrape, value, wait_for_metric
+from tests.support.wire import request_frame
 
 CONFIGS = "kafka.admin.ConfigCommand"
 STORE_TOPIC = "kafka-quota-proxy-quotas"

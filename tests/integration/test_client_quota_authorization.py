@@ -16,8 +16,6 @@ import pytest
 from localkafka import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
 
-pytestmark = pytest.mark.integration
-
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 CONFIGS = "kafka.admin.ConfigCommand"
 PASSWORD_ENV = "KQP_ADMIN_PASSWORD"

@@ -22,10 +22,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from localkafka import KafkaCluster, free_port
 from localkafka.proxy_process import RunningProxy, free_port_block, start_proxy
-from tests.integration.clients import IDENTITY_USERS
-from tests.integration.scrape import value, wait_for_metric
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.clients import IDENTITY_USERS
+from tests.integration.support.scrape import value, wait_for_metric
 
 SAMPLES = "identity-usage"
 TOPIC = "identity-traffic"

@@ -6,10 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.integration
-
 GOOD = """
 [proxy]
 upstream_bootstrap_servers = ["127.0.0.1:1"]

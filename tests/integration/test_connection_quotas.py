@@ -14,9 +14,7 @@ import pytest
 
 from localkafka import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.scrape import scrape, total
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.scrape import scrape, total
 
 STORM_ADDRESS = "127.0.0.2"
 CAPPED_ADDRESS = "127.0.0.3"

@@ -2,7 +2,7 @@
 
 Three instances, separate processes on separate ports, joined by `[fleet] name`, in front of
 the 3-broker cluster; three librdkafka processes share one client-id, each through another
-instance (tests/integration/held.py). Independent instances admitted 3.03 x the quota
+instance (tests/integration/support/held.py). Independent instances admitted 3.03 x the quota
 (issue 27, at 4ace00a); the fleet must stay under the bound one instance is held to, 1.10 x
 over 30 s. A second principal beside it, under its own quota, is never throttled on any
 instance; every acknowledged record is stored once. Then one instance is killed -9 mid-run:
@@ -29,7 +29,7 @@ from localkafka.load import (
     seq_of,
 )
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.held import (
+from tests.integration.support.held import (
     BOUND,
     FIRST_WINDOW_S,
     FLEET,
@@ -43,9 +43,7 @@ from tests.integration.held import (
     assert_stored_once,
     run_held,
 )
-from tests.integration.scrape import scrape, total, value
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.scrape import scrape, total, value
 
 NEIGHBOUR_RATE = QUOTA / 2
 

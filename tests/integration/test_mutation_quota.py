@@ -44,11 +44,9 @@ from protocol.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METAD
 from protocol.headers import encode_request
 from protocol.metadata import metadata_request_body
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
-from tests.integration.clients import SASL_USERS
-from tests.integration.scrape import scrape, value
-from tests.wire import decode_response
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.clients import SASL_USERS
+from tests.integration.support.scrape import scrape, value
+from tests.support.wire import decode_response
 
 CLIENTS = (
     "raw",

@@ -21,9 +21,7 @@ from localkafka import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from protocol.apis import METADATA
 from protocol.headers import encode_request
-from tests.integration.scrape import sample_shares
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.scrape import sample_shares
 
 CLIENT_ID = "raw-flood"
 SHARE = 10.0
@@ -93,7 +91,7 @@ async def test_a_client_ignoring_throttles_is_held_and_buffers_stay_bounded(
     )
     assert sum(1 for ms in throttles if ms > 0) > 10
     # request time includes this machine's scheduling; the exact share is proven on a virtual
-    # clock (tests/unit/test_quota_fidelity.py), here the flood is held near it, not at 60 %
+    # clock (tests/unit/quotas/test_quota_fidelity.py), here the flood is held near it, not at 60 %
     assert share <= 1.5 * SHARE, shares
     # held: most of what it wrote was never read; what waits is bounded by socket buffers
     assert written > 2 * answered

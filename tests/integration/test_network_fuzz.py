@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.fuzz.network import run_network_fuzz
-
-pytestmark = pytest.mark.integration
 
 
 async def test_fuzzed_connections_neither_stop_the_proxy_nor_lose_a_record(

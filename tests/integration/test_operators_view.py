@@ -26,9 +26,7 @@ from deploy.dashboard import DASHBOARD
 from localkafka import KafkaCluster, create_topic
 from localkafka.load import Timeline, aiokafka_drain, aiokafka_flood
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.prometheus import RunningPrometheus, prometheus
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.prometheus import RunningPrometheus, prometheus
 
 TOPIC = "operators-view"
 FLOODER_QUOTA = 100_000

@@ -14,8 +14,6 @@ import asyncio
 import time
 from collections.abc import Callable
 
-import pytest
-
 from config.proxy import ProxySettings
 from localkafka import KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, assert_no_loss_or_duplicates, read_all, seq_of
@@ -27,9 +25,7 @@ from proxy.network.server import ProxyServer
 from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
-from tests.integration.clients import SASL_USERS
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.clients import SASL_USERS
 
 PRODUCED, ELSEWHERE = "produced", "elsewhere"
 

@@ -5,7 +5,7 @@ three brokers: nine connections, three per broker, each of which a broker would 
 own. Through the proxy the fleet together stays near its producer_byte_rate. What any machine
 can show is asserted: the fleet was throttled, made progress and stayed under 1.10 x the quota
 over 30 s; a second principal producing beside it at the same time was never throttled; every
-acknowledged record is stored once. The bound is reasoned in tests/integration/held.py.
+acknowledged record is stored once. The bound is reasoned in tests/integration/support/held.py.
 bench/quota_fidelity.py sets this beside the brokers' own quota, which admits more.
 """
 
@@ -17,7 +17,7 @@ import pytest
 
 from localkafka import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.held import (
+from tests.integration.support.held import (
     BOUND,
     FIRST_WINDOW_S,
     FLEET,
@@ -29,8 +29,6 @@ from tests.integration.held import (
     assert_stored_once,
     run_held,
 )
-
-pytestmark = pytest.mark.integration
 
 NEIGHBOUR_RATE = QUOTA
 CONFIG = SHORT_QUOTA_WINDOWS + f'[clients."{FLEET}"]\nproducer_byte_rate = {QUOTA}\n'

@@ -38,10 +38,8 @@ from localkafka.load import (
     seq_of,
 )
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.scrape import scrape, total, value, wait_for_metric
-from tests.oauth import aiokafka_oauth, confluent_oauth, java_oauth, kafka_python_oauth
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.scrape import scrape, total, value, wait_for_metric
+from tests.support.oauth import aiokafka_oauth, confluent_oauth, java_oauth, kafka_python_oauth
 
 USERS = {name: f"{name}-secret" for name in ("alice", "bob", "erin", "frank")}
 REAUTH_MS = 10_000

@@ -23,10 +23,8 @@ from kafka import KafkaProducer
 from localkafka import KafkaCluster, java_command
 from localkafka.load import read_all
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration.clients import SASL_USERS
-from tests.integration.scrape import scrape, value
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.clients import SASL_USERS
+from tests.integration.support.scrape import scrape, value
 
 JAVA = Path(__file__).parent / "java" / "ShortLivedProducers.java"
 HOURLY = (

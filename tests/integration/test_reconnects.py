@@ -26,11 +26,9 @@ from localkafka import KafkaCluster, java_command
 from localkafka.load import PRODUCER_PERFORMANCE, producer_perf_args
 from localkafka.proxy_process import RunningProxy, start_proxy
 from proxy.network.listener import PROBE_INTERVAL_S
-from tests.integration import clients
-from tests.integration.listeners import until
-from tests.integration.scrape import scrape, total
-
-pytestmark = pytest.mark.integration
+from tests.integration.support import clients
+from tests.integration.support.listeners import until
+from tests.integration.support.scrape import scrape, total
 
 CRASHED = 3
 #: a crashed broker stays in the metadata, leading its partitions, this long
@@ -114,7 +112,7 @@ def counting(
         command = java_command(PRODUCER_PERFORMANCE, args, heap="256m")
     else:
         command = [
-            sys.executable, "-m", "tests.integration.reconnecting",
+            sys.executable, "-m", "tests.integration.support.reconnecting",
             client, bootstrap, topic, str(RECONNECT_SECONDS),
         ]  # fmt: skip
     return subprocess.Popen(

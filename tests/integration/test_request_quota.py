@@ -24,9 +24,7 @@ from kafka.errors import NodeNotReadyError
 
 from localkafka import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.scrape import sample_shares, scrape, value
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.scrape import sample_shares, scrape, value
 
 SHARE = 10.0
 FIRST_WINDOW_S, MEASURED_S = 2.0, 10.0
@@ -111,7 +109,7 @@ async def test_metadata_hammer_is_held_to_its_request_share(
     for client, series in shares.items():
         mean = statistics.mean(series)
         print(f"{client}: request time {mean:.1f}% of a thread (control {control_share:.1f}%)")
-        # held near its share (exact on a virtual clock: tests/unit/test_quota_fidelity.py);
+        # held near its share (exact on a virtual clock: tests/unit/quotas/test_quota_fidelity.py);
         # request time includes this machine's scheduling, so only a one-sided bound here
         assert 0 < mean <= SHARE * 1.5, (client, series)
     # aiokafka saw throttle_time_ms, ignored it, and was held anyway

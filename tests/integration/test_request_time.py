@@ -23,7 +23,7 @@ import pytest
 from localkafka import KafkaCluster
 from localkafka import workloads as load
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration.request_legs import (
+from tests.integration.support.request_legs import (
     WORKLOADS,
     Leg,
     broker_quotas,
@@ -33,8 +33,6 @@ from tests.integration.request_legs import (
     remove_quotas,
     run_legs,
 )
-
-pytestmark = pytest.mark.integration
 
 QUOTA, FLOOD_QUOTA = 20.0, 2.0
 #: throttles that add up to less than this share of a run are noise, not a difference

@@ -15,9 +15,7 @@ from aiokafka import AIOKafkaProducer
 from localkafka import KafkaCluster
 from localkafka.load import read_all
 from localkafka.proxy_process import restart_proxy, start_proxy
-from tests.integration import clients
-
-pytestmark = pytest.mark.integration
+from tests.integration.support import clients
 
 MAX_RECORDS = 200_000
 IN_FLIGHT = 50

@@ -18,9 +18,7 @@ import pytest
 from localkafka import KafkaCluster
 from localkafka.load import Timeline, kafka_python_flood
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.scrape import scrape, value, wait_for_metric
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.scrape import scrape, value, wait_for_metric
 
 CLIENT_ID = "shadow-app"
 QUOTA = 200_000

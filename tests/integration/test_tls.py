@@ -29,11 +29,9 @@ from localkafka import LOOPBACK, KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, kafka_python_flood
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy, tls_sections
 from localkafka.tls import ThrowawayCA
-from tests.integration import clients
-from tests.integration.clients import SASL_USERS
-from tests.integration.scrape import scrape, value, wait_for_metric
-
-pytestmark = pytest.mark.integration
+from tests.integration.support import clients
+from tests.integration.support.clients import SASL_USERS
+from tests.integration.support.scrape import scrape, value, wait_for_metric
 
 ALICE_QUOTA = 100_000  # producer_byte_rate, B/s
 CLIENT_ID = "tls-app"

@@ -5,14 +5,11 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from localkafka.proxy_process import RunningProxy
-from tests.integration import clients
-from tests.integration.clients import confluent_values
-
-pytestmark = pytest.mark.integration
+from tests.integration.support import clients
+from tests.integration.support.clients import confluent_values
 
 INPUT_RECORDS = 4000
 DEADLINE_S = 120.0

@@ -10,9 +10,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from localkafka import KafkaCluster
 from localkafka.proxy_process import RunningProxy
-from tests.integration import clients
-
-pytestmark = pytest.mark.integration
+from tests.integration.support import clients
 
 RECORDS = 3000
 MORE = 500

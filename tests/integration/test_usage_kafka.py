@@ -21,10 +21,8 @@ from config.loader import load_config
 from localkafka import KafkaCluster, ensure_spark_kafka_jars
 from localkafka.proxy_process import RunningProxy, start_proxy
 from quotas.entities import QuotaEntity, QuotaType
-from tests.integration.scrape import value, wait_for_metric
-from tests.integration.spark_standalone import standalone_spark
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.scrape import value, wait_for_metric
+from tests.integration.support.spark_standalone import standalone_spark
 
 TOPIC = "usage-kafka-traffic"
 SAMPLES_TOPIC = "kafka-quota-proxy-usage"

@@ -25,9 +25,7 @@ from localkafka import KafkaCluster
 from localkafka.load import Timeline
 from localkafka.proxy_process import RunningProxy, start_proxy
 from quotas.entities import QuotaEntity, QuotaType
-from tests.integration.scrape import scrape, value, wait_for_metric
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.scrape import scrape, value, wait_for_metric
 
 TOPIC = "usage-report"
 RECORD = b"x" * 10_000

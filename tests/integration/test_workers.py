@@ -2,7 +2,7 @@
 (issue 27); that SIGTERM drains both is in test_rolling_restart.py.
 
 The workers share every listener port; the kernel spreads the connections of three
-librdkafka processes, which share one client-id, over both (tests/integration/held.py). Held
+librdkafka processes, which share one client-id, over both (tests/integration/support/held.py). Held
 apart, each worker would admit the quota; as the fleet of their host, the principal stays
 under the bound one process is held to, its neighbour is never throttled, and every
 acknowledged record is stored once.
@@ -17,7 +17,7 @@ import pytest
 
 from localkafka import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.held import (
+from tests.integration.support.held import (
     BOUND,
     FLEET,
     MEASURED_S,
@@ -27,9 +27,7 @@ from tests.integration.held import (
     assert_stored_once,
     run_held,
 )
-from tests.integration.scrape import scrape, total
-
-pytestmark = pytest.mark.integration
+from tests.integration.support.scrape import scrape, total
 
 CONFIG = (
     "workers = 2\n"

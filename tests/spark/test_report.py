@@ -14,8 +14,8 @@ from pipeline.report import report
 from pipeline.samples import SampleError, read_files
 from protocol.apis import CREATE_TOPICS, FETCH, PRODUCE, SASL_AUTHENTICATE
 from quotas.entities import QuotaEntity, QuotaType
-from tests.chromium import open_page, screenshot
-from tests.samples import sample, write
+from tests.support.chromium import open_page, screenshot
+from tests.support.samples import sample, write
 
 CONFIG = """
 [proxy]
@@ -157,7 +157,7 @@ def test_the_recommended_quotas_throttle_nobody_in_the_what_if(
 
 def test_a_candidate_quota_file_is_replayed_exactly(spark: SparkSession, reported: Path) -> None:
     """8000 B/s against 5000 B/s: every window throttled, 294 of its 300 seconds' bytes
-    (tests/unit/test_whatif.py derives the number from Kafka's rate)."""
+    (tests/unit/pipeline/test_whatif.py derives the number from Kafka's rate)."""
     candidate = reported / "candidate.toml"
     candidate.write_text("[users.alice.clients.app]\nproducer_byte_rate = 5000\n")
     args = arguments(reported, "what-if", candidate)

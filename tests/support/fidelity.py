@@ -13,7 +13,8 @@ up to `pipeline` requests unanswered: 1, 5 (the Java producer's default) or with
 (librdkafka), and what it sends while the proxy is not reading waits in socket buffers of
 SOCKET_BUFFER bytes. The simulated broker answers one request of the connection at a time.
 
-`python -m tests.fidelity` prints the table; tests/unit/test_quota_fidelity.py asserts it.
+`python -m tests.support.fidelity` prints the table; tests/unit/quotas/test_quota_fidelity.py
+asserts it.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.harness import RecordingTransport, VirtualClock, connect
-from tests.wire import request_frame, response_frame
+from tests.support.harness import RecordingTransport, VirtualClock, connect
+from tests.support.wire import request_frame, response_frame
 
 MS = 1_000_000
 SECOND = 1000 * MS
@@ -517,7 +518,7 @@ def print_table(results: list[Result], out: Callable[[str], Any] = print) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.fidelity", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.support.fidelity", description=__doc__)
     parser.add_argument(
         "--connections",
         type=int,

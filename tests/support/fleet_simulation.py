@@ -1,12 +1,13 @@
 """A fleet on a virtual clock: greedy clients of one principal spread over members, each a
 real connection core and enforcement of its own, and a simulated bus between them.
 
-The clients, brokers and workloads are the fidelity table's (tests/fidelity.py); each member
+The clients, brokers and workloads are the fidelity table's (tests/support/fidelity.py); each member
 publishes every sync interval (members staggered over the interval) what its sensors recorded,
 and the bus delivers each publication to every member, the publisher included, after a delay,
 losing some with a given probability, or none at all once cut. What the principal got, over
 whole echo periods, is what the fleet held it to; the unit tests assert it and its bound
-(tests/unit/test_fleet.py), and `python -m tests.fleet_simulation` prints the table.
+(tests/unit/proxy/enforcement/test_fleet.py), and `python -m tests.support.fleet_simulation` prints
+the table.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from quotas.entities import DEFAULT, QuotaEntity
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from quotas.store import FILE, entries_of
-from tests.fidelity import (
+from tests.support.fidelity import (
     BEHAVIOURS,
     LONG_RUN_S,
     SECOND,
@@ -35,7 +36,7 @@ from tests.fidelity import (
     greedy_client,
     whole_periods,
 )
-from tests.harness import VirtualClock, proxy_context
+from tests.support.harness import VirtualClock, proxy_context
 
 MS = 1_000_000
 
@@ -139,7 +140,9 @@ def simulate_fleet(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.fleet_simulation", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.support.fleet_simulation", description=__doc__
+    )
     parser.add_argument(
         "--placement", default="1,1,1", help="clients per member, e.g. 2,1,0 (default 1,1,1)"
     )

@@ -8,7 +8,8 @@ Greedy clients fill the quota windows (2 x 1 s) in the first window, which is no
 and keep them full: from then on Kafka's arithmetic admits the quota, and what is over it is
 what the processes hold unacknowledged at the edges of the 30 s (3 x IN_FLIGHT records of
 1 kB: 2 %) plus a fleet's own error (at most 2.5 % at the default 250 ms sync:
-tests/unit/test_fleet.py): 1.10 x leaves room for a request or two more. With 1000 records
+tests/unit/proxy/enforcement/test_fleet.py): 1.10 x leaves room for a request or two more. With
+1000 records
 in flight per process the edges alone were worth 10 %, and a loaded 2-core CI run measured a
 fleet at 1.139 x; with 200, three runs with a core kept busy beside the test measured
 1.009-1.029 x.
@@ -30,7 +31,7 @@ from localkafka.load import (
     read_all,
     seq_of,
 )
-from tests.integration.scrape import Samples, scrape, total, value
+from tests.integration.support.scrape import Samples, scrape, total, value
 
 QUOTA = 1_000_000
 FLEET, NEIGHBOUR = "fleet", "neighbour"

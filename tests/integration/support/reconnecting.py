@@ -2,7 +2,7 @@
 process of its own so that tests/integration/native/connect_counter.c can count its
 connection attempts.
 
-    python -m tests.integration.reconnecting CLIENT BOOTSTRAP TOPIC SECONDS
+    python -m tests.integration.support.reconnecting CLIENT BOOTSTRAP TOPIC SECONDS
 
 It sends to every partition in turn, so it keeps wanting the partitions the stopped broker
 still leads, and exits without waiting for what the dead broker will never acknowledge.

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from localkafka import KafkaCluster, java_command
 from localkafka import workloads as load
 from protocol.client_quotas import AlterEntry
-from tests.integration.scrape import scrape, value
+from tests.integration.support.scrape import scrape, value
 
 #: the legs' names, and the workloads, by the names their client-ids carry
 WORKLOADS = ("classic", "consumer", "transactions", "acks-all", "idle", "flood")

@@ -14,7 +14,7 @@ from protocol.headers import (
     request_body_offset,
     response_correlation_id,
 )
-from tests.wire import decode_request, decode_response, request_frame
+from tests.support.wire import decode_request, decode_response, request_frame
 
 
 def fetch_request(version: int, max_bytes: int, min_bytes: int = 1) -> bytes:

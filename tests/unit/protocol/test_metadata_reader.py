@@ -28,7 +28,7 @@ from protocol.metadata import (
 )
 from protocol.rewrite import Advertise
 from proxy.handlers.registry import DECODED_VERSIONS
-from tests.wire import response_frame
+from tests.support.wire import response_frame
 
 VERSIONS = range(DECODED_VERSIONS[METADATA] + 1)
 BROKER = MetadataResponse.MetadataResponseBroker

@@ -17,7 +17,7 @@ from protocol.produce import (
     read_produce,
     refuse_produce,
 )
-from tests.wire import decode_response, produce_request, record_batch
+from tests.support.wire import decode_response, produce_request, record_batch
 
 REQUEST, RESPONSE = DECODED[PRODUCE]
 TOPIC_ID = uuid.UUID(int=99)

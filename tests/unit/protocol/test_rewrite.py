@@ -16,7 +16,7 @@ from protocol.apis import API_VERSIONS
 from protocol.headers import response_correlation_id
 from protocol.rewrite import carries_addresses, rewrite_addresses
 from proxy.handlers.registry import DECODED_VERSIONS
-from tests.wire import decode_response, response_frame
+from tests.support.wire import decode_response, response_frame
 
 ADVERTISED: dict[int, tuple[str, int]] = {}
 

@@ -16,7 +16,7 @@ from protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from protocol.errors import ProtocolError
 from protocol.headers import RequestHeader, parse_request_header
 from protocol.sasl import SaslExchange, plain_user, scram_user
-from tests.wire import request_frame, response_frame
+from tests.support.wire import request_frame, response_frame
 
 AUTH_VERSION = 2  # flexible: request header v2, compact bytes
 FAILED = 58  # SASL_AUTHENTICATION_FAILED

@@ -11,7 +11,7 @@ from kafka.protocol.producer import ProduceResponse
 
 from protocol.errors import ProtocolError
 from protocol.throttle import with_throttle_time
-from tests.wire import decode_response, response_frame
+from tests.support.wire import decode_response, response_frame
 
 
 def produce_response(version: int, throttle: int) -> Any:

@@ -1,7 +1,8 @@
 """Every quota holds a greedy client, whatever it does with throttle_time_ms and however deep
 it pipelines, through the proxy's real connection and enforcement on a virtual clock.
 
-Two properties, for each quota type, client behaviour and window setting (tests/fidelity.py):
+Two properties, for each quota type, client behaviour and window setting
+(tests/support/fidelity.py):
 - the long run: over LONG_RUN_S simulated seconds the client gets the quota, within
   LONG_RUN_TOLERANCE;
 - no span of SPAN_S seconds carries more than the quota plus the burst Kafka's windows allow.
@@ -9,14 +10,14 @@ Two properties, for each quota type, client behaviour and window setting (tests/
 No shorter span is asserted to within 1 %: Kafka's own arithmetic does not hold a greedy
 client that tightly. With its default 11 x 1 s windows the first burst echoes for minutes, and
 30-second averages of a broker's own quota swing between 0.81 and 1.08 x quota (README, "Quota
-windows"); `python -m tests.fidelity` prints those spans beside the long run.
+windows"); `python -m tests.support.fidelity` prints those spans beside the long run.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.fidelity import BEHAVIOURS, WINDOWS, WORKLOADS, Behaviour, Workload, simulate
+from tests.support.fidelity import BEHAVIOURS, WINDOWS, WORKLOADS, Behaviour, Workload, simulate
 
 #: the long-run rate is within this of the quota; the most any row misses by is 1.4 %
 #: (consumer_byte_rate at 5 x 2 s: the fetch that crosses the quota is delivered)

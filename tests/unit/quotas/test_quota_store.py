@@ -31,7 +31,7 @@ from quotas.validation import (
     pairs_of,
     validate_value,
 )
-from tests.harness import VirtualClock
+from tests.support.harness import VirtualClock
 
 INVALID_KEY = "Invalid configuration key "
 COMBINATION = (

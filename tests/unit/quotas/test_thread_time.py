@@ -11,8 +11,8 @@ import pytest
 
 from protocol.apis import FETCH, MAY_WAIT, METADATA, PRODUCE
 from quotas.thread_time import SAMPLES, WAIT_CAP, ThreadTimes, size_class
-from tests.unit.test_usage import T0, connected
-from tests.wire import request_frame
+from tests.support.wire import request_frame
+from tests.unit.proxy.runtime.test_usage import T0, connected
 
 MS = 1_000_000
 LIST_OFFSETS, JOIN_GROUP, HEARTBEAT, END_TXN = 2, 11, 12, 26
@@ -92,7 +92,8 @@ def _request_log() -> list[dict[str, str]]:
 def test_kafkas_own_request_log_replayed_is_charged_near_what_kafka_charged(
     client: str, round_trips: float, lowest: float, highest: float
 ) -> None:
-    """Kafka 4.1's request log of one broker (tests/unit/data/request_log.csv): each request's
+    """Kafka 4.1's request log of one broker (tests/unit/quotas/data/request_log.csv): each
+    request's
     total time as the round trip, its local and send time as what Kafka charged (the I/O
     thread's time and, at most, the network thread's). The log has no sizes, so every
     request is in one size class here; acks=all Produces, which are larger than the others in

@@ -1,7 +1,8 @@
 """A fleet holds one budget per quota entity (proxy/enforcement/fleet.py), on a virtual clock.
 
-The fidelity table's greedy clients (tests/fidelity.py), spread over 3 members, each a real
-connection core and enforcement, with a simulated bus between them (tests/fleet_simulation.py):
+The fidelity table's greedy clients (tests/support/fidelity.py), spread over 3 members, each a real
+connection core and enforcement, with a simulated bus between them
+(tests/support/fleet_simulation.py):
 what the principal got over whole echo periods of a 300 s run, to its quota.
 
 The bound, stated in README "A fleet": |fleet / quota - 1| <= 4 % + 5 % per second of sync
@@ -23,8 +24,8 @@ from proxy.enforcement.fleet import GONE_AFTER, FleetMember, cold_every
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaLimits
-from tests.fidelity import BEHAVIOURS, WINDOWS, WORKLOADS, Behaviour, Workload
-from tests.fleet_simulation import Bus, simulate_fleet
+from tests.support.fidelity import BEHAVIOURS, WINDOWS, WORKLOADS, Behaviour, Workload
+from tests.support.fleet_simulation import Bus, simulate_fleet
 
 SYNC_MS = 250
 EVERYONE = QuotaEntity(client_id=DEFAULT)
@@ -42,7 +43,7 @@ def test_three_members_hold_greedy_clients_within_5_percent(
     workload: Workload, behaviour: Behaviour, windows: tuple[int, int]
 ) -> None:
     """Kafka's default windows and the integration tests' 2 x 1 s; python -m
-    tests.fleet_simulation runs the fidelity table's four."""
+    tests.support.fleet_simulation runs the fidelity table's four."""
     result = simulate_fleet(workload, behaviour, windows, Bus(SYNC_MS, 20))
     assert abs(result.fleet - 1) <= 0.05, result
 
@@ -55,7 +56,7 @@ def test_three_members_hold_greedy_clients_within_5_percent(
 @pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.quota_type.key)
 def test_the_bound_grows_with_sync_interval_and_delay(workload: Workload, bus: Bus) -> None:
     """Kafka's default windows, where a lag weighs most (its first burst echoes every 11 s),
-    and the client that missed by most at 1 s + 200 ms (python -m tests.fleet_simulation
+    and the client that missed by most at 1 s + 200 ms (python -m tests.support.fleet_simulation
     prints every row)."""
     result = simulate_fleet(workload, BEHAVIOURS[5], (11, 1), bus)
     assert abs(result.fleet - 1) <= bound(bus), result

@@ -26,8 +26,8 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity
 from quotas.settings import QuotaConfig
 from quotas.store import ALTERED, FILE, MATCH_ANY, MATCH_EXACT
-from tests.harness import RecordingCluster, handler_request, handler_session, proxy_context
-from tests.wire import decode_response, request_frame, response_frame
+from tests.support.harness import RecordingCluster, handler_request, handler_session, proxy_context
+from tests.support.wire import decode_response, request_frame, response_frame
 
 ALICE: Pairs = [("user", "alice")]
 

@@ -40,7 +40,7 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.harness import (
+from tests.support.harness import (
     RecordingCluster,
     RecordingTransport,
     VirtualClock,
@@ -50,7 +50,7 @@ from tests.harness import (
     proxy_context,
     responded,
 )
-from tests.wire import decode_request, decode_response, request_frame, response_frame
+from tests.support.wire import decode_request, decode_response, request_frame, response_frame
 
 SETTINGS = QuotaSettings(controller=MetricConfig(samples=10, window_ms=1000))
 RATE_2 = {QuotaType.CONTROLLER_MUTATION: {QuotaEntity(client_id=DEFAULT): 2.0}}

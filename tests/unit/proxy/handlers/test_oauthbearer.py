@@ -26,10 +26,10 @@ from proxy.enforcement import Enforcement
 from proxy.handlers.principals import PrincipalBuilder
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig, QuotaSettings
-from tests.harness import handler_request, handler_session, proxy_context
-from tests.oauth import unsigned_jwt
-from tests.unit.test_sasl import FAILED, authenticate, handshake
-from tests.wire import request_frame
+from tests.support.harness import handler_request, handler_session, proxy_context
+from tests.support.oauth import unsigned_jwt
+from tests.support.wire import request_frame
+from tests.unit.protocol.test_sasl import FAILED, authenticate, handshake
 
 
 def first(token: str, authzid: str = "", extensions: str = "") -> bytes:

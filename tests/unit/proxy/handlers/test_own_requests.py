@@ -20,8 +20,8 @@ from proxy.handlers.topics import TopicCache
 from proxy.runtime.core import ConnectionCore
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
-from tests.harness import RecordingTransport, VirtualClock, connect
-from tests.wire import decode_request, request_frame, response_frame
+from tests.support.harness import RecordingTransport, VirtualClock, connect
+from tests.support.wire import decode_request, request_frame, response_frame
 
 OTHER_API = 7
 TOPIC_ID = uuid.uuid4()

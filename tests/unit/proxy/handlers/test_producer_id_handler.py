@@ -19,7 +19,7 @@ from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import ClientSensors
 from quotas.settings import ProducerIdCacheSettings, QuotaConfig, QuotaLimits, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.harness import (
+from tests.support.harness import (
     RecordingTransport,
     VirtualClock,
     connect,
@@ -27,7 +27,7 @@ from tests.harness import (
     handler_session,
     proxy_context,
 )
-from tests.wire import decode_response, produce_request, record_batch
+from tests.support.wire import decode_response, produce_request, record_batch
 
 REQUEST, RESPONSE = DECODED[PRODUCE]
 SETTINGS = QuotaSettings(

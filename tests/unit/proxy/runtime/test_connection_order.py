@@ -21,8 +21,8 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.harness import RecordingTransport, VirtualClock, connect
-from tests.wire import request_frame
+from tests.support.harness import RecordingTransport, VirtualClock, connect
+from tests.support.wire import request_frame
 
 WINDOWS = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
 OTHER_API = 7  # forwarded as bytes, never decoded

@@ -12,8 +12,8 @@ from proxy.runtime.memory_pool import MemoryPool
 from proxy.runtime.read_budget import PRESSURE_READ_BYTES, READ_BYTES
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
-from tests.harness import RecordingTransport, VirtualClock, connect, proxy_context
-from tests.wire import request_frame
+from tests.support.harness import RecordingTransport, VirtualClock, connect, proxy_context
+from tests.support.wire import request_frame
 
 OTHER_API = 7  # ControlledShutdown: never decoded
 

@@ -26,14 +26,14 @@ from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from quotas.usage import SAMPLE_FIELDS, SCHEMA_VERSION, UsageSample
-from tests.harness import RecordingTransport, VirtualClock, connect
-from tests.harness import handler_request as request
-from tests.unit.test_connection_order import produce
-from tests.unit.test_mutations import create_topics
-from tests.unit.test_mutations import session as mutation_session
-from tests.unit.test_producer_id_handler import produce as produce_with_id
-from tests.unit.test_producer_id_handler import session as producer_id_session
-from tests.wire import request_frame
+from tests.support.harness import RecordingTransport, VirtualClock, connect
+from tests.support.harness import handler_request as request
+from tests.support.wire import request_frame
+from tests.unit.proxy.handlers.test_mutations import create_topics
+from tests.unit.proxy.handlers.test_mutations import session as mutation_session
+from tests.unit.proxy.handlers.test_producer_id_handler import produce as produce_with_id
+from tests.unit.proxy.handlers.test_producer_id_handler import session as producer_id_session
+from tests.unit.proxy.runtime.test_connection_order import produce
 
 MS = 1_000_000
 OTHER_API = 7  # forwarded as bytes
