@@ -16,21 +16,20 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from config.errors import ConfigError
 from config.loader import load_config
 from config.quota_file import HEADER_MARK, quota_file
-from pipeline.html import PrincipalChart, QuotaTotal, Throttled, clock, render
+from pipeline.html import clock, render
+from pipeline.page import cluster_totals, offender_lists, principal_charts, with_series
 from pipeline.samples import SampleError, check_versions, read_files, read_kafka
 from pipeline.usage_stats import (
-    CLIENT_RATES,
-    PRODUCER_IDS,
     Recommendation,
     offenders,
     principal_stats,
@@ -39,10 +38,7 @@ from pipeline.usage_stats import (
     user_producer_id_windows,
     user_stats,
 )
-from pipeline.whatif import PrincipalWindow, WhatIf, replay_columns, throttled_seconds
-from quotas.engine import QuotaEngine
-from quotas.entities import QUOTA_KEYS
-from quotas.managers import UNLIMITED
+from pipeline.whatif import PrincipalWindow, replay_columns
 from quotas.settings import QuotaConfig, QuotaSettings
 
 log = logging.getLogger("kafka-quota-proxy.report")
@@ -51,8 +47,39 @@ log = logging.getLogger("kafka-quota-proxy.report")
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
 #: the what-if's Arrow types as Spark names them
 _SPARK_TYPE = {pa.string(): "string", pa.float64(): "double", pa.int64(): "long"}
-#: points per principal's chart: a day of 10-s windows is drawn from its peaks in buckets
-_CHART_POINTS = 240
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What one report is asked for: the command's flags (add_arguments), or a caller's own
+    choice, with the same defaults."""
+
+    out: Path = Path("usage-report")
+    #: sample files or directories (None: usage-samples, the proxy's default)
+    samples: Sequence[str] | None = None
+    kafka_bootstrap_servers: str | None = None
+    #: read the samples from this topic instead of files
+    kafka_topic: str | None = None
+    #: local jars of Spark's Kafka source (None: Spark fetches KAFKA_PACKAGE)
+    jars: str | None = None
+    #: the proxy's config: its windows, settings and entities
+    config: Path | None = None
+    #: a config whose quotas the what-if applies instead of the recommended ones
+    quotas: Path | None = None
+    percentile: float = 0.99
+    headroom: float = 1.5
+    #: offenders listed per quota
+    top: int = 10
+    #: principals charted, the throttled first
+    charts: int = 50
+    master: str | None = None
+    #: Spark settings, KEY=VALUE
+    conf: Sequence[str] = ()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ReportOptions:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in vars(args).items() if k in names and v is not None})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,7 +126,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def session(args: argparse.Namespace) -> SparkSession:
+def session(args: ReportOptions) -> SparkSession:
     import pyspark
 
     # the what-if runs the project's quota code in Spark's Python workers: by default they
@@ -131,7 +158,8 @@ def session(args: argparse.Namespace) -> SparkSession:
     return spark
 
 
-def run(args: argparse.Namespace) -> int:
+def run(namespace: argparse.Namespace) -> int:
+    args = ReportOptions.from_args(namespace)
     for name, value, low, high in (
         ("--percentile", args.percentile, 0.0, 1.0),
         ("--headroom", args.headroom, 0.0, float("inf")),
@@ -161,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
+def _read(spark: SparkSession, args: ReportOptions) -> DataFrame:
     if args.kafka_topic:
         if not args.kafka_bootstrap_servers:
             raise SampleError("--kafka-topic needs --kafka-bootstrap-servers")
@@ -176,7 +204,7 @@ def _read(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
 def report(
     spark: SparkSession,
     samples: DataFrame,
-    args: argparse.Namespace,
+    args: ReportOptions,
     settings: QuotaSettings,
     candidate: QuotaConfig | None,
 ) -> list[str]:
@@ -223,13 +251,13 @@ def report(
     ]
     with stages("report page"):
         span = (totals["start"], totals["end"])
-        principals, throttled = _principals(stats, what_if, applied)
+        principals, throttled = principal_charts(stats, what_if, applied)
         page = render(
-            _with_series(spark, windows, principals[: args.charts], span)
+            with_series(spark, windows, principals[: args.charts], span)
             + principals[args.charts :],
             summary,
-            _offender_lists(ranked),
-            _cluster_totals(windows, stats, users, throttled, settings, span),
+            offender_lists(ranked),
+            cluster_totals(windows, stats, users, throttled, settings, span),
             throttled,
             span,
             args.charts,
@@ -340,154 +368,6 @@ def _what_if(spark: SparkSession, windows: DataFrame, config: QuotaConfig) -> Da
     groups = spark.sparkContext.defaultParallelism
     spark_schema = ", ".join(f"{field.name} {_SPARK_TYPE[field.type]}" for field in schema)
     return windows.select(*columns).repartition(groups, "user").mapInArrow(replayed, spark_schema)
-
-
-def _principals(
-    stats: DataFrame, what_if: DataFrame, config: QuotaConfig
-) -> tuple[list[PrincipalChart], list[Throttled]]:
-    """Every principal with its percentiles, quotas and what-if, in the page's order: those
-    the what-if throttled, most first, then the rest by their p99 as a share of their quota
-    (the next to reach it); and the throttled ranking itself."""
-    engine = QuotaEngine(config)
-    results = [WhatIf(*row) for row in what_if.collect()]
-    throttled = sorted(
-        (Throttled(r, throttled_seconds(r, engine)) for r in results if r.throttled_windows),
-        key=lambda t: (-t.seconds, t.result.user, t.result.client_id, t.result.quota),
-    )
-    shares: dict[tuple[str, str], dict[str, tuple[float, float]]] = defaultdict(dict)
-    for r in results:
-        shares[(r.user, r.client_id)][r.quota] = (
-            r.throttled_windows / r.windows if r.windows else 0.0,
-            r.throttled / r.used if r.used else 0.0,
-        )
-    principals = []
-    for row in stats.collect():
-        principal = (row["user"], row["client_id"])
-        limits = {}
-        for key in (*CLIENT_RATES, PRODUCER_IDS):
-            limit = engine.manager(QUOTA_KEYS[key]).sensors_for(*principal, 0).limit
-            if limit != UNLIMITED:
-                limits[key] = limit
-        percentiles = {
-            key: (row[f"{key}_p50"], row[f"{key}_p95"], row[f"{key}_p99"], row[f"{key}_max"])
-            for key in CLIENT_RATES
-            if row[f"{key}_max"]
-        }
-        principals.append(
-            PrincipalChart(
-                *principal,
-                series={},
-                limits=limits,
-                what_if=shares.get(principal, {}),
-                percentiles=percentiles,
-            )
-        )
-    rank: dict[tuple[str, str], int] = {}
-    for found in throttled:
-        rank.setdefault((found.result.user, found.result.client_id), len(rank))
-
-    def order(chart: PrincipalChart) -> tuple[int, float, str, str]:
-        nearest = max(
-            (
-                p99 / chart.limits[key]
-                for key, (_, _, p99, _) in chart.percentiles.items()
-                if key in chart.limits
-            ),
-            default=0.0,
-        )
-        return (
-            rank.get((chart.user, chart.client_id), len(rank)),
-            -nearest,
-            chart.user,
-            chart.client_id,
-        )
-
-    return sorted(principals, key=order), throttled
-
-
-def _chart_buckets(span: tuple[int, int]) -> tuple[int, Column]:
-    """The span cut into _CHART_POINTS buckets: their width, and each window's bucket."""
-    start, end = span
-    bucket_ms = max((end - start) // _CHART_POINTS, 1)
-    return bucket_ms, F.floor((F.col("window_start_ms") - start) / bucket_ms)
-
-
-def _with_series(
-    spark: SparkSession, windows: DataFrame, charted: list[PrincipalChart], span: tuple[int, int]
-) -> list[PrincipalChart]:
-    """The charted principals with their peaks per chart bucket, read for them alone."""
-    if not charted:
-        return []
-    _, bucket = _chart_buckets(span)
-    chosen = spark.createDataFrame(
-        [(c.user, c.client_id) for c in charted], "user string, client_id string"
-    )
-    peaks = (
-        windows.join(F.broadcast(chosen), ["user", "client_id"])
-        .groupBy("user", "client_id", bucket.alias("bucket"))
-        .agg(F.min("window_start_ms").alias("t"), *(F.max(key).alias(key) for key in CLIENT_RATES))
-    )
-    series: dict[tuple[str, str], dict[str, list[tuple[int, float]]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
-    for row in peaks.orderBy("t").collect():
-        for key in CLIENT_RATES:
-            if row[key] is not None:  # None: only windows too short to rate
-                series[(row["user"], row["client_id"])][key].append((row["t"], row[key]))
-    return [replace(c, series=series.get((c.user, c.client_id), {})) for c in charted]
-
-
-def _cluster_totals(
-    windows: DataFrame,
-    stats: DataFrame,
-    users: DataFrame,
-    throttled: list[Throttled],
-    settings: QuotaSettings,
-    span: tuple[int, int],
-) -> list[QuotaTotal]:
-    """Each quota's use summed over the cluster, per chart bucket, in the quota's unit."""
-    start, _ = span
-    bucket_ms, bucket = _chart_buckets(span)
-    # use per window millisecond -> the quota's rate (producer ids: per producer-id window)
-    factors = {key: factor for key, (_, factor) in CLIENT_RATES.items()}
-    factors[PRODUCER_IDS] = float(settings.producer_ids.window_ms)
-    used = {key: column for key, (column, _) in CLIENT_RATES.items()}
-    used[PRODUCER_IDS] = "producer_ids"
-    rows = (
-        windows.groupBy(bucket.alias("bucket"))
-        .agg(*(F.sum(column).alias(key) for key, column in used.items()))
-        .orderBy("bucket")
-        .collect()
-    )
-    active = stats.agg(
-        *(F.count(f"{key}_max").alias(key) for key in CLIENT_RATES),
-    ).first()
-    id_users = users.agg(F.count(f"{PRODUCER_IDS}_max").alias(PRODUCER_IDS)).first()
-    assert active is not None and id_users is not None  # a global aggregate has its one row
-    totals = []
-    for key in used:
-        series = [
-            (start + row["bucket"] * bucket_ms, row[key] * factors[key] / bucket_ms) for row in rows
-        ]
-        hit = [t.result for t in throttled if t.result.quota == key]
-        totals.append(
-            QuotaTotal(
-                key,
-                float(sum(row[key] for row in rows)),
-                series,
-                int((id_users if key == PRODUCER_IDS else active)[key]),
-                float(sum(r.throttled for r in hit)),
-                len(hit),
-            )
-        )
-    return totals
-
-
-def _offender_lists(ranked: DataFrame) -> dict[str, list[tuple[str, str, float]]]:
-    lists: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
-    for row in ranked.orderBy("quota", "rank").collect():
-        lists[row["quota"]].append((row["user"], row["client_id"], row["rate"]))
-    return lists
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
 
-from pipeline.report import session
+from pipeline.report import ReportOptions, session
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    args = argparse.Namespace(
+    options = ReportOptions(
         master="local[2]",
-        kafka_topic=None,
-        jars=None,
-        conf=["spark.ui.showConsoleProgress=false", "spark.sql.shuffle.partitions=2"],
+        conf=("spark.ui.showConsoleProgress=false", "spark.sql.shuffle.partitions=2"),
     )
-    spark = session(args)
+    spark = session(options)
     yield spark
     spark.stop()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from config.loader import load_config
-from pipeline.report import report
+from pipeline.report import ReportOptions, report
 from pipeline.samples import SampleError, read_files
 from protocol.apis import CREATE_TOPICS, FETCH, PRODUCE, SASL_AUTHENTICATE
 from quotas.entities import QuotaEntity, QuotaType
@@ -59,10 +58,10 @@ def samples() -> list:  # type: ignore[type-arg]
     return made
 
 
-def arguments(tmp: Path, out: str, quotas: Path | None = None) -> argparse.Namespace:
+def arguments(tmp: Path, out: str, quotas: Path | None = None) -> ReportOptions:
     config = tmp / "proxy.toml"
     config.write_text(CONFIG)
-    return argparse.Namespace(
+    return ReportOptions(
         out=tmp / out,
         config=config,
         quotas=quotas,
@@ -74,9 +73,10 @@ def arguments(tmp: Path, out: str, quotas: Path | None = None) -> argparse.Names
 
 
 def run_report(
-    spark: SparkSession, samples_dir: Path, args: argparse.Namespace, candidate: Path | None = None
+    spark: SparkSession, samples_dir: Path, args: ReportOptions, candidate: Path | None = None
 ) -> None:
     """The job on these samples, with the settings of the proxy's config in `args`."""
+    assert args.config is not None
     settings = load_config(args.config).quotas.settings
     quotas = load_config(candidate).quotas if candidate is not None else None
     report(spark, read_files(spark, [str(samples_dir)]), args, settings, quotas)
