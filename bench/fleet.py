@@ -35,7 +35,7 @@ from aiokafka import AIOKafkaProducer
 
 from bench.throughput import cpu_ms
 from config.fleet import FLEET_TOPIC_PREFIX
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
 from protocol.fleet_records import Publication, Use, decode, encode
 from proxy.enforcement.fleet import FleetMember, cold_every

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.load import RECORD_BYTES, Timeline, aiokafka_flood
 from localkafka.proxy_process import RunningProxy, start_proxy
 from proxy.runtime.read_budget import PRESSURE_READ_BYTES

@@ -26,7 +26,8 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from localkafka import KafkaCluster, free_port
+from localkafka.cluster import KafkaCluster
+from localkafka.ports import free_port
 from localkafka.proxy_process import start_proxy
 from protocol.apis import FETCH, METADATA, PRODUCE
 from protocol.headers import encode_request

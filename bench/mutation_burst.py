@@ -21,7 +21,7 @@ from pathlib import Path
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from bench.latency import TOPIC, RawClient, _bodies, percentile
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import start_proxy
 from protocol.apis import CREATE_TOPICS, PRODUCE
 from protocol.headers import encode_request, response_body_offset

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
 from localkafka.load import (
     RECORD_BYTES,

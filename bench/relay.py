@@ -15,7 +15,7 @@ from typing import cast
 
 import uvloop
 
-from localkafka import LOOPBACK
+from localkafka.ports import LOOPBACK
 
 
 class _Pipe(asyncio.Protocol):

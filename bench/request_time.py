@@ -28,8 +28,8 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 
 from bench.instructions import checkout
-from localkafka import KafkaCluster
 from localkafka import workloads as load
+from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration.support import request_legs
 from tests.integration.support.request_legs import Leg

@@ -23,13 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from localkafka import LOOPBACK, KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.load import (
     CONSUMER_PERFORMANCE,
     PRODUCER_PERFORMANCE,
     consumer_perf_args,
     producer_perf_args,
 )
+from localkafka.ports import LOOPBACK
 from localkafka.proxy_process import RunningProxy, start_proxy, tls_sections
 
 _PRODUCER_SUMMARY = re.compile(

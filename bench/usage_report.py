@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from localkafka import CACHE
+from localkafka.jars import CACHE
 from tests.support.chromium import open_page, screenshot
 from tests.support.samples import day_of_principals
 

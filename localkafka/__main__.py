@@ -7,7 +7,8 @@ import signal
 import sys
 import threading
 
-from localkafka import KafkaCluster, ensure_jars, ensure_spark_kafka_jars, kafka_version
+from localkafka.cluster import KafkaCluster
+from localkafka.jars import ensure_jars, ensure_spark_kafka_jars, kafka_version
 
 
 def main(argv: list[str] | None = None) -> int:

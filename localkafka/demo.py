@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from config.loader import load_config
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from proxy.network.loop import install_event_loop
 from proxy.process import ProxyProcess
 

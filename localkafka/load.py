@@ -24,7 +24,8 @@ from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 
-from localkafka import KafkaCluster, java_command
+from localkafka.cluster import KafkaCluster
+from localkafka.jars import java_command
 
 RECORD_BYTES = 1000
 

@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from localkafka import LOOPBACK, free_port, free_ports
+from localkafka.ports import LOOPBACK, free_port, free_ports
 
 #: Kafka's quota windows cut to 2 x 1 s, for tests that measure rates over 30 s: with Kafka's
 #: 11 x 1 s a greedy client's first burst echoes every 11 s (README, "Quota windows")

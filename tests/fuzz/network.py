@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, read_all, seq_of
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from protocol.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS

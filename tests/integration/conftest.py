@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration.support.clients import IDENTITY_USERS, SASL_USERS
 

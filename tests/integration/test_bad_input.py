@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from localkafka import LOOPBACK, KafkaCluster, free_port
+from localkafka.cluster import KafkaCluster
+from localkafka.ports import LOOPBACK, free_port
 from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration.support import clients
 from tests.integration.support.scrape import scrape, total

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
-from localkafka import KafkaCluster, java_command
+from localkafka.cluster import KafkaCluster
+from localkafka.jars import java_command
 from localkafka.load import read_all
 from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration.support import clients

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.load import (
     RECORD_BYTES,
     Timeline,

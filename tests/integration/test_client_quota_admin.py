@@ -22,7 +22,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from config.cluster import ClusterSettings
-from localkafka import KafkaCluster, java_command
+from localkafka.cluster import KafkaCluster
+from localkafka.jars import java_command
 from localkafka.proxy_process import (
     SHORT_QUOTA_WINDOWS,
     RunningProxy,

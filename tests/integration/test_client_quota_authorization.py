@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from localkafka import KafkaCluster, free_port
+from localkafka.cluster import KafkaCluster
+from localkafka.ports import free_port
 from localkafka.proxy_process import RunningProxy, free_port_block, start_proxy
 from tests.integration.support.clients import IDENTITY_USERS
 from tests.integration.support.scrape import value, wait_for_metric

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.support.scrape import scrape, total
 

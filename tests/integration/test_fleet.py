@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
 from localkafka.load import (
     read_all,

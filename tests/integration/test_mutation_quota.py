@@ -38,7 +38,8 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataResponse
 
-from localkafka import KafkaCluster, java_command
+from localkafka.cluster import KafkaCluster
+from localkafka.jars import java_command
 from localkafka.proxy_process import RunningProxy, start_proxy
 from protocol.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA
 from protocol.headers import encode_request

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from protocol.apis import METADATA
 from protocol.headers import encode_request

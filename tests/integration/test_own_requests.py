@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from config.proxy import ProxySettings
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, assert_no_loss_or_duplicates, read_all, seq_of
 from localkafka.proxy_process import free_port_block
 from proxy.enforcement import Enforcement

@@ -24,7 +24,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.load import (
     RECORD_BYTES,
     Timeline,

@@ -20,7 +20,8 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import KafkaError, KafkaException, Producer
 from kafka import KafkaProducer
 
-from localkafka import KafkaCluster, java_command
+from localkafka.cluster import KafkaCluster
+from localkafka.jars import java_command
 from localkafka.load import read_all
 from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration.support.clients import SASL_USERS

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline
 from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration.support.scrape import scrape, total, value, wait_for_metric

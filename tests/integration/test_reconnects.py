@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from localkafka import KafkaCluster, java_command
+from localkafka.cluster import KafkaCluster
+from localkafka.jars import java_command
 from localkafka.load import PRODUCER_PERFORMANCE, producer_perf_args
 from localkafka.proxy_process import RunningProxy, start_proxy
 from proxy.network.listener import PROBE_INTERVAL_S

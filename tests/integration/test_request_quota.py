@@ -22,7 +22,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 from kafka import KafkaAdminClient
 from kafka.errors import NodeNotReadyError
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.support.scrape import sample_shares, scrape, value
 

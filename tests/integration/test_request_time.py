@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from localkafka import KafkaCluster
 from localkafka import workloads as load
+from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration.support.request_legs import (
     WORKLOADS,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.load import read_all
 from localkafka.proxy_process import restart_proxy, start_proxy
 from tests.integration.support import clients

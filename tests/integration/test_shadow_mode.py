@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline, kafka_python_flood
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.support.scrape import scrape, value, wait_for_metric

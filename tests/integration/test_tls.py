@@ -25,8 +25,9 @@ from aiokafka.helpers import create_ssl_context
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from localkafka import LOOPBACK, KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, kafka_python_flood
+from localkafka.ports import LOOPBACK
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy, tls_sections
 from localkafka.tls import ThrowawayCA
 from tests.integration.support import clients

@@ -8,7 +8,7 @@ import zlib
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy
 from tests.integration.support import clients
 

@@ -18,7 +18,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from config.loader import load_config
-from localkafka import KafkaCluster, ensure_spark_kafka_jars
+from localkafka.cluster import KafkaCluster
+from localkafka.jars import ensure_spark_kafka_jars
 from localkafka.proxy_process import RunningProxy, start_proxy
 from quotas.entities import QuotaEntity, QuotaType
 from tests.integration.support.scrape import value, wait_for_metric

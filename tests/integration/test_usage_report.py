@@ -21,7 +21,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from config.loader import load_config
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline
 from localkafka.proxy_process import RunningProxy, start_proxy
 from quotas.entities import QuotaEntity, QuotaType

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.support.held import (
     BOUND,

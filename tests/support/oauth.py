@@ -16,7 +16,7 @@ from typing import Any
 from aiokafka.abc import AbstractTokenProvider as AiokafkaTokenProvider
 from kafka.net.sasl.oauth import AbstractTokenProvider as KafkaPythonTokenProvider
 
-from localkafka import OAUTH_LOGIN
+from localkafka.cluster import OAUTH_LOGIN
 
 #: a token's lifetime: longer than any test, so re-authentication follows the broker's
 #: connections.max.reauth.ms, not the token's expiry

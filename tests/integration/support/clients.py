@@ -18,8 +18,8 @@ from confluent_kafka import Message
 from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer
 
-import localkafka
-from localkafka import KafkaCluster
+from localkafka import probes
+from localkafka.cluster import KafkaCluster
 
 TIMEOUT_S = 60.0
 #: every user the shared single broker (conftest.py kafka1) takes, by PLAIN and SCRAM
@@ -33,7 +33,7 @@ IDENTITY_USERS = {"kqp": "kqp-secret", "alice": "alice-secret"}
 
 def create_topic(bootstrap: str, name: str, partitions: int = 6, replication: int = 3) -> None:
     """A topic made through `bootstrap` (a proxy's, in the transparency tests)."""
-    localkafka.create_topic(bootstrap, name, partitions, replication)
+    probes.create_topic(bootstrap, name, partitions, replication)
 
 
 # aiokafka -------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from localkafka import KafkaCluster
+from localkafka.cluster import KafkaCluster
 from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
 from localkafka.load import (
     Timeline,

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from localkafka import LOOPBACK, free_port
+from localkafka.ports import LOOPBACK, free_port
 from tests.deploy.tools import DEPLOY, read_yaml, tool
 
 INTERVAL = "1s"

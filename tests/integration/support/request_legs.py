@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from localkafka import KafkaCluster, java_command
 from localkafka import workloads as load
+from localkafka.cluster import KafkaCluster
+from localkafka.jars import java_command
 from protocol.client_quotas import AlterEntry
 from tests.integration.support.scrape import scrape, value
 

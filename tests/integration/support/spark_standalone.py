@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyspark
 
-from localkafka import LOOPBACK, free_ports
+from localkafka.ports import LOOPBACK, free_ports
 
 SPARK_HOME = Path(pyspark.__file__).parent
 
