@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import logging
 import sys
 from pathlib import Path
 
-from config.loader import load_config
+from config.loader import ProxyConfig, load_config
 from localkafka.cluster import KafkaCluster
 from proxy.network.loop import install_event_loop
+from proxy.observability.log_limit import configure_logging
 from proxy.process import ProxyProcess
 
 
@@ -20,10 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, default=1)
     parser.add_argument("--config", type=Path, default=Path("config/example.toml"))
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging("INFO")
     config = load_config(args.config)
+    print(f"starting a local Kafka of {args.brokers} broker(s)")
     cluster = KafkaCluster(brokers_count=args.brokers).start()
     try:
         cluster.create_topic("demo", partitions=6, replication=min(3, args.brokers))
@@ -32,12 +31,35 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"Kafka serving at {cluster.bootstrap_servers} (topic 'demo', 6 partitions)")
         install_event_loop(proxy.uvloop)
-        asyncio.run(ProxyProcess(dataclasses.replace(config, proxy=proxy)).run())
+        process = ProxyProcess(dataclasses.replace(config, proxy=proxy))
+        asyncio.run(process.run(serving=what_to_try))
     except KeyboardInterrupt:
         pass
     finally:
         cluster.stop()
     return 0
+
+
+def what_to_try(process: ProxyProcess) -> None:
+    """The first things a newcomer does with a running proxy, with this run's addresses."""
+    config: ProxyConfig = process.config
+    bootstrap = process.server.bootstrap_address
+    quotas = "kafka-quota-proxy quotas --bootstrap-server " + bootstrap
+    lines = [
+        "",
+        f"The proxy ({config.path}) serves at {bootstrap}. Try:",
+        f"  produce through it    kcat -b {bootstrap} -t demo -P   (or any Kafka client)",
+        f"  its quotas            .venv/bin/{quotas} --describe --entity-type users",
+        f"  set one               .venv/bin/{quotas} --alter --entity-type users "
+        "--entity-name ANONYMOUS --add-config producer_byte_rate=1024",
+    ]
+    if config.metrics.enabled:
+        lines.append(
+            f"  its metrics           http://{config.metrics.listen_host}:{config.metrics.port}"
+            "/metrics"
+        )
+    lines += ["Ctrl-C stops the proxy and Kafka.", ""]
+    print("\n".join(lines), flush=True)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 
 from config.errors import ConfigError
@@ -225,8 +225,9 @@ class ProxyProcess:
         if self._metrics_server is not None:
             self._metrics_server.close()
 
-    async def run(self) -> None:
-        """Serve until SIGINT or SIGTERM (a worker also stops when its parent is gone)."""
+    async def run(self, serving: Callable[[ProxyProcess], None] | None = None) -> None:
+        """Serve until SIGINT or SIGTERM (a worker also stops when its parent is gone);
+        `serving` is called once clients are served."""
         await self.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -237,6 +238,8 @@ class ProxyProcess:
         else:
             self._run_beside(self._watch_parent(self.worker, stop))
             self.worker.ready()
+        if serving is not None:
+            serving(self)
         await stop.wait()
         await self.stop()
 
@@ -264,4 +267,3 @@ class ProxyProcess:
                 producer_ids.cleanup(self.context.clock.now_ms())
             else:  # nothing to forget: no wake-up every few ms beside the clients' traffic
                 await asyncio.sleep(_IDLE_CLEANUP_S)
-

@@ -19,7 +19,7 @@ from proxy.control.fleet_bus import FleetUnreachable
 from proxy.control.quota_topic import StoreUnreachable
 from proxy.network.loop import install_event_loop
 from proxy.network.workers import Worker, run_workers
-from proxy.observability.log_limit import RepeatedLineFilter
+from proxy.observability.log_limit import configure_logging
 from proxy.process import ProxyProcess
 
 log = logging.getLogger("kafka-quota-proxy")
@@ -87,12 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return check_config(args.file)
     if args.command == "quotas":
         return run_quotas(args)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RepeatedLineFilter())
+    configure_logging(args.log_level)
     try:
         config = load_config(args.config)
     except ConfigError as exc:

@@ -50,3 +50,20 @@ class RepeatedLineFilter(logging.Filter):
     @staticmethod
     def _say_left_out(record: logging.LogRecord, count: int) -> None:
         record.msg = f"{record.msg} ({count} more like it were not logged)"
+
+
+#: client libraries whose INFO lines are their own connection chatter, not the proxy's news
+_CLIENT_LIBRARIES = ("kafka", "aiokafka")
+
+
+def configure_logging(level: str) -> None:
+    """The proxy's console: its own lines at `level`, repeated ones rate-limited, and the
+    Kafka client libraries it uses for its own topics at WARNING (at INFO they log every
+    connection they open, twenty lines before the proxy's first)."""
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RepeatedLineFilter())
+    for name in _CLIENT_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING)
