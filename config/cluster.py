@@ -25,7 +25,7 @@ from config.secrets import Secret, SecretError, secret
 from config.tls import TlsSettings, parse_tls_side
 from protocol.sasl_client import MECHANISMS
 
-_SASL_KEYS = ("sasl.mechanism", "sasl.username", "sasl.password")
+SASL_KEYS = ("sasl.mechanism", "sasl.username", "sasl.password")
 _SECRET_KEYS = frozenset({"sasl.password", "ssl.key.password"})
 
 
@@ -86,7 +86,7 @@ def parse_cluster(
                 "${env:NAME} or ${file:PATH:KEY}, not the secret itself"
             )
             values.pop(key)
-    sasl_values = {key: values.pop(key) for key in _SASL_KEYS if key in values}
+    sasl_values = {key: values.pop(key) for key in SASL_KEYS if key in values}
     tls = parse_tls_side("cluster", values, problems) if values else upstream
     mechanism = sasl_values.get("sasl.mechanism")
     username = sasl_values.get("sasl.username")

@@ -8,6 +8,8 @@ from config.values import typed_values
 from quotas.entities import QUOTA_KEYS, QuotaType
 
 _HOLDS = ("principal", "connection")
+#: the keys of [enforcement] and their TOML types
+KEYS: dict[str, tuple[type, ...]] = {"shadow": (bool, list), "hold": (str,)}
 
 
 def parse_enforcement(
@@ -20,9 +22,7 @@ def parse_enforcement(
     measured and decided as usual, and the decisions are logged and counted, but no client
     is throttled for them: a way to trial quotas on live traffic.
     """
-    values = typed_values(
-        "enforcement", section, {"shadow": (bool, list), "hold": (str,)}, problems
-    )
+    values = typed_values("enforcement", section, KEYS, problems)
     hold = values.get("hold", "principal")
     if hold not in _HOLDS:
         problems.append(

@@ -21,7 +21,7 @@ from config.usage import UsageSettings, parse_usage_settings
 from quotas.entities import QuotaType
 from quotas.settings import QuotaConfig
 
-_SECTIONS = (
+SECTIONS = (
     "proxy",
     "listener",
     "upstream",
@@ -88,8 +88,8 @@ def load_config(path: Path | str) -> ProxyConfig:
         raise ConfigError(path, [f"not valid TOML: {exc}"]) from exc
     problems: list[str] = []
     for section in document:
-        if section not in _SECTIONS:
-            problems.append(f"unknown section [{section}] (known: {', '.join(_SECTIONS)})")
+        if section not in SECTIONS:
+            problems.append(f"unknown section [{section}] (known: {', '.join(SECTIONS)})")
     proxy = parse_proxy_settings(_table(document, "proxy", problems), problems)
     metrics = parse_metrics_settings(_table(document, "metrics", problems), problems)
     usage = parse_usage_settings(_table(document, "usage", problems), problems)

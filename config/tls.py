@@ -45,7 +45,7 @@ _SHARED_KEYS: dict[str, tuple[type, ...]] = {
 #: the JWT claim an OAUTHBEARER token names its principal by: the brokers' own setting, which
 #: the listener's must equal (the proxy reads the claim, the broker decides)
 SUB_CLAIM_NAME = "sasl.oauthbearer.sub.claim.name"
-_LISTENER_KEYS = {
+LISTENER_KEYS = {
     **_SHARED_KEYS,
     SUB_CLAIM_NAME: (str,),
     "ssl.client.auth": (str,),
@@ -54,7 +54,7 @@ _LISTENER_KEYS = {
     ACKNOWLEDGE_CERTIFICATES: (bool,),
 }
 _ALGORITHM = "ssl.endpoint.identification.algorithm"
-_UPSTREAM_KEYS = {**_SHARED_KEYS, _ALGORITHM: (str,)}
+UPSTREAM_KEYS = {**_SHARED_KEYS, _ALGORITHM: (str,)}
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def parse_tls(
     listener: dict[str, Any], upstream: dict[str, Any], problems: list[str]
 ) -> tuple[TlsSettings, TlsSettings]:
     """([listener], [upstream]), appending one message per problem."""
-    clients = _parse_side("listener", flatten_dotted(listener), _LISTENER_KEYS, problems)
+    clients = _parse_side("listener", flatten_dotted(listener), LISTENER_KEYS, problems)
     cluster = parse_tls_side("upstream", flatten_dotted(upstream), problems)
     if clients.sasl != cluster.sasl:
         problems.append(
@@ -159,7 +159,7 @@ def describe(clients: TlsSettings, cluster: TlsSettings) -> list[str]:
 
 def parse_tls_side(name: str, values: dict[str, Any], problems: list[str]) -> TlsSettings:
     """A side towards the brokers ([upstream], the proxy's own [cluster]), flattened keys."""
-    return _parse_side(name, values, _UPSTREAM_KEYS, problems)
+    return _parse_side(name, values, UPSTREAM_KEYS, problems)
 
 
 def _parse_side(
