@@ -4,7 +4,7 @@
    members, every principal spread over every member (the worst case: a principal whose
    connections land on a few members costs the others nothing), a tenth of them near their
    quota (hot), the rest far below it (cold). Printed per member per second: bytes published
-   and read, and the CPU of publishing and of reading, beside the bound of README "A fleet":
+   and read, and the CPU of publishing and of reading, beside the bound of docs/fleet.md:
        read <= 1000 / sync_interval_ms x members
                x ((hot + cold / COLD_EVERY) x bytes per use + a record's head),
    COLD_EVERY = 2000 ms / sync_interval_ms

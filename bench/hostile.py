@@ -15,7 +15,8 @@ rate is printed beside the same producer's rate direct to Kafka, measured in the
 Passes when the proxy runs to the end, the producer keeps 0.9 of its direct rate, and peak
 RSS <= RSS at rest + pool + one frame (the pool is not strict: like Kafka's, it grants a
 frame while any memory is left) + CONNECTION_BUDGET per connection + one pressure read
-(proxy.runtime.read_budget.PRESSURE_READ_BYTES) per connection sending a frame: README's "Memory".
+(proxy.runtime.read_budget.PRESSURE_READ_BYTES) per connection sending a frame: docs/operations.md,
+"Memory".
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ MIB = 2**20
 #: the well-behaved producer's offered rate, bytes/s
 OFFERED = 500_000.0
 TRICKLE_CHUNK = 64 * 1024
-#: README's "Memory": what to plan per client connection beyond the pool
+#: docs/operations.md, "Memory": what to plan per client connection beyond the pool
 CONNECTION_BUDGET = 16 * 1024
 #: the share of its direct rate the producer beside the attack must keep
 KEPT_RATE = 0.9

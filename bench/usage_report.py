@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         "--screenshot",
         type=Path,
         metavar="PNG",
-        help="also save the page's top as headless Chromium draws it (the README's picture)",
+        help="also save the page's top as headless Chromium draws it "
+        "(docs/usage-reports.md's picture)",
     )
     args = parser.parse_args(argv)
     # a directory per size: the default day takes minutes to generate, a quick run must keep it

@@ -24,7 +24,7 @@ class FleetSettings:
 
 
 #: bounds of sync_interval_ms: below, the bus costs more than it buys; above, the fleet's
-#: error grows past what a quota window can hide (README, "A fleet")
+#: error grows past what a quota window can hide (docs/fleet.md, "The bound, and why")
 SYNC_INTERVAL_MS = (10, 10_000)
 
 

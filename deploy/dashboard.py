@@ -4,8 +4,8 @@ panels below: `python -m deploy.dashboard` writes it again after a change here.
 Panels are declared by what they answer and their PromQL; the layout, the datasource and the
 filters are the same for every panel, so they are made in one place rather than kept by hand
 in a thousand lines of JSON. Every query is run against a real Prometheus scraping a real
-proxy in tests/integration/test_operators_view.py, and the README's "What an operator looks
-at" names every panel.
+proxy in tests/integration/test_operators_view.py, and docs/monitoring.md ("What an operator
+looks at") names every panel.
 """
 
 from __future__ import annotations

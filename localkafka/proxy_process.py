@@ -12,7 +12,7 @@ from pathlib import Path
 from localkafka.ports import LOOPBACK, free_port, free_ports
 
 #: Kafka's quota windows cut to 2 x 1 s, for tests that measure rates over 30 s: with Kafka's
-#: 11 x 1 s a greedy client's first burst echoes every 11 s (README, "Quota windows")
+#: 11 x 1 s a greedy client's first burst echoes every 11 s (docs/enforcement.md, "Quota windows")
 SHORT_QUOTA_WINDOWS = "[broker]\nquota.window.num = 2\nquota.window.size.seconds = 1\n"
 
 

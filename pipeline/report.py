@@ -2,7 +2,7 @@
 recommended quota file and the what-if out.
 
 Spark runs in local mode (local[*]) unless --master names a cluster; the same code runs on
-both, and spark-submit can run this module (README, "Usage reports").
+both, and spark-submit can run this module (docs/usage-reports.md).
 """
 
 from __future__ import annotations

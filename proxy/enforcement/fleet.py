@@ -21,7 +21,7 @@ sensor with no use here yet). When their publications arrive, the use they repor
 what was anticipated for them, and what they did not report is withdrawn after
 ANTICIPATED_FOR intervals. A principal spread evenly is then held as one process holds it;
 one that uses a single member is weighted 1 there once a publication has shown it. The bound
-this leaves is stated and tested in tests/unit/proxy/enforcement/test_fleet.py (README, "A fleet").
+this leaves is stated and tested in tests/unit/proxy/enforcement/test_fleet.py (docs/fleet.md).
 
 What is published is bounded: a sensor whose limit no entity sets cannot be throttled and is
 never published; a sensor far below its limit (cold) adds up its use and is published every

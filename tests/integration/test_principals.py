@@ -153,7 +153,7 @@ async def test_quotas_follow_the_authenticated_user(sasl_proxy: RunningProxy) ->
         print(name, [round(timeline.rate(t, t + 1)) for t in range(int(seconds))])
     # alice's two connections share alice's quota; bob's is far above it
     # (each connection is muted on its own, so two connections may together pass the quota by
-    # a little: the README's "Enforcement"); bob, the same client-id, is never held
+    # a little: docs/enforcement.md, "Holds"); bob, the same client-id, is never held
     alice_rate = rates["alice-plain"] + rates["alice-scram512"]
     assert alice_rate < 1.5 * ALICE_QUOTA
     assert rates["alice-plain"] > 0 and rates["alice-scram512"] > 0

@@ -197,7 +197,7 @@ async def test_sasl_ssl_clients_through_a_tls_proxy_are_held_to_their_own_quotas
     )
     alice_rate = timelines["alice"].rate(2.0, seconds)
     print(f"alice {alice_rate:,.0f} B/s, bob {timelines['bob'].rate(2.0, seconds):,.0f} B/s")
-    # the bound test_principals.py allows one connection held alone (README, "Enforcement")
+    # the bound test_principals.py allows one connection held alone (docs/enforcement.md, "Holds")
     assert 0 < alice_rate < 1.5 * ALICE_QUOTA
     assert timelines["bob"].rate(2.0, seconds) > 0
     samples = scrape(tls_proxy.metrics_url)

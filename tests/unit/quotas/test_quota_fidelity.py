@@ -9,8 +9,9 @@ Two properties, for each quota type, client behaviour and window setting
 
 No shorter span is asserted to within 1 %: Kafka's own arithmetic does not hold a greedy
 client that tightly. With its default 11 x 1 s windows the first burst echoes for minutes, and
-30-second averages of a broker's own quota swing between 0.81 and 1.08 x quota (README, "Quota
-windows"); `python -m tests.support.fidelity` prints those spans beside the long run.
+30-second averages of a broker's own quota swing between 0.81 and 1.08 x quota
+(docs/enforcement.md, "Quota windows"); `python -m tests.support.fidelity` prints those spans
+beside the long run.
 """
 
 from __future__ import annotations

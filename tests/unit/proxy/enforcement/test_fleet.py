@@ -5,7 +5,7 @@ connection core and enforcement, with a simulated bus between them
 (tests/support/fleet_simulation.py):
 what the principal got over whole echo periods of a 300 s run, to its quota.
 
-The bound, stated in README "A fleet": |fleet / quota - 1| <= 4 % + 5 % per second of sync
+The bound, stated in docs/fleet.md: |fleet / quota - 1| <= 4 % + 5 % per second of sync
 interval plus bus delay. The members' view of each other lags by up to that much; each
 anticipates the others' use in the lag (a weight on what it charges, replaced by what they
 report), and what anticipation misses grows with the lag. Measured, the most any row of the

@@ -1,6 +1,6 @@
 """The fuzzers' short run, and what their seeds and mutations must be.
 
-The long runs are commands (README, "Fuzzing"): `python -m tests.fuzz` for one million
+The long runs are commands (CONTRIBUTING.md, "Fuzzing"): `python -m tests.fuzz` for one million
 inputs, `python -m tests.fuzz.network` for minutes against a real broker.
 """
 
