@@ -19,8 +19,8 @@ class FetchHandler(Handler):
         max_bytes = fetch.cap(request)
         frame, long_poll = prepare_fetch(request.frame, header, request.body_offset, max_bytes)
         # a fetch under a consumer quota is charged when its response comes back, and a broker
-        # reads nothing more from a connection while it handles a request: held so, a client
-        # pipelining fetches cannot have several cross the quota at once
+        # reads nothing more from a connection while it handles a request: reading stops so,
+        # and a client pipelining fetches cannot have several cross the quota at once
         return Forward(frame, stops_reading=max_bytes is not None, waits=long_poll)
 
     def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:

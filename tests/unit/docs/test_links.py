@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
-#: how code cites a heading: (docs/fleet.md, "The bound, and why") or (CONTRIBUTING.md, "...")
+#: how code cites a heading: a page, a comma and the heading quoted, as (docs/fleet.md, "Workers")
 CITATION = re.compile(r"((?:docs/)?[\w-]+\.md), \"([^\"]+)\"")
 
 

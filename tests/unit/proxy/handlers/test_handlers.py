@@ -96,7 +96,7 @@ def test_the_registry_is_the_list_of_decoded_apis() -> None:
     assert all(DECODED_VERSIONS[key] == MAX_DECODABLE_VERSION[key] for key in HANDLERS)
 
 
-def test_produce_is_charged_when_read_and_held_once_over_quota() -> None:
+def test_produce_is_charged_when_read_and_stops_reading_once_over_quota() -> None:
     handler, s = HANDLERS[PRODUCE], session({QuotaType.PRODUCE: QUOTA})
     under = handler_request(s, produce(500))
     first = handler.on_request(s, under)
@@ -164,7 +164,7 @@ def test_produce_with_acks_0_expects_no_response_and_mutes_at_once() -> None:
     assert isinstance(outcome, Forward) and settle_now(free, unquoted) == 0
 
 
-def test_fetch_is_capped_held_and_answered_empty_once_over_quota() -> None:
+def test_fetch_is_capped_stops_reading_and_is_answered_empty_once_over_quota() -> None:
     handler, s = HANDLERS[FETCH], session({QuotaType.FETCH: QUOTA})
     first = handler_request(s, fetch(10**6))
     outcome = handler.on_request(s, first)
@@ -186,7 +186,7 @@ def test_fetch_is_capped_held_and_answered_empty_once_over_quota() -> None:
     assert isinstance(refused, Answer) and mute > 0
     empty = decode_response(FetchResponse, refused.response, FETCH, 11)
     assert empty.throttle_time_ms == mute and list(empty.responses) == []
-    # a principal without a consumer quota is neither capped nor held
+    # a principal without a consumer quota is neither capped nor stops reading
     free = session()
     outcome = HANDLERS[FETCH].on_request(free, handler_request(free, fetch(10**6)))
     assert isinstance(outcome, Forward) and not outcome.stops_reading
