@@ -15,17 +15,21 @@ from protocol.errors import ProtocolError
 
 def decode_request(frame: bytes, offset: int, api_key: int, api_version: int) -> Any:
     """A request body decoded by kafka-python's codec for its API and version."""
-    return _decode(api_key, 0, frame, offset, api_version)
+    try:
+        return DECODED[api_key][0].decode(memoryview(frame)[offset:], version=api_version)
+    except Exception as exc:  # the codec's assorted errors on malformed bodies
+        raise _undecodable(api_key, api_version, "request", exc) from exc
 
 
 def decode_response(frame: bytes, offset: int, api_key: int, api_version: int) -> Any:
-    """A response body decoded by kafka-python's codec for its API and version."""
-    return _decode(api_key, 1, frame, offset, api_version)
-
-
-def _decode(api_key: int, side: int, frame: bytes, offset: int, version: int) -> Any:
+    """A response body decoded by kafka-python's codec for its API and version. Called for
+    every response whose addresses are rewritten, so it decodes itself rather than through
+    a shared helper: one call less per response."""
     try:
-        return DECODED[api_key][side].decode(memoryview(frame)[offset:], version=version)
+        return DECODED[api_key][1].decode(memoryview(frame)[offset:], version=api_version)
     except Exception as exc:  # the codec's assorted errors on malformed bodies
-        kind = ("request", "response")[side]
-        raise ProtocolError(f"undecodable api_key={api_key} v{version} {kind}: {exc}") from exc
+        raise _undecodable(api_key, api_version, "response", exc) from exc
+
+
+def _undecodable(api_key: int, version: int, kind: str, exc: Exception) -> ProtocolError:
+    return ProtocolError(f"undecodable api_key={api_key} v{version} {kind}: {exc}")
