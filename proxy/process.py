@@ -60,7 +60,6 @@ class ProxyProcess:
             if worker is not None:
                 source = f"{source}/w{worker.index}"
             recorder = UsageRecorder(source, wall_ms())
-        self.recorder = recorder
         self.context: ProxyContext = build_context(config, LoopClock(), recorder)
         self.usage_files = self._usage_files()
         self.usage_kafka = self._usage_kafka()
@@ -74,12 +73,13 @@ class ProxyProcess:
 
     def _usage_files(self) -> UsageFileSink | None:
         usage = self.config.usage
-        if self.recorder is None or not usage.directory:
+        recorder = self.context.usage
+        if recorder is None or not usage.directory:
             return None
         try:
             return UsageFileSink(
                 Path(usage.directory),
-                self.recorder.instance_id,
+                recorder.instance_id,
                 int(usage.rotate_interval_s * 1000),
                 int(usage.retention_hours * 3_600_000),
             )
@@ -89,7 +89,7 @@ class ProxyProcess:
 
     def _usage_kafka(self) -> UsageKafkaSink | None:
         usage, config = self.config.usage, self.config
-        if self.recorder is None or not usage.kafka_topic:
+        if self.context.usage is None or not usage.kafka_topic:
             return None
         # to the upstream cluster by default, as the proxy's own client ([cluster])
         upstream = not usage.kafka_bootstrap_servers
@@ -161,13 +161,14 @@ class ProxyProcess:
         self._background.append(asyncio.get_running_loop().create_task(work))
 
     def _start_usage(self) -> None:
-        if self.recorder is None:
+        recorder = self.context.usage
+        if recorder is None:
             return
         usage, stats = self.config.usage, self.context.stats
         if self.usage_kafka is not None:
             self._run_beside(self.usage_kafka.run())
         self._sampling = asyncio.get_running_loop().create_task(
-            record_usage(self.recorder, usage, self.usage_files, self.usage_kafka, stats)
+            record_usage(recorder, usage, self.usage_files, self.usage_kafka, stats)
         )
         sinks = [f"{self.usage_files.directory}/"] if self.usage_files is not None else []
         if self.usage_kafka is not None:
