@@ -17,7 +17,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from quotas.usage import SAMPLE_FIELDS, SCHEMA_VERSION
+from quotas.usage import READABLE_VERSIONS, SAMPLE_FIELDS
 
 _SPARK_TYPES: dict[type, DataType] = {int: LongType(), str: StringType(), float: DoubleType()}
 
@@ -56,9 +56,10 @@ def read_kafka(
 def check_versions(versions: Sequence[int]) -> None:
     """Refuse samples of a schema this job does not know, naming the versions found. (A line
     that is not JSON at all reads as nulls and has no window; it is skipped.)"""
-    unknown = sorted(set(versions) - {SCHEMA_VERSION})
+    unknown = sorted(set(versions) - set(READABLE_VERSIONS))
     if unknown:
         shown = ", ".join(map(str, unknown))
+        readable = ", ".join(map(str, READABLE_VERSIONS))
         raise SampleError(
-            f"samples of schema version {shown}: this report reads version {SCHEMA_VERSION}"
+            f"samples of schema version {shown}: this report reads versions {readable}"
         )

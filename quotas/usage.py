@@ -13,7 +13,9 @@ from typing import Final, NamedTuple, get_type_hints
 
 #: the samples' schema version, written into every sample; a reader refuses what it does not
 #: know. Adding a field is a new version; see docs/usage-samples.md.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+#: the versions a reader takes: 1 had no client_ip (read as null)
+READABLE_VERSIONS: Final = (1, 2)
 
 
 class UsageSample(NamedTuple):
@@ -47,6 +49,9 @@ class UsageSample(NamedTuple):
     #: producer_ids_rate (counted only where that quota applies)
     producer_ids_admitted: int
     producer_ids_rejected: int
+    #: the client's address: the connection's peer, or the client a load balancer's PROXY
+    #: protocol header names ([proxy_protocol])
+    client_ip: str
 
     def to_json(self) -> str:
         return json.dumps(self._asdict(), separators=(",", ":"))
@@ -58,7 +63,7 @@ SAMPLE_FIELDS: Final[tuple[tuple[str, type], ...]] = tuple(get_type_hints(UsageS
 
 
 class UsageCounters:
-    """One (user, client_id, api_key)'s counts since its window began."""
+    """One (user, client_id, api_key, client_ip)'s counts since its window began."""
 
     __slots__ = (
         "bytes_in",
@@ -75,7 +80,7 @@ class UsageCounters:
         "throttled_requests",
     )
 
-    def __init__(self, key: tuple[str, str, int]) -> None:
+    def __init__(self, key: tuple[str, str, int, str]) -> None:
         self.key = key
         #: dropped from the recorder after an idle window: look the key up again
         self.retired = False

@@ -130,6 +130,8 @@ class ConnectionCore:
         self._draining = False
         self._upstream: Peer | None = None
         self.session = Session(context, self, peer, sasl=context.principals.exchange())
+        #: the address the usage samples name ("address:port" without its port)
+        self._client_ip = peer.rpartition(":")[0] or peer
         #: the principal of this connection's last request, kept while it still applies
         self._principal: Principal | None = None
         #: the clock's time (ns) until which reading stays paused for a throttle (KIP-219)
@@ -261,7 +263,11 @@ class ConnectionCore:
         ):
             principal = self._principal = Principal(user, client_id, self._sensors.generation)
         usage = self._usage
-        counters = None if usage is None else usage.counters(user, client_id, header.api_key)
+        counters = (
+            None
+            if usage is None
+            else usage.counters(user, client_id, header.api_key, self._client_ip)
+        )
         return Request(frame, header, ROUTES[header.api_key], principal, now_ns, counters)
 
     def _again(self, request: Request) -> Request:

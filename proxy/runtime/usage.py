@@ -1,4 +1,5 @@
-"""Usage samples: what each principal used, per API, over one sampling window.
+"""Usage samples: what each principal used, per API and client address, over one sampling
+window.
 
 Operators size quotas from measured load (KIP-599's advice); the pipeline (pipeline/) reads
 these samples. Recording is sans-IO and costs the hot path a dict lookup and a few additions
@@ -23,10 +24,10 @@ class UsageRecorder:
     def __init__(self, instance_id: str, now_ms: int) -> None:
         self.instance_id = instance_id
         self.window_start_ms = now_ms
-        self._counters: dict[tuple[str, str, int], UsageCounters] = {}
+        self._counters: dict[tuple[str, str, int, str], UsageCounters] = {}
 
-    def counters(self, user: str, client_id: str, api_key: int) -> UsageCounters:
-        key = (user, client_id, api_key)
+    def counters(self, user: str, client_id: str, api_key: int, client_ip: str) -> UsageCounters:
+        key = (user, client_id, api_key, client_ip)
         counters = self._counters.get(key)
         if counters is None:
             counters = self._counters[key] = UsageCounters(key)
@@ -46,7 +47,7 @@ class UsageRecorder:
             if c.idle:
                 idle.append(key)
                 continue
-            user, client_id, api_key = key
+            user, client_id, api_key, client_ip = key
             samples.append(
                 UsageSample(
                     SCHEMA_VERSION,
@@ -67,6 +68,7 @@ class UsageRecorder:
                     c.mutations_rejected,
                     c.producer_ids_admitted,
                     c.producer_ids_rejected,
+                    client_ip,
                 )
             )
             c.zero()

@@ -114,6 +114,10 @@ class RecordingTransport:
         self.closed = True
 
 
+#: the client of every core connect() makes (a documentation address, RFC 5737)
+CLIENT_PEER = "192.0.2.1:50000"
+
+
 def proxy_context(
     enforcement: Enforcement,
     clock: Clock | None = None,
@@ -145,7 +149,7 @@ def connect(
     context = enforcement
     if not isinstance(context, ProxyContext):
         context = proxy_context(context, clock, usage, pool)
-    core = ConnectionCore(client, context)
+    core = ConnectionCore(client, context, CLIENT_PEER)
     core.upstream_connected(upstream)
     return core, client, upstream
 

@@ -75,7 +75,7 @@ def test_a_window_counts_requests_bytes_and_request_time_per_principal_and_api()
         SCHEMA_VERSION, "proxy-1", T0, 10_000, "ANONYMOUS", "app", PRODUCE, "Produce",
         requests=1, bytes_in=len(first), bytes_out=len(answer), request_time_ms=30.0,
         throttle_time_ms=0, throttled_requests=0, mutations_admitted=0, mutations_rejected=0,
-        producer_ids_admitted=0, producer_ids_rejected=0,
+        producer_ids_admitted=0, producer_ids_rejected=0, client_ip="192.0.2.1",
     )  # fmt: skip
     # pipelined: the second waited for the first, which is not its own request time
     assert (other.requests, other.bytes_in, other.request_time_ms) == (1, len(second), 5.0)
@@ -120,7 +120,7 @@ def test_a_throttled_produce_counts_the_throttle_its_response_carried() -> None:
 
 def test_mutations_admitted_and_refused_are_counted_by_partition() -> None:
     s, handler = mutation_session(), HANDLERS[CREATE_TOPICS]  # rate 2: a burst of 20
-    counters = UsageRecorder("p", T0).counters("ANONYMOUS", "app", CREATE_TOPICS)
+    counters = UsageRecorder("p", T0).counters("ANONYMOUS", "app", CREATE_TOPICS, "127.0.0.1")
     outcome = handler.on_request(
         s, request(s, create_topics(30, 4), refreshed=True, usage=counters)
     )
@@ -130,7 +130,7 @@ def test_mutations_admitted_and_refused_are_counted_by_partition() -> None:
 
 def test_new_producer_ids_admitted_and_refused_are_counted() -> None:
     s, handler = producer_id_session(), HANDLERS[PRODUCE]  # a bucket of 2: three pass
-    counters = UsageRecorder("p", T0).counters("ANONYMOUS", "app", PRODUCE)
+    counters = UsageRecorder("p", T0).counters("ANONYMOUS", "app", PRODUCE, "127.0.0.1")
     outcomes = [
         handler.on_request(s, request(s, produce_with_id(producer_id), usage=counters))
         for producer_id in (1, 2, 1, 3, 4)
@@ -141,7 +141,7 @@ def test_new_producer_ids_admitted_and_refused_are_counted() -> None:
 
 def test_a_sample_is_one_json_object_with_every_field_of_the_schema() -> None:
     recorder = UsageRecorder("p", T0)
-    recorder.counters("alice", "app", PRODUCE).requests += 1
+    recorder.counters("alice", "app", PRODUCE, "127.0.0.1").requests += 1
     [sample] = recorder.drain(T0 + 10_000)
     line = json.loads(sample.to_json())
     assert list(line) == [name for name, _ in SAMPLE_FIELDS]
@@ -151,10 +151,10 @@ def test_a_sample_is_one_json_object_with_every_field_of_the_schema() -> None:
 def test_the_file_sink_publishes_whole_files_and_deletes_expired_ones(tmp_path: Path) -> None:
     sink = UsageFileSink(tmp_path, "host:9192", rotate_interval_ms=60_000, retention_ms=3_600_000)
     recorder = UsageRecorder("host:9192", T0)
-    recorder.counters("alice", "app", PRODUCE).requests += 1
+    recorder.counters("alice", "app", PRODUCE, "127.0.0.1").requests += 1
     sink.write(recorder.drain(T0 + 10_000), T0 + 10_000)
     assert [p.name.startswith(".") for p in tmp_path.iterdir()] == [True]  # still open
-    recorder.counters("bob", "app", PRODUCE).requests += 1
+    recorder.counters("bob", "app", PRODUCE, "127.0.0.1").requests += 1
     sink.write(recorder.drain(T0 + 70_000), T0 + 70_000)  # rotates first, then a new file
     visible = sorted(p for p in tmp_path.iterdir() if not p.name.startswith("."))
     assert len(visible) == 1 and visible[0].name.startswith("usage-host_9192-")
@@ -171,7 +171,7 @@ def test_the_file_sink_publishes_whole_files_and_deletes_expired_ones(tmp_path: 
 def test_a_file_left_open_by_a_stopped_proxy_is_published_at_start(tmp_path: Path) -> None:
     sink = UsageFileSink(tmp_path, "p", rotate_interval_ms=60_000, retention_ms=3_600_000)
     recorder = UsageRecorder("p", T0)
-    recorder.counters("alice", "app", PRODUCE).requests += 1
+    recorder.counters("alice", "app", PRODUCE, "127.0.0.1").requests += 1
     sink.write(recorder.drain(T0 + 10_000), T0 + 10_000)
     UsageFileSink(tmp_path, "p", rotate_interval_ms=60_000, retention_ms=3_600_000)
     assert [p.name.startswith("usage-p-") for p in tmp_path.iterdir()] == [True]
@@ -194,9 +194,9 @@ async def test_windows_end_on_multiples_of_the_interval_and_the_last_closes_on_c
     stats = ProxyStats()
     task = asyncio.create_task(record_usage(recorder, settings, sink, None, stats))
     for _ in range(3):
-        recorder.counters("alice", "app", PRODUCE).requests += 1
+        recorder.counters("alice", "app", PRODUCE, "127.0.0.1").requests += 1
         await asyncio.sleep(0.12)
-    recorder.counters("alice", "app", PRODUCE).requests += 1
+    recorder.counters("alice", "app", PRODUCE, "127.0.0.1").requests += 1
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     lines = [
@@ -209,3 +209,11 @@ async def test_windows_end_on_multiples_of_the_interval_and_the_last_closes_on_c
     assert all(start % 100 == 0 for start in starts[1:]), starts
     assert stats.usage_samples["file"] == len(lines)
     assert not list(tmp_path.glob(".*"))  # published at the end
+
+
+def test_a_principal_s_use_from_two_addresses_is_two_samples() -> None:
+    recorder = UsageRecorder("p", T0)
+    for address in ("10.0.0.7", "10.0.0.8", "10.0.0.8"):
+        recorder.counters("alice", "app", PRODUCE, address).requests += 1
+    samples = recorder.drain(T0 + 10_000)
+    assert sorted((s.client_ip, s.requests) for s in samples) == [("10.0.0.7", 1), ("10.0.0.8", 2)]
