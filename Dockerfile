@@ -26,7 +26,12 @@ ENV PATH=/opt/kafka-quota-proxy/bin:$PATH
 USER proxy
 # usage samples ([usage] directory in config/docker.toml), for `kafka-quota-proxy report`
 VOLUME /var/lib/kafka-quota-proxy/usage
-# bootstrap listener, then broker N at 9200 + N, then Prometheus metrics
+# bootstrap listener, then broker N at 9200 + N, then Prometheus metrics and the probes
 EXPOSE 9192 9201 9202 9203 9464
+# healthy while /readyz answers 200 ([metrics] port 9464, as config/docker.toml serves it;
+# a service on another port overrides this, as docker-compose.yml's proxy-b does): serving,
+# the quota store and the fleet's bus read, not draining. /livez is for whoever restarts.
+HEALTHCHECK --interval=5s --timeout=3s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9464/readyz', timeout=2)"]
 ENTRYPOINT ["kafka-quota-proxy"]
 CMD ["run", "--config", "/etc/kafka-quota-proxy/proxy.toml"]

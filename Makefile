@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BROKERS ?= 1
 
-.PHONY: setup run test lint bench clean chromium prometheus docker-compose
+.PHONY: setup run test lint bench clean chromium haproxy prometheus docker-compose
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is required (the local Kafka runs on it)"; exit 1; }
@@ -35,6 +35,16 @@ chromium:
 	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium </dev/null >/dev/null; }; \
 	  else echo "Chromium is required by the tests (Debian/Ubuntu: apt-get install chromium)"; exit 1; fi; }
 
+# the load balancer in front of a fleet (tests/integration/test_load_balancer.py): Debian's
+# HAProxy, installed when missing; its package starts no service where no init system runs,
+# and its default config binds no port
+haproxy:
+	@command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || { \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy </dev/null >/dev/null \
+	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy </dev/null >/dev/null; }; \
+	  else echo "HAProxy is required by the tests (Debian/Ubuntu: apt-get install haproxy)"; exit 1; fi; }
+
 # the operators' view (deploy/) is proven against Debian's Prometheus (prometheus and
 # promtool; Debian 12's is 2.42.0, the version docker-compose.yml pins, and a test says so
 # when they differ), unpacked from its package into .cache/ rather than installed: the
@@ -60,7 +70,7 @@ docker-compose:
 	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-compose </dev/null >/dev/null; }; \
 	  else echo "docker-compose is required by the tests (Debian/Ubuntu: apt-get install --no-install-recommends docker-compose)"; exit 1; fi; }
 
-test: lint chromium prometheus docker-compose
+test: lint chromium haproxy prometheus docker-compose
 	$(PY) -m pytest
 
 bench: setup

@@ -14,8 +14,10 @@ from config.errors import ConfigError
 from config.fleet import FleetSettings, parse_fleet
 from config.metrics import MetricsSettings, parse_metrics_settings
 from config.proxy import ProxySettings, parse_proxy_settings
+from config.proxy_protocol import ProxyProtocolSettings, parse_proxy_protocol
 from config.quota_store import QuotaStoreSettings, parse_quota_store
 from config.quotas import parse_broker_settings, parse_entities, parse_ips
+from config.sni import SniSettings, parse_sni
 from config.tls import TlsSettings, parse_tls
 from config.usage import UsageSettings, parse_usage_settings
 from quotas.entities import QuotaType
@@ -23,6 +25,8 @@ from quotas.settings import QuotaConfig
 
 SECTIONS = (
     "proxy",
+    "proxy_protocol",
+    "sni",
     "listener",
     "upstream",
     "cluster",
@@ -60,6 +64,10 @@ class ProxyConfig:
     quota_store: QuotaStoreSettings = field(default_factory=QuotaStoreSettings)
     #: the instances this one holds its budgets with ([fleet])
     fleet: FleetSettings = field(default_factory=FleetSettings)
+    #: the load balancers whose PROXY protocol header names the client ([proxy_protocol])
+    proxy_protocol: ProxyProtocolSettings = field(default_factory=ProxyProtocolSettings)
+    #: the names of the bootstrap and the brokers on one TLS port ([proxy] routing = "sni")
+    sni: SniSettings | None = None
 
     @property
     def fleet_name(self) -> str:
@@ -103,6 +111,8 @@ def load_config(path: Path | str) -> ProxyConfig:
     cluster = parse_cluster(_table(document, "cluster", problems), upstream, problems)
     quota_store = parse_quota_store(_table(document, "quota_store", problems), problems)
     fleet = parse_fleet(_table(document, "fleet", problems), problems)
+    proxy_protocol = parse_proxy_protocol(_table(document, "proxy_protocol", problems), problems)
+    sni = _sni(proxy, listener, _table(document, "sni", problems), problems)
     on_upstream = usage.kafka_topic and not usage.kafka_bootstrap_servers
     if on_upstream and upstream.sasl and not cluster.sasl:
         problems.append(
@@ -127,7 +137,29 @@ def load_config(path: Path | str) -> ProxyConfig:
         cluster=cluster,
         quota_store=quota_store,
         fleet=fleet,
+        proxy_protocol=proxy_protocol,
+        sni=sni,
     )
+
+
+def _sni(
+    proxy: ProxySettings, listener: TlsSettings, section: dict[str, Any], problems: list[str]
+) -> SniSettings | None:
+    """[sni], read when [proxy] routing names it, and refused when it does not."""
+    if proxy.routing != "sni":
+        if section:
+            problems.append('[sni]: read only with [proxy] routing = "sni"')
+        return None
+    sni = parse_sni(section, problems)
+    for key in ("bootstrap_host", "broker_host"):
+        if not getattr(sni, key) and key not in section:
+            problems.append(f"[sni] key '{key}': missing ([proxy] routing = \"sni\")")
+    if not listener.tls:
+        problems.append(
+            "[proxy] key 'routing': \"sni\" needs TLS towards clients ([listener] "
+            f"security.protocol SSL or SASL_SSL, not {listener.security_protocol})"
+        )
+    return sni
 
 
 def _table(document: dict[str, Any], name: str, problems: list[str]) -> dict[str, Any]:

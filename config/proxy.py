@@ -44,6 +44,12 @@ class ProxySettings:
     #: on SIGTERM, how long requests already sent upstream may take to be answered before
     #: the remaining connections are closed
     drain_timeout_s: float = 10.0
+    #: on SIGTERM, how long /readyz answers 503 while clients are still served, before the
+    #: drain starts: the time a load balancer's health check takes to stop sending new ones
+    drain_delay_s: float = 0.0
+    #: "ports": the bootstrap on bootstrap_port and broker N on broker_port_base + N; "sni":
+    #: the bootstrap and every broker on bootstrap_port, told apart by TLS SNI ([sni])
+    routing: str = "ports"
     #: processes that share every listener port (SO_REUSEPORT), each with its own event
     #: loop; more than one form a fleet (proxy/network/workers.py)
     workers: int = 1
@@ -76,12 +82,16 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "queued_max_request_bytes": (int,),
     "connections_max_idle_ms": (int,),
     "drain_timeout_s": (int, float),
+    "drain_delay_s": (int, float),
+    "routing": (str,),
     "workers": (int,),
 }
 
 
 assert set(_TYPES) == {f.name for f in fields(ProxySettings)}
 
+
+ROUTINGS = ("ports", "sni")
 
 #: more workers than this is a typo, not a machine
 MAX_WORKERS = 256
@@ -101,7 +111,7 @@ _POSITIVE = (
 )
 
 
-_NOT_NEGATIVE = ("max_connections_per_ip", "drain_timeout_s")
+_NOT_NEGATIVE = ("max_connections_per_ip", "drain_timeout_s", "drain_delay_s")
 
 
 def parse_proxy_settings(section: dict[str, Any], problems: list[str]) -> ProxySettings:
@@ -121,6 +131,9 @@ def parse_proxy_settings(section: dict[str, Any], problems: list[str]) -> ProxyS
             continue
         elif key == "connections_max_idle_ms" and value <= 0 and value != -1:
             problems.append(f"{where}: must be > 0, or -1 to never close idle ones; got {value}")
+            continue
+        elif key == "routing" and value not in ROUTINGS:
+            problems.append(f"{where}: expected one of {', '.join(ROUTINGS)}, got {value!r}")
             continue
         elif key == "workers" and not 1 <= value <= MAX_WORKERS:
             problems.append(f"{where}: must be between 1 and {MAX_WORKERS}, got {value}")

@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -291,10 +292,13 @@ class KafkaCluster:
             self._tmp.cleanup()
             self._tmp = None
 
-    def tool(self, main_class: str, *args: str, timeout: float = 120.0) -> str:
-        """Run a Kafka CLI tool to completion and return its stdout (raises on failure)."""
+    def tool(
+        self, main_class: str, *args: str, timeout: float = 120.0, wrapper: Sequence[str] = ()
+    ) -> str:
+        """Run a Kafka CLI tool to completion and return its stdout (raises on failure);
+        `wrapper` runs it through a command (`ip netns exec NAME`)."""
         result = subprocess.run(
-            java_command(main_class, list(args), heap="256m"),
+            [*wrapper, *java_command(main_class, list(args), heap="256m")],
             capture_output=True,
             timeout=timeout,
             text=True,

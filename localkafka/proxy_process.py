@@ -77,16 +77,20 @@ def start_proxy(
     extra: str = "",
     name: str = "proxy",
     env: dict[str, str] | None = None,
+    ports: tuple[int, int] | None = None,
+    metrics_port: int = 0,
 ) -> RunningProxy:
     """Run `kafka-quota-proxy run` as an operator would, and wait for its bootstrap line;
-    `env` is added to its environment (an LD_PRELOAD that counts its connections)."""
-    base = free_port_block(brokers)
+    `env` is added to its environment (an LD_PRELOAD that counts its connections); `ports`
+    are its bootstrap port and broker port base (free ones by default), `metrics_port` its
+    [metrics] port (one the system picks by default; a restart then picks another)."""
+    bootstrap_port, base = ports or (free_port(), free_port_block(brokers))
     config = tmp / f"{name}.toml"
     servers = ", ".join(f'"{s}"' for s in upstream.split(","))
     config.write_text(
         f"[proxy]\nupstream_bootstrap_servers = [{servers}]\n"
-        f"bootstrap_port = {free_port()}\nbroker_port_base = {base}\n{extra}"
-        "\n[metrics]\nport = 0\n"
+        f"bootstrap_port = {bootstrap_port}\nbroker_port_base = {base}\n{extra}"
+        f"\n[metrics]\nport = {metrics_port}\n"
     )
     return _launch(config, tmp / f"{name}.log", base, env or {})
 

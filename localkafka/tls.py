@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography import x509
@@ -61,10 +62,14 @@ class ThrowawayCA:
             self._certificate.public_bytes(serialization.Encoding.PEM)
         )
 
-    def server(self, name: str, address: str) -> Path:
-        """A server's keystore, valid for `address` and localhost."""
+    def server(self, name: str, address: str, dns_names: Sequence[str] = ()) -> Path:
+        """A server's keystore, valid for `address`, localhost and `dns_names` (wildcards
+        such as *.kafka.test included)."""
         names = x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(address))]
+            [
+                *(x509.DNSName(dns) for dns in ("localhost", *dns_names)),
+                x509.IPAddress(ipaddress.ip_address(address)),
+            ]
         )
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         return self._issue(name, subject, ExtendedKeyUsageOID.SERVER_AUTH, names)

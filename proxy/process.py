@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 from collections.abc import Callable, Coroutine
+from functools import partial
 from pathlib import Path
 
 from config.errors import ConfigError
@@ -24,7 +26,9 @@ from proxy.enforcement.fleet import FleetMember
 from proxy.network.loop import LoopClock
 from proxy.network.server import ProxyServer
 from proxy.network.workers import WATCH_S, Worker
-from proxy.observability.metrics import QuotaCollector, build_registry, serve_metrics
+from proxy.observability.endpoint import serve_endpoint
+from proxy.observability.metrics import QuotaCollector, build_registry
+from proxy.observability.probes import Probes
 from proxy.observability.usage_sinks import (
     UsageFileSink,
     UsageKafkaSink,
@@ -65,9 +69,17 @@ class ProxyProcess:
         self.usage_kafka = self._usage_kafka()
         self.quota_topic = self._quota_topic()
         self.fleet = self._fleet()
-        self.server = ProxyServer(self.context)
+        self.server = ProxyServer(self.context, config.proxy_protocol)
         self.reloader = ConfigReloader(config, self.reload, self.context.stats)
-        self._metrics_server: asyncio.Server | None = None
+        self._endpoint: asyncio.Server | None = None
+        #: what /readyz waits for at start-up, in order, until each is read
+        self._reading: dict[str, str | None] = {}
+        if self.quota_topic is not None:
+            self._reading["quota_store"] = f"reading the quota store topic {self.quota_topic.topic}"
+        if self.fleet is not None:
+            self._reading["fleet_bus"] = f"catching up with the fleet's bus {self.fleet.topic}"
+        #: from SIGTERM on: /readyz answers 503
+        self.draining = False
         self._sampling: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
 
@@ -138,19 +150,21 @@ class ProxyProcess:
         config = self.config
         if (unencrypted := unencrypted_upstream(config.listener, config.upstream)) is not None:
             log.warning(unencrypted)
+        if config.metrics.enabled:  # first: /readyz says what the instance waits for
+            await self._start_endpoint()
         open_timeout_s = 2 * config.proxy.connect_timeout_s
         if self.quota_topic is not None:
             await self.quota_topic.start(open_timeout_s)
+            self._reading["quota_store"] = None
             self.context.quota_admin = self.quota_topic
             self._run_beside(self.quota_topic.run())
             log.info("altered quotas: the quota store topic %s", config.quota_store.topic)
         if self.fleet is not None:
             await self.fleet.start(open_timeout_s)
+            self._reading["fleet_bus"] = None
             self._run_beside(self.fleet.run())
         await self.server.start()
         self._start_usage()
-        if config.metrics.enabled:
-            await self._start_metrics()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, self.reloader.reload, "SIGHUP")
         self._run_beside(self.reloader.watch(config.proxy.config_poll_interval_s))
@@ -177,7 +191,27 @@ class ProxyProcess:
             "usage samples every %gs to %s", usage.interval_s, " and ".join(sinks) or "nowhere"
         )
 
-    async def _start_metrics(self) -> None:
+    def probes(self) -> Probes:
+        """Ready while the instance serves as configured: its bootstrap listener open, the
+        cluster's brokers known, the quota store and the fleet's bus read at start-up (lost
+        later, each degrades to a safe limit of its own, so the instance stays ready: every
+        instance shares that cluster, and all of them turning unready would be an outage),
+        and no SIGTERM."""
+        server = self.server
+
+        def listening() -> str | None:
+            bootstrap = server.listeners.get(None)
+            if bootstrap is None:
+                return "not listening yet"
+            return None if bootstrap.serving else "closed: no upstream address answers"
+
+        checks = {"listeners": listening, "cluster_metadata": lambda: server.metadata_read}
+        for part in self._reading:
+            checks[part] = partial(self._reading.get, part)
+        checks["draining"] = lambda: "SIGTERM received: draining" if self.draining else None
+        return Probes(checks)
+
+    async def _start_endpoint(self) -> None:
         config, context, server, worker = self.config, self.context, self.server, self.worker
         registry = build_registry(
             QuotaCollector(
@@ -192,10 +226,12 @@ class ProxyProcess:
             worker.index if worker is not None else None,
         )
         port = worker.port(config.metrics.port) if worker else config.metrics.port
-        self._metrics_server = await serve_metrics(registry, config.metrics.listen_host, port)
-        host, port = self._metrics_server.sockets[0].getsockname()[:2]
+        self._endpoint = await serve_endpoint(
+            registry, self.probes(), config.metrics.listen_host, port
+        )
+        host, port = self._endpoint.sockets[0].getsockname()[:2]
         which = f" (worker {worker.index})" if worker is not None else ""
-        print(f"kafka-quota-proxy metrics{which}: http://{host}:{port}/metrics", flush=True)
+        _announce(f"kafka-quota-proxy metrics{which}: http://{host}:{port}/metrics")
 
     def reload(self, new: ProxyConfig) -> None:
         """A new config that passed validation, applied to every part it touches."""
@@ -223,8 +259,8 @@ class ProxyProcess:
             await self.quota_topic.close()
         if self.fleet is not None:
             await self.fleet.close()
-        if self._metrics_server is not None:
-            self._metrics_server.close()
+        if self._endpoint is not None:
+            self._endpoint.close()
 
     async def run(self, serving: Callable[[ProxyProcess], None] | None = None) -> None:
         """Serve until SIGINT or SIGTERM (a worker also stops when its parent is gone);
@@ -235,13 +271,18 @@ class ProxyProcess:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         if self.worker is None:
-            print(f"kafka-quota-proxy bootstrap: {self.server.bootstrap_address}", flush=True)
+            _announce(f"kafka-quota-proxy bootstrap: {self.server.bootstrap_address}")
         else:
             self._run_beside(self._watch_parent(self.worker, stop))
             self.worker.ready()
         if serving is not None:
             serving(self)
         await stop.wait()
+        self.draining = True
+        delay_s = self.config.proxy.drain_delay_s
+        if delay_s > 0:
+            log.info("not ready: serving %gs more before the drain (drain_delay_s)", delay_s)
+            await asyncio.sleep(delay_s)
         await self.stop()
 
     @staticmethod
@@ -268,3 +309,10 @@ class ProxyProcess:
                 producer_ids.cleanup(self.context.clock.now_ms())
             else:  # nothing to forget: no wake-up every few ms beside the clients' traffic
                 await asyncio.sleep(_IDLE_CLEANUP_S)
+
+
+def _announce(line: str) -> None:
+    """A line for whoever started the proxy, in one write: the workers of an instance
+    announce themselves at once, on one stdout, and print() writes its newline apart."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()

@@ -10,6 +10,7 @@ from pathlib import Path
 from config.errors import ConfigError
 from config.fleet import FLEET_TOPIC_PREFIX
 from config.loader import load_config
+from config.proxy_protocol import HeaderMode
 from config.report import effective_quotas
 from config.tls import describe
 from proxy.control.quota_topic import StoreUnreachable, read_quota_store
@@ -37,6 +38,18 @@ def check_config(path: Path) -> int:
         print(line)
     if config.cluster.configured:
         print(config.cluster.describe())
+    if config.sni is not None:
+        port = config.sni.advertised_port or config.proxy.bootstrap_port
+        print(
+            f"routing: sni on port {config.proxy.bootstrap_port}: the bootstrap as "
+            f"{config.sni.bootstrap_host}:{port}, broker N as {config.sni.broker_host}:{port}"
+        )
+    pp = config.proxy_protocol
+    modes = {"bootstrap": pp.mode_for(bootstrap=True), "brokers": pp.mode_for(bootstrap=False)}
+    if any(mode is not HeaderMode.OFF for mode in modes.values()):
+        trusted = ", ".join(str(network) for network in pp.trusted_sources)
+        listeners = ", ".join(f"{name} {mode.value}" for name, mode in modes.items())
+        print(f"PROXY protocol headers ({listeners}) from {trusted}")
     if config.quota_store.topic:
         print(f"altered quotas: read from the quota store topic {config.quota_store.topic}")
     if config.proxy.workers > 1:

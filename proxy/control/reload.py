@@ -82,6 +82,8 @@ class ConfigReloader:
             ("metrics", self.config.metrics, config.metrics),
             ("usage", self.config.usage, config.usage),
             ("quota_store", self.config.quota_store, config.quota_store),
+            ("proxy_protocol", self.config.proxy_protocol, config.proxy_protocol),
+            ("sni", self.config.sni, config.sni),
         ):
             if old != new:
                 log.warning(

@@ -36,11 +36,15 @@ class ClientConnection(asyncio.BufferedProtocol):
     def __init__(
         self,
         context: ProxyContext,
+        peer: str,
         upstream_targets: Callable[[], Sequence[tuple[str, int]]],
         on_close: Callable[[ClientConnection], None],
         on_unreachable: Callable[[], None] | None = None,
     ) -> None:
         self._context = context
+        #: "address:port" of the client: the socket's peer, or the one a load balancer's
+        #: PROXY protocol header names
+        self._peer = peer
         self._upstream_targets = upstream_targets
         self._on_close = on_close
         #: told when no upstream address accepts a connection: the listener then closes
@@ -54,12 +58,9 @@ class ClientConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: BaseTransport) -> None:
         client = cast("Transport", transport)  # uvloop's are not asyncio subclasses
         self._transport = client
-        peer = client.get_extra_info("peername")
         client.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         context = self._context
-        core = self.core = ConnectionCore(
-            client, context, f"{peer[0]}:{peer[1]}" if peer else "?", self._start_connecting
-        )
+        core = self.core = ConnectionCore(client, context, self._peer, self._start_connecting)
         self.seen_at_ns = context.clock.now_ns()
         tls = client.get_extra_info("ssl_object")
         if tls is not None:

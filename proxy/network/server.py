@@ -6,7 +6,9 @@ for that node, before the response naming it reaches the client, so a client nev
 address that is not accepting connections.
 
 Every accepted socket passes Kafka's connection quotas (quotas/connections.py) before it is
-served; proxy/network/listener.py closes a listener while its upstream is unreachable.
+served, as the client it is: behind a load balancer, the one its PROXY protocol header names
+([proxy_protocol]), read before anything else; proxy/network/listener.py closes a listener
+while its upstream is unreachable.
 """
 
 from __future__ import annotations
@@ -15,17 +17,26 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import Callable, Sequence
+from functools import partial
 
+from config.proxy_protocol import HeaderMode, ProxyProtocolSettings
 from protocol.apis import METADATA
+from protocol.client_hello import UNRECOGNIZED_NAME_ALERT
 from protocol.errors import ProtocolError
 from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body, read_metadata_response
+from protocol.proxy_header import ProxyHeaderError
 from proxy.control.cluster import ClusterClient
 from proxy.network.connection import ClientConnection
 from proxy.network.listener import Listener
+from proxy.network.peek import read_proxy_header, read_server_name
 from proxy.runtime.context import ProxyContext
+from proxy.runtime.sni import UnknownName
 from quotas.connections import ConnectionVerdict, canonical_ip
 
 log = logging.getLogger(__name__)
+#: how often the brokers are asked again while their metadata could not be read
+METADATA_RETRY_S = 1.0
 #: the idle sweep looks at every connection: not more often than this, however short
 #: connections_max_idle_ms is
 IDLE_SWEEP_MIN_S = 0.05
@@ -39,9 +50,14 @@ def peer_ip(address: str) -> str:
 
 
 class ProxyServer:
-    def __init__(self, context: ProxyContext) -> None:
+    def __init__(
+        self, context: ProxyContext, proxy_protocol: ProxyProtocolSettings | None = None
+    ) -> None:
         self.context = context
         self.settings = context.settings
+        self._proxy_protocol = proxy_protocol or ProxyProtocolSettings()
+        #: accepted sockets whose PROXY protocol header is being read
+        self._headers: set[asyncio.Task[None]] = set()
         self.listeners: dict[int | None, Listener] = {}
         self.connections: set[ClientConnection] = set()
         #: connections over a connection_creation_rate, held until their throttle ends
@@ -49,6 +65,9 @@ class ProxyServer:
         self._slot_freed = asyncio.Event()
         self._all_closed = asyncio.Event()
         self._idle_check: asyncio.Task[None] | None = None
+        self._discovering: asyncio.Task[None] | None = None
+        #: why the cluster's brokers are not known yet (None once a response named them)
+        self.metadata_problem: str | None = "not read yet"
         #: accepted sockets being handed to their connections (made once the TLS handshake
         #: starts, and told of it once it is done)
         self._serving: dict[asyncio.Task[None], list[ClientConnection]] = {}
@@ -56,6 +75,9 @@ class ProxyServer:
 
     @property
     def bootstrap_address(self) -> str:
+        sni = self.context.sni
+        if sni is not None:
+            return f"{sni.bootstrap_host}:{sni.advertised_port}"
         return f"{self.settings.advertised}:{self.bootstrap_port}"
 
     @property
@@ -67,27 +89,53 @@ class ProxyServer:
         self._listen(None, self.settings.bootstrap_port)
         if self.settings.connections_max_idle_ms > 0:
             self._idle_check = asyncio.get_running_loop().create_task(self._close_idle())
-        try:
-            await self.discover_brokers()
-        except (OSError, TimeoutError, ValueError, EOFError, ProtocolError) as exc:
-            # a SASL listener closes on a request before authentication (without [cluster]
-            # credentials); listeners then open as clients' own Metadata responses name them
-            log.warning("no broker listeners opened at start-up: %r", exc)
+        if not await self._try_discovery():
+            log.warning(
+                "no broker listeners opened at start-up (%s): asking again every %gs",
+                self.metadata_problem,
+                METADATA_RETRY_S,
+            )
+            self._discovering = asyncio.get_running_loop().create_task(self._discover())
         log.info(
             "proxy serving bootstrap at %s for %s",
             self.bootstrap_address,
             ",".join(self.settings.upstream_bootstrap_servers),
         )
 
+    @property
+    def metadata_read(self) -> str | None:
+        """None once the cluster's brokers are known, else why not (readiness)."""
+        return None if self.context.brokers.upstream else self.metadata_problem
+
+    async def _try_discovery(self) -> bool:
+        try:
+            await self.discover_brokers()
+        except (OSError, TimeoutError, ValueError, EOFError, ProtocolError) as exc:
+            # a SASL listener closes on a request before authentication (without [cluster]
+            # credentials); listeners then open as clients' own Metadata responses name them
+            self.metadata_problem = f"the cluster's metadata cannot be read: {exc!r}"
+            return False
+        return True
+
+    async def _discover(self) -> None:
+        while not self.context.brokers.upstream:
+            await asyncio.sleep(METADATA_RETRY_S)
+            if await self._try_discovery():
+                log.info("broker listeners opened: the cluster's metadata was read")
+
     async def stop(self, drain_timeout_s: float = 0.0) -> None:
         """Stop accepting; let requests already sent upstream be answered for up to
         `drain_timeout_s` (each connection closes once its last one is), then close."""
         await asyncio.gather(*(listener.close() for listener in self.listeners.values()))
-        if self._idle_check is not None:
-            self._idle_check.cancel()
+        for task in (self._idle_check, self._discovering):
+            if task is not None:
+                task.cancel()
         for sock in self._throttled:
             sock.close()
         self._throttled.clear()
+        for task in self._headers:
+            task.cancel()
+        await asyncio.gather(*self._headers, return_exceptions=True)
         # a client still in its TLS handshake has sent no request: nothing to drain
         handshaking = [
             task for task, made in self._serving.items() if not made or made[0].core is None
@@ -136,13 +184,59 @@ class ProxyServer:
         self._slot_freed.set()
 
     def _admit(self, listener: Listener, sock: socket.socket, address: tuple[str, ...]) -> None:
-        """ConnectionQuotas.inc for a socket just accepted, then the connection served.
+        """A socket just accepted: admitted as its peer, or, where a PROXY protocol header
+        is read, as the client the header names once it is read."""
+        peer = (peer_ip(address[0]), int(address[1]))
+        mode = self._proxy_protocol.mode_for(bootstrap=listener.name == "bootstrap")
+        if mode is HeaderMode.OFF:
+            self._admit_client(listener, sock, peer)
+            return
+        task = asyncio.get_running_loop().create_task(self._read_header(listener, sock, peer, mode))
+        self._headers.add(task)
+        task.add_done_callback(self._headers.discard)
 
-        Runs in the acceptor before its next accept, so the slot count is exact; serving
-        the socket runs in a task of its own, which closing the listener does not cancel.
+    async def _read_header(
+        self, listener: Listener, sock: socket.socket, peer: tuple[str, int], mode: HeaderMode
+    ) -> None:
+        """Only a trusted balancer may name another client; a connection with a header
+        missing where one is required, malformed, or from anyone else is closed."""
+        trusted = self._proxy_protocol.trusts(peer[0])
+        try:
+            if not trusted and mode is HeaderMode.REQUIRED:
+                raise ProxyHeaderError("not in [proxy_protocol] trusted_sources")
+            header = await read_proxy_header(
+                sock, mode is HeaderMode.REQUIRED, self.settings.connect_timeout_s
+            )
+            if header is not None and not trusted:
+                raise ProxyHeaderError(
+                    "a PROXY protocol header from a source not in [proxy_protocol] trusted_sources"
+                )
+        except ProtocolError as exc:
+            self.context.stats.proxy_header_refused[listener.name] += 1
+            log.warning("closing connection from %s on %s: %s", peer[0], listener.name, exc)
+            sock.close()
+            return
+        except BaseException:  # the proxy stops
+            sock.close()
+            raise
+        if header is None or header.source is None:  # none, or the balancer's own
+            self._admit_client(listener, sock, peer)
+            return
+        client = (peer_ip(header.source[0]), header.source[1])
+        log.debug("connection from %s:%d through %s", *client, peer[0])
+        self._admit_client(listener, sock, client)
+
+    def _admit_client(
+        self, listener: Listener, sock: socket.socket, client: tuple[str, int]
+    ) -> None:
+        """ConnectionQuotas.inc for the client of a socket, then the connection served.
+
+        Without a header to read, runs in the acceptor before its next accept, so the slot
+        count is exact; serving the socket runs in a task of its own, which closing the
+        listener does not cancel.
         """
         context = self.context
-        ip = peer_ip(address[0])
+        ip = client[0]
         verdict, throttle_ms = context.connection_quotas.admit(ip, context.clock.now_ms())
         if verdict is ConnectionVerdict.THROTTLE:
             context.stats.connections_throttled[listener.name] += 1
@@ -165,21 +259,39 @@ class ProxyServer:
             return
         context.stats.connections_accepted[listener.name] += 1
         made: list[ClientConnection] = []
-        task = asyncio.get_running_loop().create_task(self._serve(listener, sock, ip, made))
+        task = asyncio.get_running_loop().create_task(self._serve(listener, sock, client, made))
         self._serving[task] = made
         task.add_done_callback(self._serving.pop)
 
     async def _serve(
-        self, listener: Listener, sock: socket.socket, ip: str, made: list[ClientConnection]
+        self,
+        listener: Listener,
+        sock: socket.socket,
+        client: tuple[str, int],
+        made: list[ClientConnection],
     ) -> None:
         """Hand an accepted socket to its connection, made into `made` (with TLS, before the
-        handshake, while the connection itself hears of it only after)."""
+        handshake, while the connection itself hears of it only after); with SNI routing,
+        to the upstream its ClientHello names."""
+        ip = client[0]
+        tls = self.context.listener_tls
+        try:
+            targets, unreachable = await self._upstream(listener, sock, ip)
+        except ProtocolError as exc:
+            log.warning("closing client %s: %s", ip, exc)
+            if isinstance(exc, UnknownName):  # as a TLS server that does not serve the name
+                with contextlib.suppress(OSError):
+                    sock.send(UNRECOGNIZED_NAME_ALERT)
+            self._not_served(sock, made, ip)
+            return
+        except asyncio.CancelledError:  # the proxy stops
+            self._not_served(sock, made, ip)
+            raise
 
         def connection() -> ClientConnection:
-            made.append(self._connection(listener, ip))
+            made.append(self._connection(client, targets, unreachable))
             return made[-1]
 
-        tls = self.context.listener_tls
         try:
             # with TLS, returns once the handshake is done; connect_timeout_s bounds a client
             # that stalls it
@@ -199,6 +311,25 @@ class ProxyServer:
             self._not_served(sock, made, ip)
             raise
 
+    async def _upstream(
+        self, listener: Listener, sock: socket.socket, ip: str
+    ) -> tuple[Callable[[], Sequence[tuple[str, int]]], Callable[[], None] | None]:
+        """Where a connection's requests go, and whom to tell when nothing answers there:
+        the listener's upstream, or, on the one port of SNI routing, the bootstrap or the
+        broker its ClientHello names (one broker down leaves the port open to the others).
+        Raises UnknownName for a name served nowhere here."""
+        sni = self.context.sni
+        if sni is None:
+            return listener.targets, listener.upstream_unreachable
+        name = await read_server_name(sock, self.settings.connect_timeout_s)
+        node_id = sni.route(name)
+        if node_id is None:
+            return listener.targets, listener.upstream_unreachable
+        if node_id not in self.context.brokers.upstream:
+            raise UnknownName(f"{name!r}: the cluster has no broker {node_id}")
+        log.debug("client %s asks for broker %d by name %s", ip, node_id, name)
+        return partial(self.context.brokers.targets, node_id), None
+
     def _not_served(self, sock: socket.socket, made: list[ClientConnection], ip: str) -> None:
         """An accepted socket that never reached its connection: a TLS client's protocol is
         told of the connection only after the handshake, so its loss is counted here."""
@@ -214,12 +345,15 @@ class ProxyServer:
             self._throttled.discard(sock)
             sock.close()
 
-    def _connection(self, listener: Listener, ip: str) -> ClientConnection:
+    def _connection(
+        self,
+        client: tuple[str, int],
+        targets: Callable[[], Sequence[tuple[str, int]]],
+        unreachable: Callable[[], None] | None,
+    ) -> ClientConnection:
+        ip, port = client
         connection = ClientConnection(
-            self.context,
-            listener.targets,
-            lambda lost: self._closed(lost, ip),
-            listener.upstream_unreachable,
+            self.context, f"{ip}:{port}", targets, lambda lost: self._closed(lost, ip), unreachable
         )
         self.connections.add(connection)
         self._all_closed.clear()
@@ -260,7 +394,7 @@ class ProxyServer:
 
     def _broker_named(self, node_id: int, host: str, port: int) -> None:
         """Open the listener of a broker a response names, before the client learns it."""
-        if node_id in self.listeners:
+        if node_id in self.listeners or self.context.sni is not None:
             return
         proxy_port = self.context.brokers.port(node_id)
         try:

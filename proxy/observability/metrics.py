@@ -1,4 +1,4 @@
-"""Prometheus metrics named after Kafka's quota metrics, served from the event loop.
+"""Prometheus metrics named after Kafka's quota metrics, read on the event loop.
 
 Values are read from the quota sensors at scrape time, as a JMX read of a broker does, so
 the hot path pays nothing for metrics and a series disappears with its expired sensor. The
@@ -8,12 +8,11 @@ measuring a sensor purges its samples and must not race the requests that record
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
 
-from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -27,9 +26,6 @@ log = logging.getLogger(__name__)
 
 #: a fleet member's local rates: (manager, metric tags, rate) of each shared sensor
 LocalRates = Callable[[], Iterator[tuple[QuotaManager, MetricTags, float]]]
-
-_MAX_REQUEST_HEAD = 8192
-_READ_TIMEOUT_S = 5.0
 
 
 def metric_name(group: str, name: str) -> str:
@@ -249,6 +245,14 @@ PROXY_FAMILIES: tuple[Family, ...] = (
         _by_listener("connections_throttled"),
     ),
     Family(
+        "kafka_quota_proxy_proxy_header_refused",
+        _COUNTER,
+        "Client connections closed for their PROXY protocol header: missing where one is "
+        "required, malformed, or from a source not in trusted_sources; by listener",
+        ("listener",),
+        _by_listener("proxy_header_refused"),
+    ),
+    Family(
         "kafka_quota_proxy_listener_up",
         _GAUGE,
         "1 while a listener accepts; 0 while its upstream is unreachable and it refuses",
@@ -379,39 +383,3 @@ class _Labelled(Collector):
                 for sample in family.samples
             ]
             yield family
-
-
-async def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> asyncio.Server:
-    """A minimal HTTP/1.0 endpoint: GET /metrics, anything else 404."""
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
-            request_line = head.split(b"\r\n", 1)[0].split()
-            if (
-                len(request_line) >= 2
-                and request_line[0] == b"GET"
-                and (request_line[1].split(b"?")[0] in (b"/metrics", b"/"))
-            ):
-                body = generate_latest(registry)
-                status = b"200 OK"
-                content_type = b"text/plain; version=0.0.4; charset=utf-8"
-            else:
-                body, status, content_type = b"not found\n", b"404 Not Found", b"text/plain"
-            writer.write(
-                b"HTTP/1.0 "
-                + status
-                + b"\r\nContent-Type: "
-                + content_type
-                + b"\r\nContent-Length: "
-                + str(len(body)).encode()
-                + b"\r\n\r\n"
-                + body
-            )
-            await writer.drain()
-        except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
-        finally:
-            writer.close()
-
-    return await asyncio.start_server(handle, host, port, limit=_MAX_REQUEST_HEAD)

@@ -1,9 +1,10 @@
 """The upstream brokers: where each one really is, and the proxy's address for it.
 
-Broker N is always served at broker_port_base + N, so the addresses clients cache stay valid
-across proxy restarts. Every response that names a broker passes its address here; the server
-opens the broker's listener the moment it is first named, before the response reaches the
-client, so a client never learns an address that is not accepting connections.
+Broker N is always served at broker_port_base + N (or, with SNI routing, by its name on the
+one port), so the addresses clients cache stay valid across proxy restarts. Every response
+that names a broker passes its address here; the server opens the broker's listener the
+moment it is first named, before the response reaches the client, so a client never learns
+an address that is not accepting connections.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from config.proxy import ProxySettings
+from proxy.runtime.sni import SniRoutes
 
 
 class Brokers:
-    def __init__(self, settings: ProxySettings) -> None:
+    def __init__(self, settings: ProxySettings, sni: SniRoutes | None = None) -> None:
         self._settings = settings
+        #: with [proxy] routing = "sni", every broker is a name on the one port
+        self.sni = sni
         #: node_id -> the broker's own (host, port), as the cluster last named it
         self.upstream: dict[int, tuple[str, int]] = {}
         #: told of every broker a response names (the server opens its listener)
@@ -28,6 +32,8 @@ class Brokers:
         """Record where broker `node_id` really is and return the proxy's address for it."""
         self.upstream[node_id] = (host, port)
         self.on_named(node_id, host, port)
+        if self.sni is not None:
+            return self.sni.broker_host(node_id), self.sni.advertised_port
         return self._settings.advertised, self.port(node_id)
 
     def targets(self, node_id: int | None) -> list[tuple[str, int]]:

@@ -26,6 +26,7 @@ from proxy.handlers.topics import TopicCache
 from proxy.runtime.brokers import Brokers
 from proxy.runtime.clock import Clock
 from proxy.runtime.memory_pool import MemoryPool
+from proxy.runtime.sni import SniRoutes
 from proxy.runtime.stats import ProxyStats
 from proxy.runtime.usage import UsageRecorder
 from quotas.admin import Changes
@@ -61,6 +62,8 @@ class ProxyContext:
     upstream_tls: ssl.SSLContext | None = None
     #: the proxy's own client on the cluster ([cluster], else [upstream] without SASL)
     own_client: ClusterSettings = field(default_factory=ClusterSettings)
+    #: the one port's names ([proxy] routing = "sni"); None: a port per broker
+    sni: SniRoutes | None = None
     #: partition counts by topic, from every Metadata response through the proxy
     topics: TopicCache = field(default_factory=TopicCache)
     #: what requests cost each broker's threads, learned from round trips: request time
@@ -78,7 +81,7 @@ class ProxyContext:
     budget_share: float = field(default=1.0, init=False)
 
     def __post_init__(self) -> None:
-        self.brokers = Brokers(self.settings)
+        self.brokers = Brokers(self.settings, self.sni)
         self.advertise = self.brokers.advertise
         window = self.quotas.engine.config.settings.client
         self.connection_quotas = ConnectionQuotas(ConnectionLimits(), window)
@@ -185,6 +188,7 @@ def build_context(config: ProxyConfig, clock: Clock, usage: UsageRecorder | None
         listener_tls=config.listener.context,
         upstream_tls=config.upstream.context,
         own_client=config.cluster,
+        sni=SniRoutes(config.sni, config.proxy.bootstrap_port) if config.sni else None,
     )
     limits = connection_limits(config.proxy, store.ip_rates())
     context.connection_quotas.update(limits, config.quotas.settings.client)

@@ -26,6 +26,8 @@ class ProxyStats:
     connections_accepted: Counter[str] = field(default_factory=Counter)
     connections_refused: Counter[str] = field(default_factory=Counter)
     connections_throttled: Counter[str] = field(default_factory=Counter)
+    #: connections closed for their PROXY protocol header (missing, malformed, untrusted)
+    proxy_header_refused: Counter[str] = field(default_factory=Counter)
     #: connections closed by connections.max.idle.ms
     connections_idle_closed: int = 0
     #: usage samples written, and dropped, by sink ("file", "kafka")

@@ -9,6 +9,7 @@ compose file gives the proxies."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -100,11 +101,33 @@ def test_prometheus_scrapes_every_proxy_and_loads_the_tested_rules(compose: Any)
     assert job["job_name"] == "kafka-quota-proxy"  # what KafkaQuotaProxyDown selects
     targets = {target for each in job["static_configs"] for target in each["targets"]}
     expected = {
-        f"{name}:{load_config(config_file(s)).metrics.port}"
-        for name, s in proxies(compose).items()
+        f"{name}:{load_config(config_file(s)).metrics.port}" for name, s in proxies(compose).items()
     }
     assert targets == expected
-    assert set(service["depends_on"]) == set(proxies(compose))
+    waits = {name: each["condition"] for name, each in service["depends_on"].items()}
+    assert waits == {name: "service_healthy" for name in proxies(compose)}
+
+
+def readyz_port(command: str) -> int:
+    """The port of the 127.0.0.1 /readyz URL a health check command asks."""
+    match = re.search(r"http://127\.0\.0\.1:(\d+)/readyz", command)
+    assert match is not None, command
+    return int(match.group(1))
+
+
+def test_every_proxy_is_healthy_by_its_own_readyz(compose: Any) -> None:
+    """The image's HEALTHCHECK asks config/docker.toml's metrics port; a proxy serving on
+    another overrides it, so no service is judged by another's port (or by none)."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    healthcheck = dockerfile.split("\nHEALTHCHECK ", 1)[1].split("\n\n", 1)[0]
+    image_port = readyz_port(healthcheck)
+    assert "USER proxy" in dockerfile.split("\nHEALTHCHECK ", 1)[0]  # not root
+    for name, service in proxies(compose).items():
+        port = load_config(config_file(service)).metrics.port
+        if "healthcheck" in service:
+            assert readyz_port(" ".join(service["healthcheck"]["test"])) == port, name
+        else:
+            assert image_port == port, name
 
 
 def test_the_prometheus_image_is_the_version_the_suite_proves(compose: Any) -> None:
@@ -124,9 +147,10 @@ def test_grafana_provisions_the_datasource_and_opens_the_dashboard(compose: Any)
     prometheus = compose["services"]["prometheus"]
     (port,) = published(prometheus).values()
     assert datasource["url"] == f"http://prometheus:{port}"
-    assert datasource["jsonData"]["timeInterval"] == read_yaml(
-        DEPLOY / "prometheus" / "prometheus.yml"
-    )["global"]["scrape_interval"]
+    assert (
+        datasource["jsonData"]["timeInterval"]
+        == read_yaml(DEPLOY / "prometheus" / "prometheus.yml")["global"]["scrape_interval"]
+    )
     (provider,) = read_yaml(provisioning / "dashboards" / "kafka-quota-proxy.yml")["providers"]
     dashboards = in_checkout(service, provider["options"]["path"])
     assert dashboards == DEPLOY / "grafana" / "dashboards"

@@ -13,10 +13,14 @@ from tests.integration.support.clients import IDENTITY_USERS, SASL_USERS
 
 @pytest.fixture(scope="session")
 def kafka3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    """Three brokers, with a SASL listener beside the PLAINTEXT one for the tests of the
-    proxy's own identity (test_cluster_identity.py): clients of the others never see it."""
+    """Three brokers, with SASL and TLS listeners beside the PLAINTEXT one: SASL for the
+    tests of the proxy's own identity (test_cluster_identity.py), TLS for a TLS cluster of
+    three behind one SNI port (test_sni.py); clients of the others never see them."""
     cluster = KafkaCluster(
-        brokers_count=3, workdir=tmp_path_factory.mktemp("kafka3"), sasl_users=IDENTITY_USERS
+        brokers_count=3,
+        workdir=tmp_path_factory.mktemp("kafka3"),
+        sasl_users=IDENTITY_USERS,
+        tls=True,
     )
     cluster.start()
     yield cluster

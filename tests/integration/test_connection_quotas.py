@@ -14,13 +14,13 @@ import pytest
 
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
+from tests.integration.support.listeners import API_VERSIONS_V0, served
 from tests.integration.support.scrape import scrape, total
 
 STORM_ADDRESS = "127.0.0.2"
 CAPPED_ADDRESS = "127.0.0.3"
 RATE = 10  # connections per second for the storming address
 STORM_S = 4.0
-API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 1) + b"c"
 
 
 @pytest.fixture(scope="module")
@@ -34,24 +34,6 @@ def limited_proxy(
     proxy = start_proxy(tmp_path_factory.mktemp("limits"), kafka3.brokers[0].address, 3, extra)
     yield proxy
     proxy.stop()
-
-
-async def served(
-    bootstrap: str, source: str, keep: list[asyncio.StreamWriter] | None = None
-) -> bool:
-    """Connect from `source`, send ApiVersions: True if answered, False if closed unanswered."""
-    host, port = bootstrap.rsplit(":", 1)
-    reader, writer = await asyncio.open_connection(host, int(port), local_addr=(source, 0))
-    writer.write(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
-    try:
-        answered = len(await asyncio.wait_for(reader.read(4), 10)) == 4
-    except ConnectionResetError:
-        answered = False
-    if keep is not None and answered:
-        keep.append(writer)
-    else:
-        writer.close()
-    return answered
 
 
 async def test_a_reconnect_storm_is_held_to_its_rate_and_others_connect_freely(

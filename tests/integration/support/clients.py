@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,9 +188,11 @@ def java_produce(
     topic: str,
     values: list[bytes],
     properties: Path | None = None,
+    wrapper: Sequence[str] = (),
 ) -> None:
     """VerifiableProducer writes its own values; `values` must be str(i) for i in range(n).
-    `properties`: a client properties file (security.protocol, ssl.*, sasl.*)."""
+    `properties`: a client properties file (security.protocol, ssl.*, sasl.*); `wrapper`:
+    see KafkaCluster.tool."""
     assert values == [str(i).encode() for i in range(len(values))]
     config = ["--producer.config", str(properties)] if properties is not None else []
     out = cluster.tool(
@@ -204,6 +206,7 @@ def java_produce(
         "--acks",
         "-1",
         *config,
+        wrapper=wrapper,
     )
     acked = out.count('"name":"producer_send_success"')
     assert acked == len(values), out[-2000:]
@@ -216,6 +219,7 @@ def java_consume(
     group: str,
     count: int,
     properties: Path | None = None,
+    wrapper: Sequence[str] = (),
 ) -> list[bytes]:
     config = ["--consumer.config", str(properties)] if properties is not None else []
     out = cluster.tool(
@@ -232,5 +236,6 @@ def java_consume(
         "--timeout-ms",
         "60000",
         *config,
+        wrapper=wrapper,
     )
     return [line.encode() for line in out.splitlines() if line]

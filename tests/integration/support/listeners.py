@@ -25,6 +25,23 @@ async def answered(address: str) -> bool | None:
         writer.close()
 
 
+async def served(address: str, source: str, keep: list[asyncio.StreamWriter] | None = None) -> bool:
+    """Connect from `source`, send ApiVersions: True if answered, False if closed unanswered;
+    an answered connection is kept open in `keep` when given."""
+    host, port = address.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port), local_addr=(source, 0))
+    writer.write(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+    try:
+        answered = len(await asyncio.wait_for(reader.read(4), 10)) == 4
+    except ConnectionResetError:
+        answered = False
+    if keep is not None and answered:
+        keep.append(writer)
+    else:
+        writer.close()
+    return answered
+
+
 async def until(condition: object, address: str, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while (result := await answered(address)) is not condition:

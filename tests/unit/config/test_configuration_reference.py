@@ -14,8 +14,10 @@ from config.fleet import FleetSettings
 from config.loader import SECTIONS
 from config.metrics import MetricsSettings
 from config.proxy import ProxySettings
+from config.proxy_protocol import ProxyProtocolSettings
 from config.quota_store import QuotaStoreSettings
 from config.quotas import BROKER_KEYS
+from config.sni import SniSettings
 from config.tls import LISTENER_KEYS, UPSTREAM_KEYS
 from config.usage import UsageSettings
 from quotas.validation import CLIENT_KEYS, IP_KEYS, USER_KEYS
@@ -25,6 +27,8 @@ REFERENCE = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 #: section -> every key its parser accepts
 ACCEPTED: dict[str, set[str]] = {
     "proxy": {f.name for f in fields(ProxySettings)},
+    "proxy_protocol": {f.name for f in fields(ProxyProtocolSettings)},
+    "sni": {f.name for f in fields(SniSettings)},
     "metrics": {f.name for f in fields(MetricsSettings)},
     "usage": {f.name for f in fields(UsageSettings)},
     "quota_store": {f.name for f in fields(QuotaStoreSettings)},

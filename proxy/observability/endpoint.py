@@ -1,0 +1,63 @@
+"""The proxy's HTTP endpoint: /metrics for Prometheus, /livez and /readyz for whoever
+decides where clients go (proxy/observability/probes.py).
+
+A minimal HTTP/1.0 server on the event loop, not prometheus-client's own thread: a scrape
+measures sensors that requests record into, and a liveness answer must come from the loop
+that serves clients, or it would say nothing about them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from proxy.observability.probes import Probes
+
+_MAX_REQUEST_HEAD = 8192
+_READ_TIMEOUT_S = 5.0
+_METRICS_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+_JSON = b"application/json"
+
+
+async def serve_endpoint(
+    registry: CollectorRegistry, probes: Probes, host: str, port: int
+) -> asyncio.Server:
+    """GET /metrics (or /), /livez, /readyz; anything else 404."""
+
+    def answer(path: bytes) -> tuple[int, bytes, bytes]:
+        if path in (b"/metrics", b"/"):
+            return 200, _METRICS_TYPE, generate_latest(registry)
+        if path in (b"/livez", b"/readyz"):
+            status, body = probes.live() if path == b"/livez" else probes.ready()
+            return status, _JSON, body
+        return 404, b"text/plain", b"not found\n"
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
+            request_line = head.split(b"\r\n", 1)[0].split()
+            if len(request_line) >= 2 and request_line[0] in (b"GET", b"HEAD"):
+                status, content_type, body = answer(request_line[1].split(b"?")[0])
+            else:
+                status, content_type, body = 405, b"text/plain", b"GET only\n"
+            writer.write(
+                b"HTTP/1.0 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
+                % (status, _REASONS[status], content_type, len(body))
+                + (body if request_line[0] == b"GET" else b"")
+            )
+            await writer.drain()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, host, port, limit=_MAX_REQUEST_HEAD)
+
+
+_REASONS = {
+    200: b"OK",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    503: b"Service Unavailable",
+}
