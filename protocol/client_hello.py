@@ -50,8 +50,10 @@ def _handshake_message(data: bytes) -> bytes | None:
     while True:
         if len(data) < offset + 5:
             return None
-        kind, major, length = data[offset], data[offset + 1], int.from_bytes(
-            data[offset + 3 : offset + 5], "big"
+        kind, major, length = (
+            data[offset],
+            data[offset + 1],
+            int.from_bytes(data[offset + 3 : offset + 5], "big"),
         )
         if kind != _HANDSHAKE or major != 3 or length == 0 or length > _MAX_RECORD:
             raise NotClientHello("not a TLS handshake record")

@@ -106,16 +106,16 @@ def _parse_v2(data: bytes) -> ProxyHeader | None:
         raise ProxyHeaderError(f"a v2 signature with version {version}")
     if command not in (_V2_LOCAL, _V2_PROXY):
         raise ProxyHeaderError(f"a v2 header with the command {command:#x}")
+    if len(data) < length:
+        return None
+    if command == _V2_LOCAL:  # the balancer's own connection: what it carries is ignored
+        return ProxyHeader(2, length, None)
     if family not in _ADDRESS_BYTES:
         raise ProxyHeaderError(f"a v2 header with the address family {family:#x}")
     if length - _V2_FIXED < _ADDRESS_BYTES[family]:
         raise ProxyHeaderError(
             f"a v2 header of {length - _V2_FIXED} bytes, too short for its addresses"
         )
-    if len(data) < length:
-        return None
-    if command == _V2_LOCAL:  # the balancer's own connection: its endpoints stand
-        return ProxyHeader(2, length, None)
     if family in (_AF_INET, _AF_INET6) and transport != _STREAM:
         raise ProxyHeaderError(f"a v2 header for a transport other than TCP ({transport:#x})")
     addresses = data[_V2_FIXED:]

@@ -192,18 +192,20 @@ class ProxyProcess:
         )
 
     def probes(self) -> Probes:
-        """Ready while the instance serves as configured: its bootstrap listener open, the
-        cluster's brokers known, the quota store and the fleet's bus read at start-up (lost
-        later, each degrades to a safe limit of its own, so the instance stays ready: every
-        instance shares that cluster, and all of them turning unready would be an outage),
-        and no SIGTERM."""
+        """Ready while the instance serves as configured: its bootstrap listener open and
+        every broker's port bound, the cluster's brokers known, the quota store and the
+        fleet's bus read at start-up (lost later, each degrades to a safe limit of its own,
+        so the instance stays ready: every instance shares that cluster, and all of them
+        turning unready would be an outage), and no SIGTERM."""
         server = self.server
 
         def listening() -> str | None:
             bootstrap = server.listeners.get(None)
             if bootstrap is None:
                 return "not listening yet"
-            return None if bootstrap.serving else "closed: no upstream address answers"
+            if not bootstrap.serving:
+                return "closed: no upstream address answers"
+            return "; ".join(server.unbound.values()) or None
 
         checks = {"listeners": listening, "cluster_metadata": lambda: server.metadata_read}
         for part in self._reading:

@@ -96,6 +96,9 @@ class ConnectionQuotas:
         #: connections open now, by address
         self.counts: dict[str, int] = {}
         self.total = 0
+        #: sockets accepted whose client is not known yet (a load balancer's PROXY protocol
+        #: header being read): they hold a slot of max.connections, and no address's
+        self.pending = 0
         self._rates: dict[str, _IpRate] = {}
 
     def update(self, limits: ConnectionLimits, window: MetricConfig) -> None:
@@ -108,7 +111,15 @@ class ConnectionQuotas:
 
     def has_slot(self) -> bool:
         """Whether the acceptor may take the next connection (max.connections)."""
-        return self.total < self.limits.max_connections
+        return self.total + self.pending < self.limits.max_connections
+
+    def hold_slot(self) -> None:
+        """A socket accepted before its client is known takes a slot until it is known
+        (admit, after unhold_slot) or closed (unhold_slot)."""
+        self.pending += 1
+
+    def unhold_slot(self) -> None:
+        self.pending -= 1
 
     def admit(self, ip: str, now_ms: int) -> ConnectionAdmission:
         """ConnectionQuotas.inc for an accepted socket; an accepted one must be released."""

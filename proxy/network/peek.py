@@ -24,7 +24,10 @@ from protocol.proxy_header import (
     starts_header,
 )
 
+#: the first and the longest wait for the rest of a split header or ClientHello: a sender
+#: that stalls midway is looked at less and less often until connect_timeout_s
 _MORE_S = 0.005
+_MORE_MAX_S = 0.1
 _Parsed = TypeVar("_Parsed")
 #: what the parse of a connection without a header (where none is required) gives
 _NO_HEADER = ProxyHeader(0, 0, None)
@@ -49,8 +52,14 @@ async def read_proxy_header(
     if header is _NO_HEADER:
         return None
     length = header.length
-    while length > 0:  # already in the socket's buffer: it was peeked at
-        length -= len(sock.recv(length))
+    try:
+        while length > 0:  # already in the socket's buffer: it was peeked at
+            taken = len(sock.recv(length))
+            if not taken:
+                raise OSError("closed")
+            length -= taken
+    except OSError as exc:
+        raise ProtocolError(f"the connection failed in its PROXY protocol header: {exc}") from exc
     return header
 
 
@@ -69,12 +78,15 @@ async def _peek(
 ) -> _Parsed:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
+    more_s = _MORE_S
     while True:
         try:
             data = sock.recv(limit, socket.MSG_PEEK)
         except BlockingIOError:
             await _readable(loop, sock, deadline - loop.time(), what)
             continue
+        except OSError as exc:  # reset by the peer (a balancer's TCP check does that)
+            raise ProtocolError(f"the connection failed before its {what}: {exc}") from exc
         if not data:
             raise ProtocolError(f"the connection closed before its {what}")
         parsed = parse(data)
@@ -82,7 +94,8 @@ async def _peek(
             return parsed
         if loop.time() >= deadline:
             raise ProtocolError(f"no whole {what} within {timeout_s:g}s")
-        await asyncio.sleep(_MORE_S)
+        await asyncio.sleep(more_s)
+        more_s = min(2 * more_s, _MORE_MAX_S)
 
 
 async def _readable(

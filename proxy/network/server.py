@@ -22,7 +22,7 @@ from functools import partial
 
 from config.proxy_protocol import HeaderMode, ProxyProtocolSettings
 from protocol.apis import METADATA
-from protocol.client_hello import UNRECOGNIZED_NAME_ALERT
+from protocol.client_hello import MAX_HELLO, UNRECOGNIZED_NAME_ALERT
 from protocol.errors import ProtocolError
 from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body, read_metadata_response
 from protocol.proxy_header import ProxyHeaderError
@@ -68,6 +68,9 @@ class ProxyServer:
         self._discovering: asyncio.Task[None] | None = None
         #: why the cluster's brokers are not known yet (None once a response named them)
         self.metadata_problem: str | None = "not read yet"
+        #: broker listeners that could not be bound: node id -> why (readiness)
+        self.unbound: dict[int, str] = {}
+        self._stopping = False
         #: accepted sockets being handed to their connections (made once the TLS handshake
         #: starts, and told of it once it is done)
         self._serving: dict[asyncio.Task[None], list[ClientConnection]] = {}
@@ -110,10 +113,13 @@ class ProxyServer:
     async def _try_discovery(self) -> bool:
         try:
             await self.discover_brokers()
-        except (OSError, TimeoutError, ValueError, EOFError, ProtocolError) as exc:
+        except Exception as exc:  # whatever it is, asked again: readiness waits on it
             # a SASL listener closes on a request before authentication (without [cluster]
             # credentials); listeners then open as clients' own Metadata responses name them
-            self.metadata_problem = f"the cluster's metadata cannot be read: {exc!r}"
+            problem = f"the cluster's metadata cannot be read: {exc!r}"
+            if problem != self.metadata_problem and self._discovering is not None:
+                log.warning("%s; asking again every %gs", problem, METADATA_RETRY_S)
+            self.metadata_problem = problem
             return False
         return True
 
@@ -126,10 +132,11 @@ class ProxyServer:
     async def stop(self, drain_timeout_s: float = 0.0) -> None:
         """Stop accepting; let requests already sent upstream be answered for up to
         `drain_timeout_s` (each connection closes once its last one is), then close."""
-        await asyncio.gather(*(listener.close() for listener in self.listeners.values()))
+        self._stopping = True  # a broker named from now on opens no listener
         for task in (self._idle_check, self._discovering):
             if task is not None:
                 task.cancel()
+        await asyncio.gather(*(listener.close() for listener in self.listeners.values()))
         for sock in self._throttled:
             sock.close()
         self._throttled.clear()
@@ -191,6 +198,7 @@ class ProxyServer:
         if mode is HeaderMode.OFF:
             self._admit_client(listener, sock, peer)
             return
+        self.context.connection_quotas.hold_slot()  # max.connections counts it already
         task = asyncio.get_running_loop().create_task(self._read_header(listener, sock, peer, mode))
         self._headers.add(task)
         task.add_done_callback(self._headers.discard)
@@ -214,17 +222,24 @@ class ProxyServer:
         except ProtocolError as exc:
             self.context.stats.proxy_header_refused[listener.name] += 1
             log.warning("closing connection from %s on %s: %s", peer[0], listener.name, exc)
-            sock.close()
+            self._unheld(sock)
             return
         except BaseException:  # the proxy stops
-            sock.close()
+            self._unheld(sock)
             raise
+        self.context.connection_quotas.unhold_slot()  # the client takes a slot as itself
         if header is None or header.source is None:  # none, or the balancer's own
             self._admit_client(listener, sock, peer)
             return
         client = (peer_ip(header.source[0]), header.source[1])
         log.debug("connection from %s:%d through %s", *client, peer[0])
         self._admit_client(listener, sock, client)
+
+    def _unheld(self, sock: socket.socket) -> None:
+        """A socket whose client never became known: its slot is free again."""
+        sock.close()
+        self.context.connection_quotas.unhold_slot()
+        self._slot_freed.set()
 
     def _admit_client(
         self, listener: Listener, sock: socket.socket, client: tuple[str, int]
@@ -279,9 +294,8 @@ class ProxyServer:
             targets, unreachable = await self._upstream(listener, sock, ip)
         except ProtocolError as exc:
             log.warning("closing client %s: %s", ip, exc)
-            if isinstance(exc, UnknownName):  # as a TLS server that does not serve the name
-                with contextlib.suppress(OSError):
-                    sock.send(UNRECOGNIZED_NAME_ALERT)
+            if isinstance(exc, UnknownName):
+                _refuse_name(sock)
             self._not_served(sock, made, ip)
             return
         except asyncio.CancelledError:  # the proxy stops
@@ -316,16 +330,20 @@ class ProxyServer:
     ) -> tuple[Callable[[], Sequence[tuple[str, int]]], Callable[[], None] | None]:
         """Where a connection's requests go, and whom to tell when nothing answers there:
         the listener's upstream, or, on the one port of SNI routing, the bootstrap or the
-        broker its ClientHello names (one broker down leaves the port open to the others).
-        Raises UnknownName for a name served nowhere here."""
+        broker its ClientHello names; that port stays open whatever is unreachable (it
+        serves the others too). Raises UnknownName for a name served nowhere here."""
         sni = self.context.sni
         if sni is None:
             return listener.targets, listener.upstream_unreachable
         name = await read_server_name(sock, self.settings.connect_timeout_s)
-        node_id = sni.route(name)
+        node_id = sni.route(name)  # UnknownName: no such name here
         if node_id is None:
-            return listener.targets, listener.upstream_unreachable
-        if node_id not in self.context.brokers.upstream:
+            return listener.targets, None
+        known = self.context.brokers.upstream
+        if not known:  # the proxy still reading the cluster's metadata: a closed
+            # connection, which clients retry, rather than a TLS alert, which they do not
+            raise ProtocolError(f"{name!r}: the cluster's brokers are not known yet")
+        if node_id not in known:
             raise UnknownName(f"{name!r}: the cluster has no broker {node_id}")
         log.debug("client %s asks for broker %d by name %s", ip, node_id, name)
         return partial(self.context.brokers.targets, node_id), None
@@ -394,16 +412,18 @@ class ProxyServer:
 
     def _broker_named(self, node_id: int, host: str, port: int) -> None:
         """Open the listener of a broker a response names, before the client learns it."""
-        if node_id in self.listeners or self.context.sni is not None:
+        if node_id in self.listeners or self.context.sni is not None or self._stopping:
             return
         proxy_port = self.context.brokers.port(node_id)
         try:
             self._listen(node_id, proxy_port)
         except OSError as exc:
+            self.unbound[node_id] = f"broker {node_id}'s port {proxy_port} cannot be bound: {exc}"
             log.error(
                 "cannot open the listener for broker %d on port %d: %s", node_id, proxy_port, exc
             )
         else:
+            self.unbound.pop(node_id, None)
             log.info(
                 "broker %d (%s:%d) served at %s:%d",
                 node_id,
@@ -423,3 +443,13 @@ class ProxyServer:
             frame = await cluster.ask(METADATA, version, metadata_request_body([]))  # brokers only
         for broker in read_metadata_response(frame, version).brokers:
             self.context.brokers.advertise(broker.node_id, broker.host, broker.port)
+
+
+def _refuse_name(sock: socket.socket) -> None:
+    """TLS's unrecognized_name alert, as a server that does not serve the name sends it.
+    The ClientHello, only peeked at, is read first: closing a socket with unread bytes
+    resets the connection, and a reset can lose the alert before the client reads it."""
+    with contextlib.suppress(OSError):
+        sock.recv(MAX_HELLO)
+        sock.send(UNRECOGNIZED_NAME_ALERT)
+        sock.shutdown(socket.SHUT_WR)

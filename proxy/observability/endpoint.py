@@ -12,6 +12,7 @@ import asyncio
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from protocol.proxy_header import V1_PREFIX, V2_SIGNATURE
 from proxy.observability.probes import Probes
 
 _MAX_REQUEST_HEAD = 8192
@@ -35,16 +36,16 @@ async def serve_endpoint(
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
+            head = await asyncio.wait_for(_request_head(reader), _READ_TIMEOUT_S)
             request_line = head.split(b"\r\n", 1)[0].split()
             if len(request_line) >= 2 and request_line[0] in (b"GET", b"HEAD"):
                 status, content_type, body = answer(request_line[1].split(b"?")[0])
             else:
-                status, content_type, body = 405, b"text/plain", b"GET only\n"
+                status, content_type, body = 405, b"text/plain", b"GET or HEAD only\n"
             writer.write(
                 b"HTTP/1.0 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
                 % (status, _REASONS[status], content_type, len(body))
-                + (body if request_line[0] == b"GET" else b"")
+                + (b"" if request_line[:1] == [b"HEAD"] else body)
             )
             await writer.drain()
         except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
@@ -53,6 +54,19 @@ async def serve_endpoint(
             writer.close()
 
     return await asyncio.start_server(handle, host, port, limit=_MAX_REQUEST_HEAD)
+
+
+async def _request_head(reader: asyncio.StreamReader) -> bytes:
+    """The request's head, after the PROXY protocol header a load balancer's health check
+    may put first (an AWS NLB with proxy protocol on its target group does)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    if head.startswith(V1_PREFIX):
+        return head.split(b"\r\n", 1)[1]
+    if head == V2_SIGNATURE[:4]:  # the v2 signature starts with CR LF CR LF
+        fixed = head + await reader.readexactly(12)
+        await reader.readexactly(int.from_bytes(fixed[14:16], "big"))
+        return await reader.readuntil(b"\r\n\r\n")
+    return head
 
 
 _REASONS = {

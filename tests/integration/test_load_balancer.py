@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +33,7 @@ from tests.integration.support.haproxy import (
     RunningHaproxy,
     Server,
 )
-from tests.integration.support.listeners import served
+from tests.integration.support.listeners import API_VERSIONS_V0, served
 from tests.integration.support.scrape import scrape, total
 
 BALANCER = "127.0.1.10"
@@ -43,6 +45,7 @@ OTHER = "127.0.0.3"  # no limit of its own
 STORM = "127.0.0.4"  # an ips connection_creation_rate of 2/s
 VIA_V1 = "127.0.0.5"
 CAP = 3
+MAX_CONNECTIONS = 30
 NODE = 1  # kafka1's broker
 
 
@@ -51,6 +54,7 @@ def instance_config(host: str, name: str) -> str:
         f'listen_host = "{host}"\nadvertised_host = "{BALANCER}"\n'
         f'max_connections_per_ip_overrides = {{ "{CAPPED}" = {CAP} }}\n'
         "drain_delay_s = 1.5\n"
+        f"max_connections = {MAX_CONNECTIONS}\n"
         '\n[proxy_protocol]\nmode = "required"\n'
         f'trusted_sources = ["{BALANCER_SOURCE}"]\n'
         f'\n[ips."{STORM}"]\nconnection_creation_rate = 2\n\n'
@@ -170,6 +174,41 @@ async def test_a_client_that_skips_the_balancer_is_refused(setup: Setup) -> None
         scrape(setup.instances[0].metrics_url), "kafka_quota_proxy_proxy_header_refused_total"
     )
     assert refused >= 2
+
+
+async def with_header(address: str, client: str) -> bool:
+    """A connection from the balancer's address that names `client` in a v1 header, then
+    sends ApiVersions: whether it was answered."""
+    host, port = address.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port), local_addr=(BALANCER_SOURCE, 0))
+    writer.write(f"PROXY TCP4 {client} {host} 50000 {port}\r\n".encode())
+    writer.write(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+    try:
+        return len(await reader.read(4)) == 4
+    finally:
+        writer.close()
+
+
+async def test_connections_awaiting_their_header_count_against_max_connections(
+    setup: Setup,
+) -> None:
+    """Sockets whose header has not come hold slots of max_connections (a flood of them
+    cannot open more), and give them back when they fail (a reset, a balancer's TCP check)."""
+    second = f"{INSTANCES[1]}:{setup.ports[0]}"
+    stalled = [
+        await asyncio.open_connection(INSTANCES[1], setup.ports[0], local_addr=(BALANCER_SOURCE, 0))
+        for _ in range(MAX_CONNECTIONS)
+    ]
+    waiting = asyncio.create_task(with_header(second, "127.0.0.6"))
+    await asyncio.sleep(1.0)
+    assert not waiting.done()  # every slot is held: it waits in the backlog
+    for _, writer in stalled:  # reset, as a balancer's TCP check ends
+        writer.transport.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+        )
+        writer.close()
+    assert await asyncio.wait_for(waiting, 10)
+    assert all(await asyncio.gather(*(with_header(second, OTHER) for _ in range(5))))
 
 
 async def test_a_restarted_instance_leaves_the_rotation_before_it_closes_anyone(

@@ -14,16 +14,22 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kafka import KafkaConsumer
+from prometheus_client import CollectorRegistry
 
 from localkafka.cluster import KafkaCluster
 from localkafka.ports import free_port
 from localkafka.proxy_process import RunningProxy, start_proxy
+from protocol.proxy_header import V2_SIGNATURE
+from proxy.observability.endpoint import serve_endpoint
+from proxy.observability.probes import Probes
 from tests.integration.support.clients import create_topic
 from tests.integration.support.listeners import served
 from tests.integration.support.relay import DelayedRelay
 
 HOLD_S = 3.0
+V2_LOCAL = V2_SIGNATURE + bytes([0x20, 0x00, 0x00, 0x00])
 
 
 def probe(port: int, path: str) -> tuple[int, dict[str, Any]] | None:
@@ -137,3 +143,29 @@ async def test_not_ready_from_sigterm_and_live_through_the_drain(
     assert live and all(status == 200 for status in live)
     assert draining_seen_live  # live while the drain ran
     assert served_during_delay  # still serving before the drain
+
+
+@pytest.mark.parametrize(
+    ("before", "status"),
+    [
+        (b"", 200),
+        (b"PROXY TCP4 10.0.0.1 10.0.0.2 40000 9464\r\n", 200),  # a health check's v1 header
+        (V2_LOCAL, 200),  # and its v2 one
+        (b"POST ", 405),
+    ],
+)
+async def test_the_endpoint_answers_a_balancer_s_health_check(before: bytes, status: int) -> None:
+    """A health check may come with the balancer's PROXY protocol header (an NLB with proxy
+    protocol on sends one); the endpoint reads past it."""
+    probes = Probes({"draining": lambda: None})
+    server = await serve_endpoint(CollectorRegistry(), probes, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        request = b"GET /readyz HTTP/1.0\r\n\r\n"
+        writer.write(before + (request[4:] if before == b"POST " else request))
+        answer = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+    finally:
+        server.close()
+    assert answer.startswith(b"HTTP/1.0 %d " % status), answer

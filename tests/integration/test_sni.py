@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ DOMAIN = "kafka.test"
 BOOTSTRAP_HOST = f"bootstrap.{DOMAIN}"
 PYTHON_CLIENTS = ("aiokafka", "kafka-python", "confluent")
 RECORDS = 100
+MAX_CONNECTIONS = 20
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -37,7 +39,7 @@ def sni(
     tmp = tmp_path_factory.mktemp("sni")
     keystore = kafka3.ca.server("proxy-sni", HOST_ADDRESS, [BOOTSTRAP_HOST, f"*.{DOMAIN}"])
     extra = (
-        f'listen_host = "{HOST_ADDRESS}"\nrouting = "sni"\n'
+        f'listen_host = "{HOST_ADDRESS}"\nrouting = "sni"\nmax_connections = {MAX_CONNECTIONS}\n'
         + tls_sections(keystore, kafka3.ca_certificate)
         + f'\n[sni]\nbootstrap_host = "{BOOTSTRAP_HOST}"\nbroker_host = "broker-{{id}}.{DOMAIN}"\n'
         + "\n[usage]\nenabled = false\n"
@@ -113,3 +115,22 @@ def test_a_name_the_proxy_does_not_serve_fails_the_handshake(
     ):
         assert served.version() is not None
     assert f"closing client {HOST_ADDRESS}: {name or ''!r}" in proxy.log()
+
+
+def test_clients_that_reset_before_their_hello_give_their_slots_back(
+    sni: tuple[RunningProxy, Namespace], kafka3: KafkaCluster
+) -> None:
+    """A TCP check (or a client gone) resets before any ClientHello: each frees its slot of
+    max_connections, so twice as many as the slots leave the port serving."""
+    proxy, _ = sni
+    port = int(proxy.bootstrap.rsplit(":", 1)[1])
+    for _ in range(2 * MAX_CONNECTIONS):
+        raw = socket.create_connection((HOST_ADDRESS, port), timeout=10)
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        raw.close()
+    context = ssl.create_default_context(cafile=str(kafka3.ca_certificate))
+    with (
+        socket.create_connection((HOST_ADDRESS, port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=BOOTSTRAP_HOST) as served,
+    ):
+        assert served.version() is not None

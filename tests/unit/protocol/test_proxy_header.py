@@ -97,6 +97,9 @@ def test_v2_inet6() -> None:
 def test_v2_local_and_addressless_families_keep_the_connection_s_endpoints() -> None:
     local = v2(0x0, 0x00, b"")
     assert parse_header(local) == ProxyHeader(2, 16, None)
+    # LOCAL ignores its family and addresses, whatever they say (the spec)
+    assert parse_header(v2(0x0, 0x11, b"")) == ProxyHeader(2, 16, None)
+    assert parse_header(v2(0x0, 0x41, bytes(3))) == ProxyHeader(2, 19, None)
     unix = v2(0x1, 0x31, bytes(216))
     assert parse_header(unix) == ProxyHeader(2, 16 + 216, None)
     unspec = v2(0x1, 0x00, b"")

@@ -90,3 +90,15 @@ def test_a_dual_stack_listener_names_ipv4_clients_as_kafka_does() -> None:
     assert peer_ip("::ffff:10.0.0.1") == "10.0.0.1"
     assert peer_ip("fe80::1%eth0") == "fe80::1"
     assert peer_ip("10.0.0.1") == "10.0.0.1"
+
+
+def test_a_socket_whose_client_is_not_known_yet_holds_a_slot_of_max_connections() -> None:
+    quotas = ConnectionQuotas(ConnectionLimits(max_connections=2), WINDOWS)
+    quotas.hold_slot()
+    quotas.hold_slot()  # two PROXY protocol headers being read
+    assert not quotas.has_slot()
+    quotas.unhold_slot()  # one header read: the client takes the slot as itself
+    assert quotas.admit("10.0.0.1", 0) == ACCEPT
+    assert not quotas.has_slot()
+    quotas.unhold_slot()  # the other connection closed before its header
+    assert quotas.has_slot() and quotas.counts == {"10.0.0.1": 1}
