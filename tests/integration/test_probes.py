@@ -101,42 +101,44 @@ async def test_not_ready_from_sigterm_and_live_through_the_drain(
         "drain_delay_s = 2.0\n\n[usage]\nenabled = false\n",
         metrics_port=metrics_port,
     )
-    # a fetch waiting on an empty topic: the drain waits for its answer
-    create_topic(kafka1.bootstrap_servers, "probes-empty", partitions=1, replication=1)
-    consumer = KafkaConsumer(
-        "probes-empty", bootstrap_servers=proxy.bootstrap, fetch_max_wait_ms=3000
-    )
-    stop_fetching = threading.Event()
-
-    def fetch() -> None:
-        while not stop_fetching.is_set():
-            consumer.poll(timeout_ms=500)
-
-    fetching = threading.Thread(target=fetch)
-    fetching.start()
-    await asyncio.sleep(1)
-    assert probe(metrics_port, "/readyz") is not None
-    proxy.process.send_signal(signal.SIGTERM)
-    sent = time.monotonic()
-    ready, live, served_during_delay = [], [], None
-    draining_seen_live = False
-    while proxy.process.poll() is None and time.monotonic() - sent < 30:
-        answers = await asyncio.gather(
-            asyncio.to_thread(probe, metrics_port, "/readyz"),
-            asyncio.to_thread(probe, metrics_port, "/livez"),
+    try:
+        # a fetch waiting on an empty topic: the drain waits for its answer
+        create_topic(kafka1.bootstrap_servers, "probes-empty", partitions=1, replication=1)
+        consumer = KafkaConsumer(
+            "probes-empty", bootstrap_servers=proxy.bootstrap, fetch_max_wait_ms=3000
         )
-        if answers[0] is not None:
-            ready.append(answers[0])
-        if answers[1] is not None:
-            live.append(answers[1][0])
-            draining_seen_live |= "shutting down" in proxy.log()
-        if served_during_delay is None and time.monotonic() - sent > 0.5:
-            served_during_delay = await served(proxy.bootstrap, "127.0.0.1")
-        await asyncio.sleep(0.05)
-    stop_fetching.set()
-    fetching.join(10)
-    consumer.close()
-    proxy.stop()
+        stop_fetching = threading.Event()
+
+        def fetch() -> None:
+            while not stop_fetching.is_set():
+                consumer.poll(timeout_ms=500)
+
+        fetching = threading.Thread(target=fetch)
+        fetching.start()
+        await asyncio.sleep(1)
+        assert probe(metrics_port, "/readyz") is not None
+        proxy.process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        ready, live, served_during_delay = [], [], None
+        draining_seen_live = False
+        while proxy.process.poll() is None and time.monotonic() - sent < 30:
+            answers = await asyncio.gather(
+                asyncio.to_thread(probe, metrics_port, "/readyz"),
+                asyncio.to_thread(probe, metrics_port, "/livez"),
+            )
+            if answers[0] is not None:
+                ready.append(answers[0])
+            if answers[1] is not None:
+                live.append(answers[1][0])
+                draining_seen_live |= "shutting down" in proxy.log()
+            if served_during_delay is None and time.monotonic() - sent > 0.5:
+                served_during_delay = await served(proxy.bootstrap, "127.0.0.1")
+            await asyncio.sleep(0.05)
+        stop_fetching.set()
+        fetching.join(10)
+        consumer.close()
+    finally:  # stopped already, unless the test failed midway
+        proxy.stop()
     print(f"after SIGTERM: {len(ready)} readiness answers, {len(live)} liveness answers")
     assert ready and all(status == 503 for status, _ in ready)
     assert all(body["checks"]["draining"] != "ok" for _, body in ready)
