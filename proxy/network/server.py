@@ -111,23 +111,29 @@ class ProxyServer:
         return None if self.context.brokers.upstream else self.metadata_problem
 
     async def _try_discovery(self) -> bool:
+        """Whether the brokers were read; an unreachable or not yet answering cluster is
+        False. Anything else (the proxy's own credentials refused) is raised: at start-up,
+        a clear error rather than an instance that never turns ready."""
         try:
             await self.discover_brokers()
-        except Exception as exc:  # whatever it is, asked again: readiness waits on it
+        except (OSError, TimeoutError, ValueError, EOFError, ProtocolError) as exc:
             # a SASL listener closes on a request before authentication (without [cluster]
             # credentials); listeners then open as clients' own Metadata responses name them
-            problem = f"the cluster's metadata cannot be read: {exc!r}"
-            if problem != self.metadata_problem and self._discovering is not None:
-                log.warning("%s; asking again every %gs", problem, METADATA_RETRY_S)
-            self.metadata_problem = problem
+            self.metadata_problem = f"the cluster's metadata cannot be read: {exc!r}"
             return False
         return True
 
     async def _discover(self) -> None:
         while not self.context.brokers.upstream:
             await asyncio.sleep(METADATA_RETRY_S)
-            if await self._try_discovery():
-                log.info("broker listeners opened: the cluster's metadata was read")
+            try:
+                if await self._try_discovery():
+                    log.info("broker listeners opened: the cluster's metadata was read")
+            except Exception as exc:  # asked again whatever it is: readiness waits on it
+                problem = f"the cluster's metadata cannot be read: {exc!r}"
+                if problem != self.metadata_problem:
+                    log.error("%s; asking again every %gs", problem, METADATA_RETRY_S)
+                self.metadata_problem = problem
 
     async def stop(self, drain_timeout_s: float = 0.0) -> None:
         """Stop accepting; let requests already sent upstream be answered for up to

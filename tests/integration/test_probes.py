@@ -76,6 +76,7 @@ def test_not_ready_until_the_quota_store_and_the_fleet_bus_are_read(
         assert answers[-1][1] == 200, answers[-1]
         assert answers[-1][0] >= relay.released_at  # not before the cluster answered
         assert any("reading the quota store topic" in str(c["quota_store"]) for c in waiting)
+        assert any("catching up with the fleet's bus" in str(c["fleet_bus"]) for c in waiting)
         assert all(c["draining"] == "ok" for c in waiting)
         assert set(answers[-1][2]["checks"]) == {
             "listeners",
