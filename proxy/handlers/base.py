@@ -322,12 +322,18 @@ class Session:
 
     runtime: Runtime
     cluster: Cluster
-    #: the client's address, for log lines
+    #: the client's "address:port", for log lines
     peer: str = "?"
     #: the principal's user name, written only by the principal builder: PLAINTEXT
     #: connections are User:ANONYMOUS in Kafka, and a certificate or a SASL exchange names it
     user: str = "ANONYMOUS"
     sasl: SaslExchange = field(default_factory=SaslExchange)
+
+    @property
+    def address(self) -> str:
+        """The client's address without its port: what usage samples and per-address
+        log limits name."""
+        return self.peer.rpartition(":")[0] or self.peer
 
 
 class Handler:

@@ -85,7 +85,7 @@ class PrincipalBuilder:
         (proxy/observability/log_limit.py: 5 of a kind per 10 s, whoever causes them) lets
         through, and
         hide the other clients that need telling."""
-        address = session.peer.rpartition(":")[0] or session.peer
+        address = session.address
         if now_ms - self._warned.get(address, now_ms - _WARN_EVERY_MS) < _WARN_EVERY_MS:
             return
         if len(self._warned) >= _WARNED_KEPT:

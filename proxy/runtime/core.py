@@ -130,8 +130,8 @@ class ConnectionCore:
         self._draining = False
         self._upstream: Peer | None = None
         self.session = Session(context, self, peer, sasl=context.principals.exchange())
-        #: the address the usage samples name ("address:port" without its port)
-        self._client_ip = peer.rpartition(":")[0] or peer
+        #: the address the usage samples name, kept: its key is built for every request
+        self._client_ip = self.session.address
         #: the principal of this connection's last request, kept while it still applies
         self._principal: Principal | None = None
         #: the clock's time (ns) until which reading stays paused for a throttle (KIP-219)
