@@ -4,7 +4,8 @@ ClientHello's SNI name (protocol/client_hello.py), left for the handshake that f
 
 The bytes are peeked at, so whatever follows reaches the connection (and its TLS handshake)
 untouched. A sender puts these first bytes in one segment as a rule; ones split over
-segments are looked at again every _MORE_S until whole.
+segments are looked at again, first after _MORE_S and then less and less often, up to every
+_MORE_MAX_S, until they are whole or connect_timeout_s has passed.
 """
 
 from __future__ import annotations
