@@ -16,12 +16,13 @@ from config.metrics import MetricsSettings, parse_metrics_settings
 from config.proxy import ProxySettings, parse_proxy_settings
 from config.proxy_protocol import ProxyProtocolSettings, parse_proxy_protocol
 from config.quota_store import QuotaStoreSettings, parse_quota_store
-from config.quotas import parse_broker_settings, parse_entities, parse_ips
+from config.quotas import parse_broker_settings, parse_entities, parse_ips, parse_topics
 from config.sni import SniSettings, parse_sni
 from config.tls import TlsSettings, parse_tls
 from config.usage import UsageSettings, parse_usage_settings
-from quotas.entities import QuotaType
+from quotas.entities import QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
+from quotas.store import Values, entries_of
 
 SECTIONS = (
     "proxy",
@@ -39,6 +40,7 @@ SECTIONS = (
     "users",
     "clients",
     "ips",
+    "topics",
 )
 
 
@@ -55,6 +57,8 @@ class ProxyConfig:
     usage: UsageSettings = field(default_factory=UsageSettings)
     #: connection_creation_rate by address or "<default>" ([ips], KIP-612)
     ip_connection_rates: dict[str, float] = field(default_factory=dict)
+    #: byte rates by topic or "<default>" ([topics]): the proxy's own quota entity
+    topic_quotas: dict[str, dict[str, float]] = field(default_factory=dict)
     #: TLS towards clients ([listener]) and towards the cluster ([upstream])
     listener: TlsSettings = field(default_factory=TlsSettings)
     upstream: TlsSettings = field(default_factory=TlsSettings)
@@ -76,6 +80,10 @@ class ProxyConfig:
         if self.fleet.name or self.proxy.workers == 1:
             return self.fleet.name
         return f"{os.uname().nodename}-{self.proxy.bootstrap_port}"
+
+    def quota_entries(self) -> dict[QuotaEntity, Values]:
+        """Every quota the file sets, by entity: the quota store's file layer."""
+        return entries_of(self.quotas.limits, self.ip_connection_rates, self.topic_quotas)
 
     def watched_files(self) -> list[Path]:
         """What a change of reloads the config: the file, and the TLS files it names (a
@@ -105,6 +113,7 @@ def load_config(path: Path | str) -> ProxyConfig:
     settings = parse_broker_settings(_table(document, "broker", problems), problems)
     limits = parse_entities(document.get("users"), document.get("clients"), problems)
     ip_rates = parse_ips(document.get("ips"), problems)
+    topic_quotas = parse_topics(document.get("topics"), problems)
     listener, upstream = parse_tls(
         _table(document, "listener", problems), _table(document, "upstream", problems), problems
     )
@@ -132,6 +141,7 @@ def load_config(path: Path | str) -> ProxyConfig:
         hold_principal=hold_principal,
         usage=usage,
         ip_connection_rates=ip_rates,
+        topic_quotas=topic_quotas,
         listener=listener,
         upstream=upstream,
         cluster=cluster,

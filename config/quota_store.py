@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from config.values import legal_topic, typed_values
+from config.values import typed_values
+from quotas.validation import legal_topic
 
 
 @dataclass(frozen=True)

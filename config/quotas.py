@@ -9,14 +9,14 @@ reported with the entity and the key, in Kafka's path form (users/alice/clients/
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from quotas.connections import canonical_ip
 from quotas.entities import DEFAULT, QUOTA_KEYS, QuotaEntity, QuotaType
 from quotas.settings import ProducerIdCacheSettings, QuotaSettings
 from quotas.stats import MetricConfig
-from quotas.validation import QuotaError, keys_for, validate_value
+from quotas.validation import QuotaError, keys_for, legal_topic, validate_value
 
 _WINDOW_KEYS = {
     "quota.window.num": ("client", "samples"),
@@ -169,19 +169,53 @@ def _hint(entity: QuotaEntity, key: str) -> str:
 def parse_ips(raw: Any, problems: list[str]) -> dict[str, float]:
     """[ips."<address>"] and [ips."<default>"]: `kafka-configs --entity-type ips`, whose one
     quota is connection_creation_rate (connections per second, an integer in Kafka)."""
+
+    def address(name: str) -> str | None:
+        return name if name == DEFAULT else canonical_ip(name)
+
     rates: dict[str, float] = {}
-    for name, table in _entity_tables(raw, "ips", problems):
-        where = f"ips/{name}"
-        address = name if name == DEFAULT else canonical_ip(name)
-        if address is None:
-            problems.append(f"{where}: not an IP address or {DEFAULT!r}")
+    for entity, _key, value in _named_quotas(raw, "ips", address, "an IP address", problems):
+        assert entity.ip is not None
+        rates[entity.ip] = value
+    return rates
+
+
+def parse_topics(raw: Any, problems: list[str]) -> dict[str, dict[str, float]]:
+    """[topics."<topic>"] and [topics."<default>"]: a topic's producer_byte_rate and
+    consumer_byte_rate, whoever writes or reads it (the proxy's own entity, KIP-1010's ask);
+    `<default>` gives every topic without its own entry a budget of its own."""
+
+    def topic(name: str) -> str | None:
+        return name if name == DEFAULT or legal_topic(name) else None
+
+    legal = "a legal topic name (up to 249 of a-z A-Z 0-9 . _ -)"
+    quotas: dict[str, dict[str, float]] = {}
+    for entity, key, value in _named_quotas(raw, "topics", topic, legal, problems):
+        assert entity.topic is not None
+        quotas.setdefault(entity.topic, {})[key] = value
+    return quotas
+
+
+def _named_quotas(
+    raw: Any,
+    kind: str,
+    resolve: Callable[[str], str | None],
+    expected: str,
+    problems: list[str],
+) -> Iterator[tuple[QuotaEntity, str, float]]:
+    """The valid (entity, key, value) of an [ips] or [topics] table, by name or DEFAULT;
+    `resolve` gives the entity's name, None for a name that cannot be one."""
+    for name, table in _entity_tables(raw, kind, problems):
+        where = f"{kind}/{name}"
+        resolved = resolve(name)
+        if resolved is None:
+            problems.append(f"{where}: not {expected} or {DEFAULT!r}")
             continue
         if not isinstance(table, dict):
             problems.append(f"{where}: expected a table of quotas, got {table!r}")
             continue
-        entity = QuotaEntity(ip=address)
+        entity = QuotaEntity(ip=resolved) if kind == "ips" else QuotaEntity(topic=resolved)
         for key, value in table.items():
-            rate = _quota_value(entity, key, value, f"{where}: key '{key}'", problems)
-            if rate is not None:
-                rates[address] = rate
-    return rates
+            quota = _quota_value(entity, key, value, f"{where}: key '{key}'", problems)
+            if quota is not None:
+                yield entity, key, quota

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from quotas.entities import DEFAULT, EntityQuotas, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
 from quotas.stats import MetricConfig
+from quotas.topics import client_entities
 
 #: stands for "a user / client-id that no entity names" when resolving default entities
 _UNNAMED = "\x00unnamed"
@@ -38,9 +39,12 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
         f" producer.id.quota.cache.cleanup.scheduler.interval.ms={cache.cleanup_interval_ms}",
     ]
     resolvers = {
-        quota_type: EntityQuotas(config.limits.get(quota_type, {})) for quota_type in QuotaType
+        quota_type: EntityQuotas(client_entities(config.limits.get(quota_type, {})))
+        for quota_type in QuotaType
     }
     entities = {entity for per_type in config.limits.values() for entity in per_type}
+    topics = sorted((e for e in entities if e.topic is not None), key=_topic_order)
+    entities -= set(topics)
     if not entities:
         lines.append("no quota entities: every client is unlimited")
     width = max(len(quota_type.key) for quota_type in QuotaType)
@@ -50,15 +54,46 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
         client_id = entity.client_id if entity.client_id not in (None, DEFAULT) else _UNNAMED
         for quota_type, quotas in resolvers.items():
             source = quotas.entity_for(quotas.metric_tags(user, client_id))
-            if source is None:
-                lines.append(f"  {quota_type.key:<{width}}  unlimited")
-            else:
-                value = quotas.limits[source]
-                shown = int(value) if value.is_integer() else value
-                line = f"  {quota_type.key:<{width}}  {shown:<12} from {source}"
-                layer = sources(source, quota_type.key) if sources is not None else None
-                lines.append(f"{line} ({layer})" if layer else line)
+            value = None if source is None else quotas.limits[source]
+            lines.append(_value_line(quota_type, width, source, value, sources))
+    lines += _topic_quotas(config, topics, width, sources)
     return lines
+
+
+def _topic_quotas(
+    config: QuotaConfig, topics: list[QuotaEntity], width: int, sources: Sources | None
+) -> list[str]:
+    """Each topic entity's byte rates: its own, else the default topic's."""
+    lines = []
+    default = QuotaEntity(topic=DEFAULT)
+    for entity in topics:
+        lines.append(str(entity))
+        for quota_type in (QuotaType.PRODUCE, QuotaType.FETCH):
+            limits = config.limits.get(quota_type, {})
+            source = entity if entity in limits else default if default in limits else None
+            value = None if source is None else limits[source]
+            lines.append(_value_line(quota_type, width, source, value, sources))
+    return lines
+
+
+def _value_line(
+    quota_type: QuotaType,
+    width: int,
+    source: QuotaEntity | None,
+    value: float | None,
+    sources: Sources | None,
+) -> str:
+    """One key's effective value, the entity it comes from and that entity's layer."""
+    if source is None or value is None:
+        return f"  {quota_type.key:<{width}}  unlimited"
+    shown = int(value) if value.is_integer() else value
+    line = f"  {quota_type.key:<{width}}  {shown:<12} from {source}"
+    layer = sources(source, quota_type.key) if sources is not None else None
+    return f"{line} ({layer})" if layer else line
+
+
+def _topic_order(entity: QuotaEntity) -> tuple[bool, str]:
+    return entity.topic == DEFAULT, entity.topic or ""
 
 
 def _precedence(entity: QuotaEntity) -> tuple[int, str, str]:

@@ -1,17 +1,9 @@
 """What every section's parser shares: a table's keys by type, and the shapes of values
-(addresses, topic names) that several sections accept."""
+(addresses) that several sections accept."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
-
-#: Kafka's legal topic names (Topic.validate)
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-def legal_topic(topic: str) -> bool:
-    return bool(_TOPIC_NAME.match(topic)) and topic not in (".", "..")
 
 
 def typed_values(

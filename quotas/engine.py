@@ -8,6 +8,7 @@ from quotas.entities import QuotaType
 from quotas.managers import ClientQuotaManager, QuotaManager, TokenBucketQuotaManager
 from quotas.producer_ids import ProducerIdQuotaManager
 from quotas.settings import QuotaConfig
+from quotas.topics import TopicQuotaManager, client_entities
 
 #: Kafka's request quota throttles by at most one window; mutation quotas are per second
 _SECOND_MS = 1000.0
@@ -17,12 +18,14 @@ class QuotaEngine:
     def __init__(self, config: QuotaConfig) -> None:
         self.config = config
         settings, limits = config.settings, config.limits
+        produce, fetch = limits.get(QuotaType.PRODUCE, {}), limits.get(QuotaType.FETCH, {})
         self.produce = ClientQuotaManager(
-            QuotaType.PRODUCE, settings.client, limits.get(QuotaType.PRODUCE, {})
+            QuotaType.PRODUCE, settings.client, client_entities(produce)
         )
-        self.fetch = ClientQuotaManager(
-            QuotaType.FETCH, settings.client, limits.get(QuotaType.FETCH, {})
-        )
+        self.fetch = ClientQuotaManager(QuotaType.FETCH, settings.client, client_entities(fetch))
+        #: the byte rates of topics, whoever writes or reads them (quotas/topics.py)
+        self.topic_produce = TopicQuotaManager(QuotaType.PRODUCE, settings.client, produce)
+        self.topic_fetch = TopicQuotaManager(QuotaType.FETCH, settings.client, fetch)
         self.request = ClientQuotaManager(
             QuotaType.REQUEST,
             settings.client,
@@ -64,8 +67,16 @@ class QuotaEngine:
             return False
         self.config = config
         for manager in self.managers():
-            manager.update_limits(config.limits.get(manager.quota_type, {}))
+            limits = config.limits.get(manager.quota_type, {})
+            manager.update_limits(client_entities(limits))
+        for topics in self.topic_managers():
+            topics.update_limits(config.limits.get(topics.quota_type, {}))
         return True
 
+    def topic_managers(self) -> Iterator[TopicQuotaManager]:
+        yield self.topic_produce
+        yield self.topic_fetch
+
     def expire(self, now_ms: int) -> int:
-        return sum(manager.expire(now_ms) for manager in self.managers())
+        managers = (*self.managers(), *self.topic_managers())
+        return sum(manager.expire(now_ms) for manager in managers)

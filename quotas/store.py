@@ -21,6 +21,7 @@ from quotas.settings import QuotaLimits
 from quotas.validation import (
     CLIENT_ID,
     IP,
+    TOPIC,
     UNSUPPORTED_VERSION,
     USER,
     QuotaError,
@@ -121,7 +122,7 @@ class QuotaStore:
         return None
 
     def limits(self) -> QuotaLimits:
-        """The client quotas by quota type, as the quota engine takes them."""
+        """The client and topic quotas by quota type, as the quota engine takes them."""
         limits: dict[QuotaType, dict[QuotaEntity, float]] = {}
         for entity, values in self.effective().items():
             if entity.ip is None:
@@ -150,7 +151,7 @@ class QuotaStore:
                 raise QuotaError(
                     f"Entity type {entity_type} cannot appear more than once in the filter."
                 )
-            if entity_type not in (USER, CLIENT_ID, IP):
+            if entity_type not in (USER, CLIENT_ID, IP, TOPIC):
                 raise QuotaError(f"Unsupported entity type {entity_type}", UNSUPPORTED_VERSION)
             _check_match(match_type, match)
             if entity_type == IP and match is not None:
@@ -160,6 +161,11 @@ class QuotaStore:
             raise QuotaError(
                 "Invalid entity filter component combination. IP filter component should not be "
                 "used with user or clientId filter component."
+            )
+        if TOPIC in wanted and len(wanted) > 1:
+            raise QuotaError(
+                "Invalid entity filter component combination. A topic filter component is not "
+                "used with another."
             )
         found = {}
         for entity, values in self.effective().items():
@@ -197,12 +203,18 @@ def _matches(
     return match_type == MATCH_ANY or names[entity_type] == match
 
 
-def entries_of(limits: QuotaLimits, ip_rates: Mapping[str, float]) -> dict[QuotaEntity, Values]:
-    """A config's client quotas and ips rates as one layer of entities."""
+def entries_of(
+    limits: QuotaLimits,
+    ip_rates: Mapping[str, float],
+    topics: Mapping[str, Mapping[str, float]] | None = None,
+) -> dict[QuotaEntity, Values]:
+    """A config's client quotas, ips rates and topic quotas as one layer of entities."""
     entries: dict[QuotaEntity, Values] = {}
     for quota_type, per_entity in limits.items():
         for entity, value in per_entity.items():
             entries.setdefault(entity, {})[quota_type.key] = value
     for ip, rate in ip_rates.items():
         entries[QuotaEntity(ip=ip)] = {"connection_creation_rate": rate}
+    for topic, values in (topics or {}).items():
+        entries[QuotaEntity(topic=topic)] = dict(values)
     return entries

@@ -10,6 +10,7 @@ default entity; QuotaEntity writes that default as DEFAULT.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Final
@@ -25,6 +26,8 @@ UNSUPPORTED_VERSION: Final = 35
 USER: Final = "user"
 CLIENT_ID: Final = "client-id"
 IP: Final = "ip"
+#: the proxy's own entity type (not Kafka's): a topic's byte rates across every client
+TOPIC: Final = "topic"
 
 
 class QuotaError(ValueError):
@@ -55,6 +58,14 @@ CLIENT_KEYS: Final[Mapping[str, KeyType]] = {
 USER_KEYS: Final[Mapping[str, KeyType]] = {**CLIENT_KEYS, "producer_ids_rate": KeyType.DOUBLE}
 #: QuotaConfig.ipConfigs()
 IP_KEYS: Final[Mapping[str, KeyType]] = {"connection_creation_rate": KeyType.INT}
+#: a topic's byte rates, typed as a client's are
+TOPIC_KEYS: Final[Mapping[str, KeyType]] = {
+    "producer_byte_rate": KeyType.LONG,
+    "consumer_byte_rate": KeyType.LONG,
+}
+
+#: Kafka's legal topic names (Topic.validate)
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 #: (entity type, name) pairs as a request carries them; None names the default entity
 EntityPairs = Iterable[tuple[str, str | None]]
@@ -70,10 +81,22 @@ def entity_of(pairs: EntityPairs, resolve: Resolve = canonical_ip) -> QuotaEntit
     if not entity:
         raise QuotaError("Invalid empty client quota entity")
     for entity_type, name in entity.items():
-        if entity_type not in (USER, CLIENT_ID, IP):
+        if entity_type not in (USER, CLIENT_ID, IP, TOPIC):
             raise QuotaError(f"Unhandled client quota entity type: {entity_type}")
         if name == "":
             raise QuotaError(f"Empty {entity_type} not supported")
+    if TOPIC in entity:
+        if len(entity) > 1:
+            raise QuotaError(
+                "Invalid quota entity combination, a topic entity is not combined with "
+                "another entity type"
+            )
+        name = entity[TOPIC]
+        if name is not None and not legal_topic(name):
+            raise QuotaError(
+                f"Invalid topic name {name}: up to 249 of a-z A-Z 0-9 . _ -, not . or .."
+            )
+        return QuotaEntity(topic=DEFAULT if name is None else name)
     if IP in entity:
         if len(entity) > 1:
             raise QuotaError(
@@ -94,10 +117,20 @@ def entity_of(pairs: EntityPairs, resolve: Resolve = canonical_ip) -> QuotaEntit
     )
 
 
+def legal_topic(topic: str) -> bool:
+    return bool(_TOPIC_NAME.match(topic)) and topic not in (".", "..")
+
+
 def pairs_of(entity: QuotaEntity) -> list[tuple[str, str | None]]:
     """The entity as a request names it: (type, name), None for a default."""
     pairs = []
-    for entity_type, name in ((USER, entity.user), (CLIENT_ID, entity.client_id), (IP, entity.ip)):
+    named = (
+        (USER, entity.user),
+        (CLIENT_ID, entity.client_id),
+        (IP, entity.ip),
+        (TOPIC, entity.topic),
+    )
+    for entity_type, name in named:
         if name is not None:
             pairs.append((entity_type, None if name == DEFAULT else name))
     return pairs
@@ -107,6 +140,8 @@ def keys_for(entity: QuotaEntity) -> Mapping[str, KeyType]:
     """The quota keys an entity may carry."""
     if entity.ip is not None:
         return IP_KEYS
+    if entity.topic is not None:
+        return TOPIC_KEYS
     if entity.user is not None and entity.client_id is None:
         return USER_KEYS
     return CLIENT_KEYS

@@ -25,6 +25,13 @@ class Verdict:
         """The throttle to settle at `now_ms`."""
         return self.throttle_ms
 
+    def judged(self, now_ms: int) -> Verdict:
+        """The verdict as settled at `now_ms`: its sensors, with the throttle owed then."""
+        throttle = self.at(now_ms)
+        if throttle == self.throttle_ms:
+            return self
+        return Verdict(self.manager, self.sensors, throttle)
+
 
 class Rejudged(Verdict):
     """The throttle owed as the sensor stands at settlement.
@@ -57,3 +64,23 @@ class Elapsing(Verdict):
 
     def at(self, now_ms: int) -> int:
         return max(self.throttle_ms - (now_ms - self.charged_ms), 0)
+
+
+class Largest(Verdict):
+    """A request that charged several sensors of one quota type (a Produce's principal and
+    the topics it writes): settled by whichever owes the largest throttle then, as Kafka
+    throttles by the largest decision."""
+
+    __slots__ = ("verdicts",)
+
+    def __init__(self, verdicts: list[Verdict]) -> None:
+        largest = max(verdicts, key=lambda verdict: verdict.throttle_ms)
+        super().__init__(largest.manager, largest.sensors, largest.throttle_ms)
+        self.verdicts = verdicts
+
+    def at(self, now_ms: int) -> int:
+        return max(verdict.at(now_ms) for verdict in self.verdicts)
+
+    def judged(self, now_ms: int) -> Verdict:
+        judged = [verdict.judged(now_ms) for verdict in self.verdicts]
+        return max(judged, key=lambda verdict: verdict.throttle_ms)

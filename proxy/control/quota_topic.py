@@ -29,7 +29,7 @@ from proxy.control.own_topic import UNREACHABLE, OwnTopic
 from proxy.runtime.stats import ProxyStats
 from quotas.admin import Changes
 from quotas.entities import QuotaEntity
-from quotas.store import ALTERED, FILE, QuotaStore, entries_of
+from quotas.store import ALTERED, FILE, QuotaStore
 from quotas.validation import QuotaError, entity_of, pairs_of, validate_value
 
 log = logging.getLogger(__name__)
@@ -237,7 +237,7 @@ async def read_quota_store(config: ProxyConfig) -> QuotaStore:
     """The file's quotas and those altered through the proxy, as a proxy of this config
     starts with them (check-config shows where each comes from)."""
     store = QuotaStore()
-    store.replace(FILE, entries_of(config.quotas.limits, config.ip_connection_rates))
+    store.replace(FILE, config.quota_entries())
     topic = QuotaTopic(
         store,
         config.quota_store,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from proxy.enforcement.sensors import Sensors, charge
 from proxy.enforcement.settlement import Settlement
 from proxy.handlers.base import Request
 from quotas.entities import QuotaType
 from quotas.managers import UNLIMITED, ClientSensors
 from quotas.principal import sensors_of
-from quotas.verdicts import Rejudged, Verdict
+from quotas.verdicts import Largest, Rejudged, Verdict
 
 
 class ProduceEnforcement:
@@ -31,6 +33,32 @@ class ProduceEnforcement:
             return False
         verdict = request.verdict = Rejudged(manager, sensors, throttle)
         if verdict.manager.quota_type in self._settlement.shadow:
+            return False
+        self._settlement.hold(verdict, now)
+        return True
+
+    @property
+    def topic_quotas(self) -> bool:
+        return self._sensors.engine.topic_produce.enabled
+
+    def charge_topics(self, request: Request, written: Mapping[str, int]) -> bool:
+        """Each limited topic's sensor records the bytes written into it; the request owes
+        the largest throttle of these and its principal's (quotas/verdicts.py Largest),
+        each judged again when the response goes out."""
+        manager, now = self._sensors.engine.topic_produce, request.now_ms
+        verdicts: list[Verdict] = []
+        for topic, size in written.items():
+            sensors = manager.sensors_of_topic(topic, now)
+            if sensors is not None:
+                throttle = manager.record_and_get_throttle_time_ms(sensors, size, now)
+                if throttle:
+                    verdicts.append(Rejudged(manager, sensors, throttle))
+        if not verdicts:
+            return False
+        if request.verdict is not None:
+            verdicts.append(request.verdict)
+        verdict = request.verdict = Largest(verdicts) if len(verdicts) > 1 else verdicts[0]
+        if QuotaType.PRODUCE in self._settlement.shadow:
             return False
         self._settlement.hold(verdict, now)
         return True

@@ -72,10 +72,8 @@ class Settlement:
                     request_time = Verdict(manager, used, throttle)
         verdict = request.verdict
         if verdict is not None:
-            throttle = verdict.at(now)
-            if throttle:
-                if throttle != verdict.throttle_ms:
-                    verdict = Verdict(verdict.manager, verdict.sensors, throttle)
+            verdict = verdict.judged(now)
+            if verdict.throttle_ms:
                 if request_time is not None:
                     return self._settle(now, request_time, verdict)
                 return self._settle(now, verdict)

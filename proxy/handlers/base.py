@@ -199,6 +199,17 @@ class ProduceQuota(Protocol):
         stop reading until the response has gone (over quota, enforced)."""
         ...
 
+    @property
+    def topic_quotas(self) -> bool:
+        """Whether a topic's producer_byte_rate applies anywhere: only then is a request's
+        every topic's size read."""
+        ...
+
+    def charge_topics(self, request: Request, written: Mapping[str, int]) -> bool:
+        """Each topic's producer_byte_rate, charged with the record bytes written into it;
+        as `charge`, True when the connection must stop reading."""
+        ...
+
 
 class FetchQuota(Protocol):
     def owed(self, request: Request) -> int:

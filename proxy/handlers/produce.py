@@ -1,10 +1,20 @@
 """Produce: new producer ids admitted per user (KIP-936), then bytes charged to
-producer_byte_rate as each request is read (KafkaApis' order)."""
+producer_byte_rate as each request is read (KafkaApis' order), the principal's and, where
+topic quotas apply, each topic's."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
+
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
-from protocol.produce import produced_topics, producer_ids, read_produce, refuse_produce
+from protocol.produce import (
+    produced_bytes,
+    produced_topics,
+    producer_ids,
+    read_produce,
+    refuse_produce,
+)
 from proxy.handlers.addresses import advertised
 from proxy.handlers.base import Answer, Drop, Forward, Handler, Outcome, Request, Session
 from quotas.entities import QuotaType
@@ -33,6 +43,9 @@ class ProduceHandler(Handler):
                 refuse_produce(request.header, topics, THROTTLING_QUOTA_EXCEEDED, throttle)
             )
         over_quota = quotas.produce.charge(request, len(frame) - 4)
+        if quotas.produce.topic_quotas:
+            written = by_name(session, produced_bytes(frame, produce))
+            over_quota = quotas.produce.charge_topics(request, written) or over_quota
         if produce.acks == 0:  # no response will carry the throttle: it is applied as a mute
             return Forward(frame, expects_response=False)
         # acks=all: the broker answers once the replicas have the records, and waiting for
@@ -41,3 +54,18 @@ class ProduceHandler(Handler):
 
     def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
         return advertised(session, frame, request)
+
+
+def by_name(session: Session, written: Mapping[str | uuid.UUID, int]) -> dict[str, int]:
+    """Bytes by topic name: a v13+ request names its topics by id, which the topic cache
+    maps back (every Metadata response through the proxy feeds it; a client writes only to
+    topics it has the metadata of). An id it does not know yet is not charged."""
+    named: dict[str, int] = {}
+    for topic, size in written.items():
+        if isinstance(topic, uuid.UUID):
+            known = session.runtime.topics.by_id(topic)
+            if known is None:
+                continue
+            topic = known.name
+        named[topic] = named.get(topic, 0) + size
+    return named

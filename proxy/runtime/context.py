@@ -34,7 +34,7 @@ from quotas.connections import ConnectionLimits, ConnectionQuotas
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaEntity
 from quotas.settings import QuotaConfig, QuotaLimits
-from quotas.store import FILE, QuotaStore, entries_of
+from quotas.store import FILE, QuotaStore
 from quotas.thread_time import ThreadTimes
 from quotas.validation import INVALID_REQUEST
 
@@ -108,7 +108,7 @@ class ProxyContext:
         a new security.protocol). False when the quota windows changed and every sensor
         starts afresh."""
         self.quota_layers.replace(
-            FILE, entries_of(config.quotas.limits, config.ip_connection_rates)
+            FILE, config.quota_entries()
         )
         limits = shared(self.quota_layers.limits(), self.budget_share)
         kept = self.quotas.apply(
@@ -172,7 +172,7 @@ def connection_limits(proxy: ProxySettings, ip_rates: Mapping[str, float]) -> Co
 def build_context(config: ProxyConfig, clock: Clock, usage: UsageRecorder | None) -> ProxyContext:
     """The context a proxy of this config starts with: the file is the store's first layer."""
     store = QuotaStore()
-    store.replace(FILE, entries_of(config.quotas.limits, config.ip_connection_rates))
+    store.replace(FILE, config.quota_entries())
     quotas = QuotaConfig(config.quotas.settings, store.limits())
     context = ProxyContext(
         config.proxy,

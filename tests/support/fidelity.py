@@ -38,7 +38,7 @@ from proxy.runtime.context import ProxyContext
 from proxy.runtime.core import ConnectionCore
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
-from quotas.settings import QuotaConfig, QuotaSettings
+from quotas.settings import QuotaConfig, QuotaLimits, QuotaSettings
 from quotas.stats import MetricConfig
 from tests.support.harness import RecordingTransport, VirtualClock, connect
 from tests.support.wire import request_frame, response_frame
@@ -325,6 +325,8 @@ class SimClient:
     _sent: dict[int, bytes] = field(default_factory=dict)
     _responses: FrameSplitter = field(default_factory=FrameSplitter)
     _body: bytes = b""
+    #: the principal's client-id (a user is ANONYMOUS on PLAINTEXT)
+    client_id: bytes = b"app"
 
     def start(self) -> None:
         self._body = self.workload.request_body()
@@ -340,7 +342,11 @@ class SimClient:
             return
         while self._unanswered < behaviour.pipeline and self._wire_bytes < SOCKET_BUFFER:
             frame = request_frame(
-                self.workload.api_key, self.workload.version, self._body, self._next_correlation_id
+                self.workload.api_key,
+                self.workload.version,
+                self._body,
+                self._next_correlation_id,
+                self.client_id,
             )
             self._sent[self._next_correlation_id] = frame
             self._next_correlation_id += 1
@@ -426,12 +432,16 @@ class Result:
 
 
 def greedy_client(
-    proxy: Enforcement | ProxyContext, clock: VirtualClock, workload: Workload, behaviour: Behaviour
+    proxy: Enforcement | ProxyContext,
+    clock: VirtualClock,
+    workload: Workload,
+    behaviour: Behaviour,
+    client_id: bytes = b"app",
 ) -> SimClient:
     """A greedy client on a connection of its own through the proxy, to a broker of its own;
     started by the caller."""
     broker = SimBroker(clock, workload)
-    client = SimClient(clock, workload, behaviour, broker)
+    client = SimClient(clock, workload, behaviour, broker, client_id=client_id)
     conn, transport, _ = connect(
         proxy,
         clock,
@@ -452,21 +462,46 @@ def simulate(
 ) -> Result:
     """One principal's greedy clients, each on a connection of its own to a broker of its
     own, charging one set of sensors: what the principal achieved together."""
+    limits = {workload.quota_type: {QuotaEntity(client_id=DEFAULT): workload.quota}}
+    used = run_clients(workload, behaviour, windows, limits, [b"app"] * connections, hold_principal)
+    return result_of(workload, behaviour, windows, [sum(s) for s in zip(*used, strict=True)])
+
+
+def run_clients(
+    workload: Workload,
+    behaviour: Behaviour,
+    windows: tuple[int, int],
+    limits: QuotaLimits,
+    client_ids: list[bytes],
+    hold_principal: bool = True,
+) -> list[list[float]]:
+    """Greedy clients, one connection each, under these limits: what each used, per
+    simulated second, until the long run's end."""
     samples, window_s = windows
     settings = QuotaSettings(client=MetricConfig(samples=samples, window_ms=window_s * 1000))
-    limits = {workload.quota_type: {QuotaEntity(client_id=DEFAULT): workload.quota}}
     clock = VirtualClock()
     enforcement = Enforcement(
         QuotaEngine(QuotaConfig(settings, limits)), hold_principal=hold_principal
     )
-    clients = [greedy_client(enforcement, clock, workload, behaviour) for _ in range(connections)]
-    start = samples * window_s
-    end = start + LONG_RUN_S
+    clients = [
+        greedy_client(enforcement, clock, workload, behaviour, client_id)
+        for client_id in client_ids
+    ]
+    end = samples * window_s + LONG_RUN_S
     for client in clients:
         client.start()
     clock.advance_to(end * SECOND)
-    per_client = [client.per_second(end) for client in clients]
-    used = [sum(second) for second in zip(*per_client, strict=True)]
+    return [client.per_second(end) for client in clients]
+
+
+def result_of(
+    workload: Workload, behaviour: Behaviour, windows: tuple[int, int], used: list[float]
+) -> Result:
+    """The ratios to the quota of what was used per second, from the end of the first
+    quota.window.num windows."""
+    samples, window_s = windows
+    start = samples * window_s
+    end = start + LONG_RUN_S
 
     def ratio(first: int, seconds: int) -> float:
         achieved = workload.rate(sum(used[first : first + seconds]), seconds)
