@@ -63,6 +63,14 @@ class ProduceEnforcement:
         self._settlement.hold(verdict, now)
         return True
 
+    def topics_held_ms(self, written: Mapping[str, int], now_ms: int) -> int:
+        manager, until = self._sensors.engine.topic_produce, 0
+        for topic in written:
+            sensors = manager.sensors_of_topic(topic, now_ms)
+            if sensors is not None:
+                until = max(until, sensors.held_until_ms)
+        return until - now_ms if until > now_ms else 0
+
 
 class FetchEnforcement:
     def __init__(self, sensors: Sensors, settlement: Settlement) -> None:

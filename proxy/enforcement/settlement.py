@@ -20,6 +20,7 @@ from proxy.enforcement.sensors import Sensors
 from proxy.handlers.base import Request, Route
 from quotas.entities import QuotaType
 from quotas.principal import Principal, sensors_of
+from quotas.topics import TopicQuotaManager
 from quotas.verdicts import Verdict
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,10 @@ class Settlement:
         #: the latest end of any hold: while it has passed, which is nearly always, no request
         #: need look at its sensors' holds (held_ms runs for every request)
         self._holds_end_ms = 0
+        #: the same, of topic holds alone: only while one runs does a request's handler
+        #: read what it charges beyond its principal (Handler.held_ms); read by the core
+        #: for every request, so an attribute, not a method
+        self.topic_holds_end_ms = 0
 
     def settle(self, request: Request, request_time_ns: int, now: int) -> int:
         """The throttle for one answered request (0 = none), settled as KafkaApis does: the
@@ -123,6 +128,8 @@ class Settlement:
             sensors, until = verdict.sensors, now + verdict.throttle_ms
             sensors.held_until_ms = max(sensors.held_until_ms, until)
             self._holds_end_ms = max(self._holds_end_ms, until)
+            if isinstance(verdict.manager, TopicQuotaManager):
+                self.topic_holds_end_ms = max(self.topic_holds_end_ms, until)
 
     def held_ms(self, principal: Principal, route: Route, now: int) -> int:
         """How long a request must wait before it is handled: the longest hold on the sensors

@@ -210,6 +210,11 @@ class ProduceQuota(Protocol):
         as `charge`, True when the connection must stop reading."""
         ...
 
+    def topics_held_ms(self, written: Mapping[str, int], now_ms: int) -> int:
+        """The longest hold on the topics a request writes (another connection's request
+        crossed a topic's quota)."""
+        ...
+
 
 class FetchQuota(Protocol):
     def owed(self, request: Request) -> int:
@@ -361,3 +366,8 @@ class Handler:
     def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
         """The response for the client; the connection settles the request's quotas after."""
         return frame
+
+    def held_ms(self, session: Session, request: Request) -> int:
+        """How long a request must wait for holds on what it charges beyond its principal
+        (a topic a Produce writes); asked only while such a hold runs."""
+        return 0

@@ -44,7 +44,7 @@ class ProduceHandler(Handler):
             )
         over_quota = quotas.produce.charge(request, len(frame) - 4)
         if quotas.produce.topic_quotas:
-            written = by_name(session, produced_bytes(frame, produce))
+            written = self._written(session, request)
             over_quota = quotas.produce.charge_topics(request, written) or over_quota
         if produce.acks == 0:  # no response will carry the throttle: it is applied as a mute
             return Forward(frame, expects_response=False)
@@ -54,6 +54,25 @@ class ProduceHandler(Handler):
 
     def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
         return advertised(session, frame, request)
+
+    def held_ms(self, session: Session, request: Request) -> int:
+        """A topic's throttle holds every connection that writes it, as a principal's holds
+        the principal's: charged per connection, several writers would each send another
+        request into a topic already over its quota."""
+        produce = session.runtime.quotas.produce
+        if not produce.topic_quotas:
+            return 0
+        return produce.topics_held_ms(self._written(session, request), request.now_ms)
+
+    @staticmethod
+    def _written(session: Session, request: Request) -> dict[str, int]:
+        """The record bytes by topic, read once per request (kept in `parsed`)."""
+        written = request.parsed
+        if written is None:
+            view = read_produce(request.frame, request.header, request.body_offset)
+            written = request.parsed = by_name(session, produced_bytes(request.frame, view))
+        assert isinstance(written, dict)
+        return written
 
 
 def by_name(session: Session, written: Mapping[str | uuid.UUID, int]) -> dict[str, int]:

@@ -107,9 +107,7 @@ class ProxyContext:
         settings, connection limits, renewed TLS files and mapping rules (the reloader refuses
         a new security.protocol). False when the quota windows changed and every sensor
         starts afresh."""
-        self.quota_layers.replace(
-            FILE, config.quota_entries()
-        )
+        self.quota_layers.replace(FILE, config.quota_entries())
         limits = shared(self.quota_layers.limits(), self.budget_share)
         kept = self.quotas.apply(
             QuotaConfig(config.quotas.settings, limits), config.shadow, config.hold_principal

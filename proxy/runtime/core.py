@@ -222,7 +222,11 @@ class ConnectionCore:
                 item = items[index]
                 request = self._again(item) if isinstance(item, Request) else self._read(item)
                 hold_ms = self._settlement.held_ms(request.principal, request.route, request.now_ms)
-                if hold_ms:  # another connection of the principal crossed its quota
+                if not hold_ms and request.now_ms < self._settlement.topic_holds_end_ms:
+                    handler = request.route.handler
+                    if handler is not None:
+                        hold_ms = handler.held_ms(self.session, request)
+                if hold_ms:  # another connection crossed its principal's or a topic's quota
                     self._mute(hold_ms)
                     break
                 upstream_frame = self._on_request(request)
