@@ -43,11 +43,17 @@ class Enforcement:
         """Take a reloaded config; False when its windows changed and every sensor restarts."""
         self.settlement.shadow = shadow
         self.settlement.hold_principal = hold_principal
-        return self.sensors.apply(quotas)
+        kept = self.sensors.apply(quotas)
+        self._limits_changed()
+        return kept
 
     def apply_limits(self, limits: QuotaLimits) -> None:
         """New limits from the quota store, on the sensors as they are."""
         self.sensors.apply(QuotaConfig(self.engine.config.settings, limits))
+        self._limits_changed()
+
+    def _limits_changed(self) -> None:
+        self.produce.topic_quotas = self.engine.topic_produce.enabled
 
     def expire(self, now_ms: int) -> int:
         return self.sensors.expire(now_ms)

@@ -17,6 +17,9 @@ class ProduceEnforcement:
     def __init__(self, sensors: Sensors, settlement: Settlement) -> None:
         self._sensors = sensors
         self._settlement = settlement
+        #: whether any topic's producer_byte_rate applies: read for every Produce, so kept
+        #: as an attribute, set whenever limits change (Enforcement._limits_changed)
+        self.topic_quotas = sensors.engine.topic_produce.enabled
 
     def charge(self, request: Request, size: int) -> bool:
         """Charge a Produce request's bytes when it is read, as Kafka charges them when it
@@ -36,10 +39,6 @@ class ProduceEnforcement:
             return False
         self._settlement.hold(verdict, now)
         return True
-
-    @property
-    def topic_quotas(self) -> bool:
-        return self._sensors.engine.topic_produce.enabled
 
     def charge_topics(self, request: Request, written: Mapping[str, int]) -> bool:
         """Each limited topic's sensor records the bytes written into it; the request owes

@@ -199,11 +199,9 @@ class ProduceQuota(Protocol):
         stop reading until the response has gone (over quota, enforced)."""
         ...
 
-    @property
-    def topic_quotas(self) -> bool:
-        """Whether a topic's producer_byte_rate applies anywhere: only then is a request's
-        every topic's size read."""
-        ...
+    #: whether a topic's producer_byte_rate applies anywhere: only then is a request's
+    #: every topic's size read
+    topic_quotas: bool
 
     def charge_topics(self, request: Request, written: Mapping[str, int]) -> bool:
         """Each topic's producer_byte_rate, charged with the record bytes written into it;
