@@ -7,11 +7,14 @@ later strings and arrays.
 
 from __future__ import annotations
 
+import uuid
 from struct import Struct
+from struct import error as struct_error
 
 from protocol.apis import FETCH, response_class
 from protocol.errors import ProtocolError
-from protocol.headers import RequestHeader, encode_response
+from protocol.headers import RequestHeader, encode_response, response_body_offset
+from protocol.primitives import read_length, read_string, skip_tagged_fields
 
 _WAIT_MIN_MAX = Struct(">iii")  # max_wait_ms, min_bytes, max_bytes (v3+)
 _INT32_PAIR = Struct(">ii")  # max_wait_ms, min_bytes before v3; min_bytes, max_bytes to patch
@@ -65,3 +68,55 @@ def empty_fetch_response(correlation_id: int, version: int, throttle_ms: int) ->
     except ValueError as exc:  # a version the codec does not know
         raise ProtocolError(f"cannot answer Fetch v{version}: {exc}") from exc
     return encode_response(correlation_id, FETCH, version, bytes(body))
+
+
+_INT32 = Struct(">i")
+_UUID = 16
+
+
+def fetched_bytes(frame: bytes, version: int) -> dict[str | uuid.UUID, int]:
+    """The record bytes a Fetch response returns from each topic (name, or id from v13):
+    what a topic's consumer_byte_rate charges, read by the lengths, never a record. `frame`
+    is the response as the client receives it, its size first."""
+    flexible = version >= 12
+    pos = response_body_offset(frame, FETCH, version)
+    sizes: dict[str | uuid.UUID, int] = {}
+    try:
+        pos += 4 if version >= 1 else 0  # throttle_time_ms
+        pos += 6 if version >= 7 else 0  # error_code, session_id
+        topic_count, pos = read_length(frame, pos, flexible, _INT32)
+        for _ in range(topic_count):
+            topic: str | uuid.UUID
+            if version >= 13:
+                topic = uuid.UUID(bytes=bytes(frame[pos : pos + _UUID]))
+                pos += _UUID
+            else:
+                name, pos = read_string(frame, pos, flexible)
+                topic = name or ""
+            partition_count, pos = read_length(frame, pos, flexible, _INT32)
+            read = 0
+            for _ in range(partition_count):
+                pos += 4 + 2 + 8  # partition_index, error_code, high_watermark
+                pos += 8 if version >= 4 else 0  # last_stable_offset
+                pos += 8 if version >= 5 else 0  # log_start_offset
+                if version >= 4:  # aborted_transactions: (producer_id, first_offset)
+                    aborted, pos = read_length(frame, pos, flexible, _INT32)
+                    for _ in range(max(aborted, 0)):
+                        pos += 16
+                        if flexible:
+                            pos = skip_tagged_fields(frame, pos)
+                pos += 4 if version >= 11 else 0  # preferred_read_replica
+                length, pos = read_length(frame, pos, flexible, _INT32)
+                if length > 0:
+                    read += length
+                    pos += length
+                if flexible:
+                    pos = skip_tagged_fields(frame, pos)
+            if flexible:
+                pos = skip_tagged_fields(frame, pos)
+            sizes[topic] = sizes.get(topic, 0) + read
+    except (IndexError, struct_error, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"Fetch response v{version} truncated or malformed") from exc
+    if pos > len(frame):
+        raise ProtocolError(f"Fetch response v{version} runs past its frame")
+    return sizes

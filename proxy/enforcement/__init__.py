@@ -54,6 +54,7 @@ class Enforcement:
 
     def _limits_changed(self) -> None:
         self.produce.topic_quotas = self.engine.topic_produce.enabled
+        self.fetch.topic_quotas = self.engine.topic_fetch.enabled
 
     def expire(self, now_ms: int) -> int:
         return self.sensors.expire(now_ms)

@@ -75,6 +75,8 @@ class FetchEnforcement:
     def __init__(self, sensors: Sensors, settlement: Settlement) -> None:
         self._sensors = sensors
         self._settlement = settlement
+        #: whether any topic's consumer_byte_rate applies (as ProduceEnforcement's)
+        self.topic_quotas = sensors.engine.topic_fetch.enabled
 
     def _limited(self, request: Request) -> ClientSensors | None:
         """The principal's consumer sensors when a consumer quota applies and is enforced
@@ -110,3 +112,19 @@ class FetchEnforcement:
         verdict = charge(self._sensors.engine.fetch, principal, size, request.now_ms)
         if verdict is not None:
             request.verdict = verdict
+
+    def charge_topics(self, request: Request, read: Mapping[str, int]) -> None:
+        """Each limited topic's sensor records the bytes read from it; the request owes the
+        largest throttle of these and its principal's."""
+        manager, now = self._sensors.engine.topic_fetch, request.now_ms
+        verdicts: list[Verdict] = []
+        for topic, size in read.items():
+            sensors = manager.sensors_of_topic(topic, now)
+            if sensors is not None:
+                throttle = manager.record_and_get_throttle_time_ms(sensors, size, now)
+                if throttle:
+                    verdicts.append(Verdict(manager, sensors, throttle))
+        if verdicts:
+            if request.verdict is not None:
+                verdicts.append(request.verdict)
+            request.verdict = Largest(verdicts) if len(verdicts) > 1 else verdicts[0]

@@ -228,6 +228,14 @@ class FetchQuota(Protocol):
         """A Fetch response's bytes, as Kafka charges them once it has read the log."""
         ...
 
+    #: whether a topic's consumer_byte_rate applies anywhere: only then is a response's
+    #: every topic's size read
+    topic_quotas: bool
+
+    def charge_topics(self, request: Request, read: Mapping[str, int]) -> None:
+        """Each topic's consumer_byte_rate, charged with the record bytes read from it."""
+        ...
+
 
 class MutationQuota(Protocol):
     def limited(self, request: Request) -> bool:

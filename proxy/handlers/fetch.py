@@ -1,8 +1,9 @@
-"""Fetch: response bytes charged to consumer_byte_rate, fetches capped to one quota window."""
+"""Fetch: response bytes charged to consumer_byte_rate, the principal's and, where topic
+quotas apply, each topic's; fetches capped to one quota window."""
 
 from __future__ import annotations
 
-from protocol.fetch import empty_fetch_response, prepare_fetch
+from protocol.fetch import empty_fetch_response, fetched_bytes, prepare_fetch
 from proxy.handlers.addresses import advertised
 from proxy.handlers.base import Answer, Forward, Handler, Outcome, Request, Session
 from quotas.entities import QuotaType
@@ -25,5 +26,9 @@ class FetchHandler(Handler):
 
     def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
         frame = advertised(session, frame, request)
-        session.runtime.quotas.fetch.charge(request, len(frame) - 4)
+        fetch = session.runtime.quotas.fetch
+        fetch.charge(request, len(frame) - 4)
+        if fetch.topic_quotas:
+            read = fetched_bytes(frame, request.header.api_version)
+            fetch.charge_topics(request, session.runtime.topics.named(read))
         return frame

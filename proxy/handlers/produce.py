@@ -4,9 +4,6 @@ topic quotas apply, each topic's."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Mapping
-
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
 from protocol.produce import (
     produced_bytes,
@@ -70,21 +67,8 @@ class ProduceHandler(Handler):
         written = request.parsed
         if written is None:
             view = read_produce(request.frame, request.header, request.body_offset)
-            written = request.parsed = by_name(session, produced_bytes(request.frame, view))
+            written = request.parsed = session.runtime.topics.named(
+                produced_bytes(request.frame, view)
+            )
         assert isinstance(written, dict)
         return written
-
-
-def by_name(session: Session, written: Mapping[str | uuid.UUID, int]) -> dict[str, int]:
-    """Bytes by topic name: a v13+ request names its topics by id, which the topic cache
-    maps back (every Metadata response through the proxy feeds it; a client writes only to
-    topics it has the metadata of). An id it does not know yet is not charged."""
-    named: dict[str, int] = {}
-    for topic, size in written.items():
-        if isinstance(topic, uuid.UUID):
-            known = session.runtime.topics.by_id(topic)
-            if known is None:
-                continue
-            topic = known.name
-        named[topic] = named.get(topic, 0) + size
-    return named

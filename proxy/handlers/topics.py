@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from protocol.metadata import TopicPartitions
@@ -77,6 +77,20 @@ class TopicCache:
             topic = self._by_id.pop(topic_id, None)
             if topic is not None and self._by_name.get(topic.name) is topic:
                 del self._by_name[topic.name]
+
+    def named(self, sizes: Mapping[str | uuid.UUID, int]) -> dict[str, int]:
+        """Sizes by topic name: v13+ Produce and Fetch name topics by id, which this cache
+        maps back (a client reads and writes only topics it has the metadata of, which
+        came through the proxy). An id not known yet is left out."""
+        named: dict[str, int] = {}
+        for topic, size in sizes.items():
+            if isinstance(topic, uuid.UUID):
+                known = self._by_id.get(topic)
+                if known is None:
+                    continue
+                topic = known.name
+            named[topic] = named.get(topic, 0) + size
+        return named
 
     def by_name(self, name: str) -> TopicPartitions | None:
         return self._by_name.get(name)
