@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from proxy.enforcement.sensors import Sensors, charge
 from proxy.enforcement.settlement import Settlement
@@ -10,6 +10,7 @@ from proxy.handlers.base import Request
 from quotas.entities import QuotaType
 from quotas.managers import UNLIMITED, ClientSensors
 from quotas.principal import sensors_of
+from quotas.topics import TopicQuotaManager
 from quotas.verdicts import Largest, Rejudged, Verdict
 
 
@@ -62,13 +63,8 @@ class ProduceEnforcement:
         self._settlement.hold(verdict, now)
         return True
 
-    def topics_held_ms(self, written: Mapping[str, int], now_ms: int) -> int:
-        manager, until = self._sensors.engine.topic_produce, 0
-        for topic in written:
-            sensors = manager.sensors_of_topic(topic, now_ms)
-            if sensors is not None:
-                until = max(until, sensors.held_until_ms)
-        return until - now_ms if until > now_ms else 0
+    def topics_held_ms(self, topics: Iterable[str], now_ms: int) -> int:
+        return _held_ms(self._sensors.engine.topic_produce, topics, now_ms)
 
 
 class FetchEnforcement:
@@ -128,3 +124,28 @@ class FetchEnforcement:
             if request.verdict is not None:
                 verdicts.append(request.verdict)
             request.verdict = Largest(verdicts) if len(verdicts) > 1 else verdicts[0]
+
+    def topics_held_ms(self, topics: Iterable[str], now_ms: int) -> int:
+        return _held_ms(self._sensors.engine.topic_fetch, topics, now_ms)
+
+    def topics_cap(self, topics: Iterable[str], now_ms: int) -> int | None:
+        manager = self._sensors.engine.topic_fetch
+        if QuotaType.FETCH in self._settlement.shadow:
+            return None
+        caps = [
+            manager.max_value_in_quota_window(sensors)
+            for topic in topics
+            if (sensors := manager.sensors_of_topic(topic, now_ms)) is not None
+            and sensors.limit != UNLIMITED
+        ]
+        return int(min(caps)) if caps else None
+
+
+def _held_ms(manager: TopicQuotaManager, topics: Iterable[str], now_ms: int) -> int:
+    """The longest hold on these topics' sensors (0: none runs)."""
+    until = 0
+    for topic in topics:
+        sensors = manager.sensors_of_topic(topic, now_ms)
+        if sensors is not None:
+            until = max(until, sensors.held_until_ms)
+    return until - now_ms if until > now_ms else 0

@@ -9,7 +9,7 @@ so the handlers import nothing of the asyncio shell and are tested by calling th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -208,7 +208,7 @@ class ProduceQuota(Protocol):
         as `charge`, True when the connection must stop reading."""
         ...
 
-    def topics_held_ms(self, written: Mapping[str, int], now_ms: int) -> int:
+    def topics_held_ms(self, topics: Iterable[str], now_ms: int) -> int:
         """The longest hold on the topics a request writes (another connection's request
         crossed a topic's quota)."""
         ...
@@ -234,6 +234,15 @@ class FetchQuota(Protocol):
 
     def charge_topics(self, request: Request, read: Mapping[str, int]) -> None:
         """Each topic's consumer_byte_rate, charged with the record bytes read from it."""
+        ...
+
+    def topics_held_ms(self, topics: Iterable[str], now_ms: int) -> int:
+        """The longest hold on these topics' consumer sensors."""
+        ...
+
+    def topics_cap(self, topics: Iterable[str], now_ms: int) -> int | None:
+        """The most a Fetch of these topics may return: one quota window of the smallest
+        topic quota among them (as Kafka caps a principal's); None: not limited."""
         ...
 
 
@@ -350,6 +359,9 @@ class Session:
     #: connections are User:ANONYMOUS in Kafka, and a certificate or a SASL exchange names it
     user: str = "ANONYMOUS"
     sasl: SaslExchange = field(default_factory=SaslExchange)
+    #: the topics this connection's Fetch responses have carried: what its next fetch
+    #: reads (an incremental fetch session's request names only the partitions it changes)
+    fetched_topics: set[str] = field(default_factory=set)
 
     @property
     def address(self) -> str:

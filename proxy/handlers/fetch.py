@@ -18,6 +18,10 @@ class FetchHandler(Handler):
         if throttle:
             return Answer(empty_fetch_response(header.correlation_id, header.api_version, throttle))
         max_bytes = fetch.cap(request)
+        if fetch.topic_quotas:
+            topic_cap = fetch.topics_cap(session.fetched_topics, request.now_ms)
+            if topic_cap is not None:
+                max_bytes = topic_cap if max_bytes is None else min(max_bytes, topic_cap)
         frame, long_poll = prepare_fetch(request.frame, header, request.body_offset, max_bytes)
         # a fetch under a consumer quota is charged when its response comes back, and a broker
         # reads nothing more from a connection while it handles a request: reading stops so,
@@ -29,6 +33,14 @@ class FetchHandler(Handler):
         fetch = session.runtime.quotas.fetch
         fetch.charge(request, len(frame) - 4)
         if fetch.topic_quotas:
-            read = fetched_bytes(frame, request.header.api_version)
-            fetch.charge_topics(request, session.runtime.topics.named(read))
+            read = session.runtime.topics.named(fetched_bytes(frame, request.header.api_version))
+            session.fetched_topics.update(read)
+            fetch.charge_topics(request, read)
         return frame
+
+    def held_ms(self, session: Session, request: Request) -> int:
+        """A topic's throttle holds every connection that reads it (as a Produce's)."""
+        fetch = session.runtime.quotas.fetch
+        if not fetch.topic_quotas:
+            return 0
+        return fetch.topics_held_ms(session.fetched_topics, request.now_ms)

@@ -47,3 +47,26 @@ def test_a_topic_quota_and_a_principal_quota_each_hold(windows: tuple[int, int])
     assert abs(together.long_run - 1) <= LONG_RUN_TOLERANCE, together
     assert alone.long_run * 4 <= 1 + LONG_RUN_TOLERANCE, alone  # its quarter, at most
     assert alone.long_run * 4 >= 1 - 0.1, alone  # and the others do not starve it
+
+
+#: three consumers of one topic, long run: the first Fetch of each connection is not capped
+#: (which topics it reads is known from its responses), so they get a little more than one
+#: principal does; the worst row measured is 1.0176 (11 x 1 s, aiokafka)
+FETCH_LONG_RUN_TOLERANCE = 0.02
+
+
+@pytest.mark.parametrize("windows", [(11, 1), (2, 1)], ids=lambda w: f"{w[0]}x{w[1]}s")
+@pytest.mark.parametrize("behaviour", [BEHAVIOURS[0], BEHAVIOURS[3]], ids=lambda b: b.name)
+def test_several_consumers_of_one_topic_are_held(
+    behaviour: Behaviour, windows: tuple[int, int]
+) -> None:
+    """Three principals reading one topic got 1.002 to 1.018 x its consumer_byte_rate over
+    300 s, every 30 s span within the principal's bound (1.115 against 1.368 with 11 x 1 s).
+    Charged per connection, without the topic's hold and cap, they got up to 1.063 x over
+    300 s, and 1.096 x over a span against a bound of 1.068 (2 x 1 s)."""
+    fetch = WORKLOADS[1]
+    limits = {QuotaType.FETCH: {TOPIC: fetch.quota}}
+    used = run_clients(fetch, behaviour, windows, limits, [b"app-0", b"app-1", b"app-2"])
+    together = result_of(fetch, behaviour, windows, [sum(s) for s in zip(*used, strict=True)])
+    assert abs(together.long_run - 1) <= FETCH_LONG_RUN_TOLERANCE, together
+    assert together.highest_span <= together.burst_bound, together
