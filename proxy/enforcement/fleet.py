@@ -50,6 +50,7 @@ from quotas.managers import (
     QuotaManager,
     TokenBucketQuotaManager,
 )
+from quotas.topics import TopicQuotaManager
 
 #: sync intervals of silence after which a member is gone (or, for its own publications, the
 #: bus is)
@@ -132,7 +133,7 @@ class FleetMember:
         # delay later: what they did not report by then, they did not use
         expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self._delay_ms
         uses = []
-        for manager, by_tags in zip(self._managers, shares, strict=True):
+        for index, (manager, by_tags) in enumerate(zip(self._managers, shares, strict=True)):
             if not manager.enabled:
                 continue
             manager.new_weight = 1.0 + others
@@ -143,7 +144,7 @@ class FleetMember:
                 if anticipated and anticipated[0][0] <= expired_ms:
                     _withdraw(manager, share, expired_ms, now_ms)
                 if share.unpublished and (cold_round or self._hot(manager, share, now_ms)):
-                    uses.append(Use(manager.slot, *tags, share.unpublished))
+                    uses.append(Use(index, *tags, share.unpublished))
                     share.unpublished = 0.0
                 here, elsewhere = share.here, share.elsewhere
                 if here > SETTLED:
@@ -223,8 +224,10 @@ class FleetMember:
 
     def _shares_of(self, engine: QuotaEngine) -> list[dict[MetricTags, _Share]]:
         """The shares of the engine's managers: a reload that changed the quota windows
-        made new managers, whose sensors start afresh, and so do their shares."""
-        managers = tuple(engine.managers())
+        made new managers, whose sensors start afresh, and so do their shares. A use names
+        its manager by its place here: the quota types' managers in QuotaType's order, then
+        the topics' (a member that knows no topic quotas skips those places)."""
+        managers = (*engine.managers(), *engine.topic_managers())
         if managers != self._managers:
             self._managers = managers
             self._shares = [{} for _ in managers]
@@ -274,6 +277,8 @@ class FleetMember:
         this member judges it)."""
         per_second = (1 - DECAY) * 1000 / self.sync_interval_ms
         for manager, by_tags in zip(self._managers, self._shares, strict=True):
+            if isinstance(manager, TopicQuotaManager):
+                continue  # not a principal's: its own metrics are to come (issue 38)
             for tags, share in by_tags.items():
                 yield manager, tags, share.here * per_second
 

@@ -22,7 +22,7 @@ from proxy.enforcement import Enforcement
 from proxy.enforcement.fleet import FleetMember
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity
-from quotas.settings import QuotaConfig, QuotaSettings
+from quotas.settings import QuotaConfig, QuotaLimits, QuotaSettings
 from quotas.stats import MetricConfig
 from quotas.store import FILE, entries_of
 from tests.support.fidelity import (
@@ -32,6 +32,7 @@ from tests.support.fidelity import (
     WINDOWS,
     WORKLOADS,
     Behaviour,
+    SimClient,
     Workload,
     greedy_client,
     whole_periods,
@@ -67,20 +68,34 @@ def simulate_fleet(
     placement: tuple[int, ...] = (1, 1, 1),
     seconds: int = LONG_RUN_S,
     seed: int = 7,
+    limits: QuotaLimits | None = None,
+    principals: bool = False,
 ) -> FleetResult:
     """`placement`: how many of the principal's clients each member serves (one member
-    each; a member with none still takes part in the fleet)."""
+    each; a member with none still takes part in the fleet). `limits`: other than one
+    principal's quota (a topic's); `principals`: each client a principal of its own."""
     members = len(placement)
     samples, window_s = windows
     settings = QuotaSettings(client=MetricConfig(samples=samples, window_ms=window_s * 1000))
-    limits = {workload.quota_type: {QuotaEntity(client_id=DEFAULT): workload.quota}}
+    if limits is None:
+        limits = {workload.quota_type: {QuotaEntity(client_id=DEFAULT): workload.quota}}
     clock = VirtualClock()
     chance = random.Random(seed)
-    contexts, fleet, clients = [], [], []
+    contexts, fleet = [], []
+    clients: list[SimClient] = []
     for index, served in enumerate(placement):
         context = proxy_context(Enforcement(QuotaEngine(QuotaConfig(settings, limits))), clock)
         context.quota_layers.replace(FILE, entries_of(limits, {}))
-        clients += [greedy_client(context, clock, workload, behaviour) for _ in range(served)]
+        clients += [
+            greedy_client(
+                context,
+                clock,
+                workload,
+                behaviour,
+                f"app-{len(clients) + k}".encode() if principals else b"app",
+            )
+            for k in range(served)
+        ]
         contexts.append(context)
         fleet.append(FleetMember(f"member-{index}", bus.sync_interval_ms))
 

@@ -223,3 +223,14 @@ def test_records_round_trip_split_and_refuse_what_they_are_not() -> None:
             decode(bad)
     with pytest.raises(ValueError):
         decode(encode(publication) + b"\x00")
+
+
+@pytest.mark.parametrize("workload", WORKLOADS[:2], ids=lambda w: w.quota_type.key)
+def test_three_members_hold_a_topic_within_5_percent(workload: Workload) -> None:
+    """Three principals, one on each member, writing (or reading) one topic with a topic
+    quota: the members share the topic's sensors over the bus as a principal's."""
+    limits = {workload.quota_type: {QuotaEntity(topic="t"): workload.quota}}
+    result = simulate_fleet(
+        workload, BEHAVIOURS[2], (2, 1), Bus(SYNC_MS, 20), limits=limits, principals=True
+    )
+    assert abs(result.fleet - 1) <= 0.05, result
