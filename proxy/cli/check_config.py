@@ -16,6 +16,7 @@ from config.tls import describe
 from proxy.control.quota_topic import StoreUnreachable, read_quota_store
 from quotas.entities import QuotaType
 from quotas.settings import QuotaConfig
+from quotas.store import FILE, QuotaStore
 
 
 def check_config(path: Path) -> int:
@@ -24,7 +25,9 @@ def check_config(path: Path) -> int:
     except ConfigError as exc:
         print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
         return 2
-    quotas, sources = config.quotas, None
+    file_only = QuotaStore()  # the file's layer: its client, ips and topic quotas
+    file_only.replace(FILE, config.quota_entries())
+    quotas, sources = QuotaConfig(config.quotas.settings, file_only.limits()), None
     if config.quota_store.topic:  # what kafka-configs altered, read from the cluster
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # the error below says it
         try:

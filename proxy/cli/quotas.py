@@ -37,8 +37,8 @@ from protocol.client_quotas import (
 from proxy.control.cluster import AuthenticationFailed, ClusterClient
 from quotas.store import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
 
-_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
-_SHOWN = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
+_TYPES = {"users": "user", "clients": "client-id", "ips": "ip", "topics": "topic"}
+_SHOWN = {"user": "user-principal", "client-id": "client-id", "ip": "ip", "topic": "topic"}
 _VERSION = 1
 _JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from config.report import effective_quotas
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import UNLIMITED
+from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from quotas.store import MATCH_ANY, QuotaStore
 from quotas.topics import TopicQuotaManager
@@ -66,3 +68,17 @@ def test_topic_quotas_stand_apart_from_client_quotas_in_the_store() -> None:
     }
     with pytest.raises(QuotaError, match="A topic filter component is not used with another"):
         store.describe([("topic", MATCH_ANY, None), ("user", MATCH_ANY, None)])
+
+
+def test_check_config_shows_each_topic_s_values_and_where_they_come_from() -> None:
+    limits = {
+        QuotaType.PRODUCE: {QuotaEntity(topic="orders"): 1048576.0},
+        QuotaType.FETCH: {QuotaEntity(topic=DEFAULT): 2097152.0},
+    }
+    lines = effective_quotas(QuotaConfig(QuotaSettings(), limits), lambda entity, key: "file")
+    at = lines.index("topics/orders")
+    assert lines[at : at + 3] == [
+        "topics/orders",
+        "  producer_byte_rate        1048576      from topics/orders (file)",
+        "  consumer_byte_rate        2097152      from topics/<default> (file)",
+    ]
