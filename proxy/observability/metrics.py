@@ -110,6 +110,7 @@ class QuotaCollector(Collector):
         yield throttles
         yield shadow
         yield dropped
+        yield from _topic_families(self._engine(), now_ms)
         readings = Readings(
             self._engine(), self._stats, self._listeners(), self._pool, self._active_connections
         )
@@ -135,6 +136,44 @@ class QuotaCollector(Collector):
             for manager, (user, client_id), rate in self._local_rates():
                 local.add_metric([manager.quota_type.key, sanitize(user), client_id], rate)
             yield local
+
+
+def _topic_families(engine: QuotaEngine, now_ms: int) -> Iterator[Metric]:
+    """Each limited topic's rate beside its quota, the throttle time its sensor averages,
+    and the responses its throttle was the largest for (quotas/topics.py)."""
+    labels = ["quota", "topic"]
+    rate = GaugeMetricFamily(
+        "kafka_quota_proxy_topic_byte_rate",
+        "A topic's bytes per second, written (producer_byte_rate) or read (consumer_byte_rate)"
+        " by every client together, as its topic quota measures them",
+        labels=labels,
+    )
+    limit = GaugeMetricFamily(
+        "kafka_quota_proxy_topic_quota_limit",
+        "A topic's quota in force, bytes per second",
+        labels=labels,
+    )
+    throttle_time = GaugeMetricFamily(
+        "kafka_quota_proxy_topic_throttle_time",
+        "The throttle time (ms) a topic's quota decided, averaged as Kafka's throttle-time",
+        labels=labels,
+    )
+    throttles = CounterMetricFamily(
+        "kafka_quota_proxy_topic_throttles",
+        "Responses that carried a throttle whose largest decision was a topic's quota",
+        labels=labels,
+    )
+    for manager in engine.topic_managers():
+        for sensors in manager.sensors():
+            if sensors.limit == UNLIMITED:
+                continue
+            entity = [manager.quota_type.key, sensors.tags[0]]
+            values = dict(manager.metric_values(sensors, now_ms))
+            rate.add_metric(entity, values["byte-rate"])
+            throttle_time.add_metric(entity, values["throttle-time"])
+            limit.add_metric(entity, manager.metric_limit(sensors))
+            throttles.add_metric(entity, sensors.throttles)
+    yield from (rate, limit, throttle_time, throttles)
 
 
 class Readings(NamedTuple):

@@ -138,3 +138,25 @@ def test_producer_id_filters_and_dropped_requests_are_reported() -> None:
     one_layer = BloomShape.for_items(11, layer_false_positive_rate(0.001, 4)).size_bytes
     assert got[("kafka_quota_proxy_producer_id_filter_bytes", ())] == 2 * one_layer
     assert got[("kafka_quota_proxy_dropped_produce_requests_total", (("user", "bob"),))] == 3
+
+
+def test_a_topic_quota_s_rate_beside_its_limit_and_its_throttles() -> None:
+    engine = QuotaEngine(
+        QuotaConfig(limits={QuotaType.PRODUCE: {QuotaEntity(topic="orders"): 1000.0}})
+    )
+    manager = engine.topic_produce
+    sensors = manager.sensors_of_topic("orders", T0)
+    assert sensors is not None and manager.sensors_of_topic("audit", T0) is None
+    throttle = manager.record_and_get_throttle_time_ms(sensors, 50_000, T0)
+    assert throttle > 0
+    manager.record_throttle(sensors, throttle, T0)
+    sensors.throttles += 1
+    got = samples(engine, T0 + 1000, prefix="kafka_quota_proxy_topic_")
+    orders = (("quota", "producer_byte_rate"), ("topic", "orders"))
+    assert got[("kafka_quota_proxy_topic_quota_limit", orders)] == 1000.0
+    assert got[("kafka_quota_proxy_topic_byte_rate", orders)] > 1000.0
+    assert got[("kafka_quota_proxy_topic_throttle_time", orders)] == throttle
+    assert got[("kafka_quota_proxy_topic_throttles_total", orders)] == 1.0
+    assert not any(
+        labels == (("quota", "producer_byte_rate"), ("topic", "audit")) for _, labels in got
+    )
