@@ -45,19 +45,10 @@ class ProduceEnforcement:
         """Each limited topic's sensor records the bytes written into it; the request owes
         the largest throttle of these and its principal's (quotas/verdicts.py Largest),
         each judged again when the response goes out."""
-        manager, now = self._sensors.engine.topic_produce, request.now_ms
-        verdicts: list[Verdict] = []
-        for topic, size in written.items():
-            sensors = manager.sensors_of_topic(topic, now)
-            if sensors is not None:
-                throttle = manager.record_and_get_throttle_time_ms(sensors, size, now)
-                if throttle:
-                    verdicts.append(Rejudged(manager, sensors, throttle))
-        if not verdicts:
+        now = request.now_ms
+        verdict = _charge_topics(self._sensors.engine.topic_produce, request, written, Rejudged)
+        if verdict is None:
             return False
-        if request.verdict is not None:
-            verdicts.append(request.verdict)
-        verdict = request.verdict = Largest(verdicts) if len(verdicts) > 1 else verdicts[0]
         if QuotaType.PRODUCE in self._settlement.shadow:
             return False
         self._settlement.hold(verdict, now)
@@ -112,18 +103,7 @@ class FetchEnforcement:
     def charge_topics(self, request: Request, read: Mapping[str, int]) -> None:
         """Each limited topic's sensor records the bytes read from it; the request owes the
         largest throttle of these and its principal's."""
-        manager, now = self._sensors.engine.topic_fetch, request.now_ms
-        verdicts: list[Verdict] = []
-        for topic, size in read.items():
-            sensors = manager.sensors_of_topic(topic, now)
-            if sensors is not None:
-                throttle = manager.record_and_get_throttle_time_ms(sensors, size, now)
-                if throttle:
-                    verdicts.append(Verdict(manager, sensors, throttle))
-        if verdicts:
-            if request.verdict is not None:
-                verdicts.append(request.verdict)
-            request.verdict = Largest(verdicts) if len(verdicts) > 1 else verdicts[0]
+        _charge_topics(self._sensors.engine.topic_fetch, request, read, Verdict)
 
     def topics_held_ms(self, topics: Iterable[str], now_ms: int) -> int:
         return _held_ms(self._sensors.engine.topic_fetch, topics, now_ms)
@@ -139,6 +119,32 @@ class FetchEnforcement:
             and sensors.limit != UNLIMITED
         ]
         return int(min(caps)) if caps else None
+
+
+def _charge_topics(
+    manager: TopicQuotaManager,
+    request: Request,
+    sizes: Mapping[str, int],
+    verdict_of: type[Verdict],
+) -> Verdict | None:
+    """Each limited topic's sensor records its bytes; the request's verdict becomes the
+    largest of the topics' and its principal's (quotas/verdicts.py Largest), None when no
+    topic throttles. `verdict_of`: Rejudged where the throttle is judged again when the
+    response goes out (a Produce's), Verdict where it is charged then (a Fetch's)."""
+    now = request.now_ms
+    verdicts: list[Verdict] = []
+    for topic, size in sizes.items():
+        sensors = manager.sensors_of_topic(topic, now)
+        if sensors is not None:
+            throttle = manager.record_and_get_throttle_time_ms(sensors, size, now)
+            if throttle:
+                verdicts.append(verdict_of(manager, sensors, throttle))
+    if not verdicts:
+        return None
+    if request.verdict is not None:
+        verdicts.append(request.verdict)
+    verdict = request.verdict = Largest(verdicts) if len(verdicts) > 1 else verdicts[0]
+    return verdict
 
 
 def _held_ms(manager: TopicQuotaManager, topics: Iterable[str], now_ms: int) -> int:
