@@ -173,7 +173,7 @@ ROWS = (
                 "included.",
                 (
                     Query(
-                        f'max by (group, user, client_id) (label_replace({THROTTLE_TIME}, '
+                        f"max by (group, user, client_id) (label_replace({THROTTLE_TIME}, "
                         '"group", "$1", "__name__", "kafka_server_(.+)_throttle_time"))',
                         "{{group}} {{user}} {{client_id}}",
                     ),
@@ -259,8 +259,7 @@ ROWS = (
                 "Client connections open on each proxy.",
                 (
                     Query(
-                        "sum by (instance) (kafka_quota_proxy_connections_active"
-                        f"{{{PROXIES}}})",
+                        f"sum by (instance) (kafka_quota_proxy_connections_active{{{PROXIES}}})",
                         "{{instance}}",
                     ),
                 ),
@@ -452,6 +451,49 @@ ROWS = (
                     ),
                 ),
                 width=6,
+            ),
+        ),
+    ),
+    Row(
+        "Topics against their quotas",
+        (
+            Panel(
+                "Use of topic quotas",
+                "Each limited topic's bytes per second, written or read by every client "
+                "together, as a share of its topic quota (1 = at its quota; above it, every "
+                "connection writing or reading it is held).",
+                (
+                    Query(
+                        "max by (quota, topic) (kafka_quota_proxy_topic_byte_rate"
+                        f"{{{PROXIES}}} / kafka_quota_proxy_topic_quota_limit{{{PROXIES}}})",
+                        "{{quota}} {{topic}}",
+                    ),
+                ),
+                unit="percentunit",
+            ),
+            Panel(
+                "Topic throttle time",
+                "The mean throttle a topic's quota decided over the last minute, as Kafka's "
+                "throttle-time is averaged.",
+                (
+                    Query(
+                        "max by (quota, topic) (kafka_quota_proxy_topic_throttle_time"
+                        f"{{{PROXIES}}})",
+                        "{{quota}} {{topic}}",
+                    ),
+                ),
+                unit="ms",
+            ),
+            Panel(
+                "Topic-throttled responses",
+                "Responses per second whose largest throttle was a topic's quota.",
+                (
+                    Query(
+                        "sum by (quota, topic) (rate(kafka_quota_proxy_topic_throttles_total"
+                        f"{{{PROXIES}}}[{WINDOW}]))",
+                        "{{quota}} {{topic}}",
+                    ),
+                ),
             ),
         ),
     ),

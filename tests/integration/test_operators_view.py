@@ -64,6 +64,11 @@ consumer_byte_rate = 10000000
 [users."<default>"]
 controller_mutation_rate = 100
 producer_ids_rate = 100
+
+# every topic a budget of its own, far above this load: the topic panels' series
+[topics."<default>"]
+producer_byte_rate = 500000000
+consumer_byte_rate = 500000000
 """
 
 
