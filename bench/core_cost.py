@@ -45,18 +45,27 @@ def _frames() -> dict[str, tuple[bytes, bytes]]:
         controller_id=0,
         topics=[],
     )
+    produce_answer = response_frame(PRODUCE, _PRODUCE_VERSION, produced, 1)
     return {
-        "Produce": (produce, response_frame(PRODUCE, _PRODUCE_VERSION, produced, 1)),
+        "Produce": (produce, produce_answer),
+        #: the same Produce, its topic ("orders") under a topic quota that never throttles
+        _TOPIC_QUOTA: (produce, produce_answer),
         "Metadata": (metadata, response_frame(METADATA, _METADATA_VERSION, answer, 1)),
     }
 
 
-def _engine() -> QuotaEngine:
+_TOPIC_QUOTA = "Produce, topic quota"
+
+
+def _engine(topic_quota: bool = False) -> QuotaEngine:
     every_pair = QuotaEntity(DEFAULT, DEFAULT)
+    produce = {every_pair: 1e15}
+    if topic_quota:
+        produce[QuotaEntity(topic=DEFAULT)] = 1e15
     return QuotaEngine(
         QuotaConfig(
             limits={
-                QuotaType.PRODUCE: {every_pair: 1e15},
+                QuotaType.PRODUCE: produce,
                 QuotaType.FETCH: {every_pair: 1e15},
                 QuotaType.REQUEST: {every_pair: 1e9},
             }
@@ -68,7 +77,8 @@ def run(api: str, round_trips: int, rounds: int) -> list[float]:
     """us per round trip, one figure per round."""
     request, response = _frames()[api]
     clock = VirtualClock(10**12)
-    core, client, upstream = connect(Enforcement(_engine()), clock, usage=UsageRecorder("bench", 0))
+    engine = _engine(topic_quota=api == _TOPIC_QUOTA)
+    core, client, upstream = connect(Enforcement(engine), clock, usage=UsageRecorder("bench", 0))
     results = []
     for _ in range(rounds):
         started = time.perf_counter_ns()
@@ -100,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         for api in _frames():
             call = f"from bench.core_cost import run\nrun({api!r}, n, 1)"
             here = per_operation(REPO, call, 1000, 5000)
-            line = f"  {api:<9} {here:,.0f}"
+            line = f"  {api:<20} {here:,.0f}"
             if args.against:
                 with checkout(args.against) as tree:
                     there = per_operation(tree, call, 1000, 5000)
@@ -108,12 +118,21 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         return 0
     print(f"connection core, Python per round trip (us), {args.round_trips} per round")
+    medians = {}
     for api in _frames():
         results = run(api, args.round_trips, args.rounds)
+        medians[api] = statistics.median(results)
         print(
-            f"  {api:<9} median {statistics.median(results):.2f}  best {min(results):.2f}"
+            f"  {api:<20} median {medians[api]:.2f}  best {min(results):.2f}"
             f"  rounds: {', '.join(f'{r:.2f}' for r in results)}"
         )
+    produce_bytes = len(_frames()["Produce"][0])
+    per_mb = {api: medians[api] * 1e6 / produce_bytes / 1000 for api in ("Produce", _TOPIC_QUOTA)}
+    print(
+        f"Produce handling, CPU ms per MB of requests ({produce_bytes} B each): without topic "
+        f"quotas {per_mb['Produce']:.2f}, with one on its topic {per_mb[_TOPIC_QUOTA]:.2f} "
+        f"(ratio {per_mb[_TOPIC_QUOTA] / per_mb['Produce']:.3f})"
+    )
     return 0
 
 

@@ -116,7 +116,8 @@ def _walk(
                     partitions.append(_INT32.unpack_from(frame, pos)[0])
                 length, pos = read_length(frame, pos + 4, flexible, _INT32)
                 if length > 0:
-                    _batch_producer_ids(frame, pos, pos + length, found)
+                    if sizes is None:  # the producer ids are what is asked for
+                        _batch_producer_ids(frame, pos, pos + length, found)
                     pos += length
                     written += length
                 if flexible:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
 from protocol.produce import (
+    ProduceRequestView,
     produced_bytes,
     produced_topics,
     producer_ids,
@@ -41,7 +42,7 @@ class ProduceHandler(Handler):
             )
         over_quota = quotas.produce.charge(request, len(frame) - 4)
         if quotas.produce.topic_quotas:
-            written = self._written(session, request)
+            written = self._written(session, request, produce)
             over_quota = quotas.produce.charge_topics(request, written) or over_quota
         if produce.acks == 0:  # no response will carry the throttle: it is applied as a mute
             return Forward(frame, expects_response=False)
@@ -62,11 +63,14 @@ class ProduceHandler(Handler):
         return produce.topics_held_ms(self._written(session, request), request.now_ms)
 
     @staticmethod
-    def _written(session: Session, request: Request) -> dict[str, int]:
+    def _written(
+        session: Session, request: Request, view: ProduceRequestView | None = None
+    ) -> dict[str, int]:
         """The record bytes by topic, read once per request (kept in `parsed`)."""
         written = request.parsed
         if written is None:
-            view = read_produce(request.frame, request.header, request.body_offset)
+            if view is None:
+                view = read_produce(request.frame, request.header, request.body_offset)
             written = request.parsed = session.runtime.topics.named(
                 produced_bytes(request.frame, view)
             )
