@@ -67,67 +67,98 @@ def producer_ids(frame: bytes, view: ProduceRequestView) -> list[int]:
 def produced_topics(frame: bytes, view: ProduceRequestView) -> ProducedTopics:
     """Where a Produce request writes: what a refusal must name (rare, so read apart)."""
     topics: ProducedTopics = []
-    _walk(frame, view, topics, None)
+    _walk(frame, view, topics)
     return topics
 
 
 def produced_bytes(frame: bytes, view: ProduceRequestView) -> dict[str | uuid.UUID, int]:
     """The record bytes a Produce request writes into each topic (name, or id from v13):
-    what a topic's producer_byte_rate charges, read by the lengths, never a record."""
+    what a topic's producer_byte_rate charges, read by the lengths, never a record.
+
+    Read for every Produce while a topic quota applies, so its own loop: one-byte lengths and
+    empty tagged fields (what clients send) are read inline, the rest by the primitives."""
+    version, flexible = view.version, view.version >= 9
     sizes: dict[str | uuid.UUID, int] = {}
-    _walk(frame, view, None, sizes)
+    if version < 3:
+        return sizes
+    try:
+        topic_count, pos = read_length(frame, view.topics_at, flexible, _INT32)
+        for _ in range(topic_count):
+            topic: str | uuid.UUID | None
+            if version >= 13:
+                topic = uuid.UUID(bytes=bytes(frame[pos : pos + _UUID]))
+                pos += _UUID
+            else:
+                topic, pos = read_string(frame, pos, flexible)
+                if topic is None:
+                    raise ProtocolError(f"Produce request v{version} names a null topic")
+            partition_count, pos = read_length(frame, pos, flexible, _INT32)
+            written = 0
+            for _ in range(partition_count):
+                pos += 4  # the partition index
+                if flexible:
+                    first = frame[pos]
+                    if first < 0x80:
+                        length, pos = first - 1, pos + 1
+                    else:
+                        length, pos = read_length(frame, pos, True, _INT32)
+                else:
+                    length = _INT32.unpack_from(frame, pos)[0]
+                    pos += 4
+                if length > 0:
+                    pos += length
+                    written += length
+                if flexible:
+                    pos = pos + 1 if frame[pos] == 0 else skip_tagged_fields(frame, pos)
+            if flexible:
+                pos = pos + 1 if frame[pos] == 0 else skip_tagged_fields(frame, pos)
+            sizes[topic] = sizes.get(topic, 0) + written
+    except (IndexError, struct_error, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"Produce request v{version} truncated or malformed") from exc
+    if pos > len(frame):
+        raise ProtocolError(f"Produce request v{version} runs past its frame")
     return sizes
 
 
-def _walk(
-    frame: bytes,
-    view: ProduceRequestView,
-    topics: ProducedTopics | None,
-    sizes: dict[str | uuid.UUID, int] | None = None,
-) -> list[int]:
+def _walk(frame: bytes, view: ProduceRequestView, topics: ProducedTopics | None) -> list[int]:
     """Step over a Produce request (v3+, what Kafka 4 accepts) by its lengths, collecting
-    producer ids, and the topics and partitions, or each topic's record bytes, when asked."""
+    producer ids, and the topics and partitions when asked."""
     version, flexible = view.version, view.version >= 9
     #: a dict keeps the ids distinct and in order in linear time, however many batches
     found: dict[int, None] = {}
     if version < 3:
         return []  # v0-v2 carry message formats 0 and 1, which have no producer id
-    named = topics is not None or sizes is not None
     try:
         topic_count, pos = read_length(frame, view.topics_at, flexible, _INT32)
         for _ in range(topic_count):
-            topic: str | uuid.UUID = ""
+            named = pos
             if version >= 13:
-                if named:
-                    topic = uuid.UUID(bytes=bytes(frame[pos : pos + _UUID]))
                 pos += _UUID
-            elif named:
-                name, pos = read_string(frame, pos, flexible)
-                if name is None:
-                    raise ProtocolError(f"Produce request v{version} names a null topic")
-                topic = name
             else:
                 pos = skip_string(frame, pos, flexible)
             partitions: list[int] = []
-            written = 0
             partition_count, pos = read_length(frame, pos, flexible, _INT32)
             for _ in range(partition_count):
                 if topics is not None:
                     partitions.append(_INT32.unpack_from(frame, pos)[0])
                 length, pos = read_length(frame, pos + 4, flexible, _INT32)
                 if length > 0:
-                    if sizes is None:  # the producer ids are what is asked for
-                        _batch_producer_ids(frame, pos, pos + length, found)
+                    _batch_producer_ids(frame, pos, pos + length, found)
                     pos += length
-                    written += length
                 if flexible:
                     pos = skip_tagged_fields(frame, pos)
             if flexible:
                 pos = skip_tagged_fields(frame, pos)
             if topics is not None:
+                topic: str | uuid.UUID
+                if version >= 13:
+                    topic = uuid.UUID(bytes=bytes(frame[named : named + _UUID]))
+                else:
+                    name, _ = read_string(frame, named, flexible)
+                    if name is None:
+                        raise ProtocolError(f"Produce request v{version} names a null topic")
+                    topic = name
                 topics.append((topic, partitions))
-            if sizes is not None:
-                sizes[topic] = sizes.get(topic, 0) + written
     except (IndexError, struct_error, UnicodeDecodeError) as exc:
         raise ProtocolError(f"Produce request v{version} truncated or malformed") from exc
     if pos > len(frame):
