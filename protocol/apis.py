@@ -12,6 +12,8 @@ from typing import Any, Final
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -24,6 +26,8 @@ from kafka.protocol.admin import (
     DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchRequest, FetchResponse
@@ -56,6 +60,8 @@ SASL_AUTHENTICATE: Final = 36
 CREATE_TOPICS: Final = 19
 DELETE_TOPICS: Final = 20
 DESCRIBE_CONFIGS: Final = 32
+ALTER_CONFIGS: Final = 33
+INCREMENTAL_ALTER_CONFIGS: Final = 44
 CREATE_PARTITIONS: Final = 37
 DESCRIBE_CLIENT_QUOTAS: Final = 48
 ALTER_CLIENT_QUOTAS: Final = 49
@@ -145,8 +151,9 @@ DECODED: Final[dict[int, tuple[Any, Any]]] = {
     CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
     DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
-    #: asked by the proxy itself, for the partitions a topic gets by default
     DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+    ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
+    INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     DESCRIBE_CLIENT_QUOTAS: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
     ALTER_CLIENT_QUOTAS: (AlterClientQuotasRequest, AlterClientQuotasResponse),
 }

@@ -114,6 +114,14 @@ class QuotaStore:
                 merged.setdefault(entity, {}).update(values)
         return merged
 
+    def has_topics(self) -> bool:
+        """Whether any layer holds a topic's quota."""
+        return any(e.topic is not None for layer in self._layers.values() for e in layer)
+
+    def value(self, layer: str, entity: QuotaEntity, key: str) -> float | None:
+        """One layer's value of one key, if it sets one."""
+        return self._layers[layer].get(entity, {}).get(key)
+
     def source(self, entity: QuotaEntity, key: str) -> str | None:
         """The layer an effective value comes from."""
         for layer in reversed(LAYERS):

@@ -11,14 +11,17 @@ from typing import Final
 
 from protocol.apis import (
     ALTER_CLIENT_QUOTAS,
+    ALTER_CONFIGS,
     API_VERSIONS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
     DESCRIBE_CLIENT_QUOTAS,
     DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
     FETCH,
     FIND_COORDINATOR,
+    INCREMENTAL_ALTER_CONFIGS,
     MAX_DECODABLE_VERSION,
     MAY_WAIT,
     METADATA,
@@ -36,9 +39,11 @@ from proxy.handlers.metadata import MetadataHandler
 from proxy.handlers.mutations import MutationsHandler
 from proxy.handlers.produce import ProduceHandler
 from proxy.handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
+from proxy.handlers.topic_configs import AlterConfigsHandler, DescribeConfigsHandler
 
 _ADDRESSES = AddressesHandler()
 _MUTATIONS = MutationsHandler()
+_ALTER_CONFIGS = AlterConfigsHandler()
 _HANDLERS: dict[int, Handler] = {
     PRODUCE: ProduceHandler(),
     FETCH: FetchHandler(),
@@ -52,6 +57,9 @@ _HANDLERS: dict[int, Handler] = {
     DELETE_TOPICS: _MUTATIONS,
     DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasHandler(),
     ALTER_CLIENT_QUOTAS: AlterClientQuotasHandler(),
+    DESCRIBE_CONFIGS: DescribeConfigsHandler(),
+    ALTER_CONFIGS: _ALTER_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS: _ALTER_CONFIGS,
 }
 #: api_key -> highest version decoded, for every API a handler acts on (ApiVersions included)
 DECODED_VERSIONS: Final = {
