@@ -5,13 +5,12 @@
 A one-broker cluster with a SASL listener, the proxy in front of it advertising 127.0.0.5,
 and a recording relay on 127.0.0.5 at the proxy's ports: every client connection crosses
 the relay, which keeps each request frame it carries. kafka-python, aiokafka,
-confluent-kafka and Kafka's Java tools then produce, consume in groups, run transactions
-and create, grow and delete topics, and alter and describe quotas, each authenticating with
-another SASL mechanism. A few
-frames of each (client, api_key, api_version) are written as `<client>-<api>-v<n>-<i>.bin`,
-and a few responses of each (api_key, api_version) as `responses/<key>-<api>-v<n>-<i>.bin`
-(the connection harness answers with them); the files are committed, so fuzzing needs no
-Kafka.
+confluent-kafka and Kafka's Java tools then produce, consume in groups, run transactions,
+create, grow and delete topics, and alter and describe quotas and topic configs, each
+authenticating with another SASL mechanism. A few frames of each (client, api_key,
+api_version) are written as `<client>-<api>-v<n>-<i>.bin`, and a few responses of each
+(api_key, api_version) as `responses/<key>-<api>-v<n>-<i>.bin` (the connection harness
+answers with them); the files are committed, so fuzzing needs no Kafka.
 """
 
 from __future__ import annotations
@@ -34,8 +33,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions
 from confluent_kafka.cimpl import NewTopic as ConfluentNewTopic
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.admin import NewPartitions as KafkaNewPartitions
-from kafka.admin import NewTopic
 
 from localkafka.cluster import KafkaCluster
 from localkafka.jars import java_command
@@ -152,6 +151,11 @@ def _kafka_python(bootstrap: str) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="seed-kafka-python", **sasl)
     admin.create_topics([NewTopic("seed-kp", 2, 1), NewTopic("seed-kp-2", 1, 1)])
     admin.create_partitions({"seed-kp-2": KafkaNewPartitions(3)})
+    # AlterConfigs (kafka-python's legacy path) with a topic quota beside a Kafka config
+    topic_configs = {"retention.ms": "3600000", "kafka-quota-proxy.consumer_byte_rate": "1048576"}
+    resource = ConfigResource(ConfigResourceType.TOPIC, "seed-kp", configs=topic_configs)
+    admin.alter_configs([resource], incremental=False, raise_on_unknown=False)
+    admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "seed-kp")])
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
         client_id="seed-kafka-python",
@@ -250,11 +254,18 @@ def _java(bootstrap: str, workdir: Path) -> None:
     configs = "kafka.admin.ConfigCommand"
     base = ["--bootstrap-server", bootstrap, "--command-config", str(props)]
     quota = ["--entity-type", "users", "--entity-name", "seed-user"]
+    topic = ["--entity-type", "topics", "--entity-name", "seed-java"]
+    topic_quota = "kafka-quota-proxy.producer_byte_rate=1048576"
     runs = [
         (configs, [*base, "--alter", *quota, "--add-config", "producer_byte_rate=1048576"]),
         (configs, [*base, "--describe", "--entity-type", "users"]),
         (topics, [*base, "--create", "--topic", "seed-java", "--partitions", "2"]),
         (topics, [*base, "--alter", "--topic", "seed-java", "--partitions", "3"]),
+        (
+            configs,
+            [*base, "--alter", *topic, "--add-config", f"retention.ms=3600000,{topic_quota}"],
+        ),
+        (configs, [*base, "--describe", *topic]),
         (topics, [*base, "--describe", "--topic", "seed-java"]),
         (
             PRODUCER_PERFORMANCE,
