@@ -32,11 +32,13 @@ def confluent_fleet(
     processes: int,
     options: Mapping[str, str] | None = None,
     in_flight: int = 1000,
+    first_process: int = 0,
 ) -> Iterator[list[subprocess.Popen[str]]]:
     """The fleet's processes, started at once; killed if the block is left while they run.
     Several bootstrap lists are dealt out: process i gets the (i mod their count)-th;
     `options` are librdkafka settings of every process, `in_flight` the records each keeps
-    unacknowledged."""
+    unacknowledged. Two fleets writing one topic number their processes apart
+    (`first_process`), so that their records' sequence numbers differ."""
     lists = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
     fleet = [
         subprocess.Popen(
@@ -48,7 +50,7 @@ def confluent_fleet(
                 client_id,
                 topic,
                 str(seconds),
-                str(i * SEQ_STRIDE),
+                str((first_process + i) * SEQ_STRIDE),
                 f"--in-flight={in_flight}",
                 *(f"--option={key}={value}" for key, value in (options or {}).items()),
             ],

@@ -3,7 +3,8 @@
 A KRaft broker with StandardAuthorizer and SASL users: admin is a super user; alice may
 describe the cluster and its configs but not alter them. Through the proxy, stock kafka-configs as
 alice gets CLUSTER_AUTHORIZATION_FAILED, as the broker gave it, and nothing changes; as admin
-the alteration is made.
+the alteration is made. A topic's quota (issue 38) is the topic's: alice, who may describe a
+topic's configs but not alter them, gets TOPIC_AUTHORIZATION_FAILED for it.
 """
 
 from __future__ import annotations
@@ -101,3 +102,34 @@ def test_a_user_the_authorizer_refuses_changes_nothing_and_an_admin_may(
         "Quota configs for user-principal 'carol' are producer_byte_rate=1000.0"
         in configs("alice", *described)  # alice may describe, as the cluster lets her
     )
+
+
+def test_a_topic_quota_is_altered_only_by_whom_the_authorizer_lets_alter_the_topic(
+    kafka: KafkaCluster, proxy: RunningProxy, tmp_path: Path
+) -> None:
+    """The proxy's topic configs are the topic's: AlterConfigs on it, as for retention.ms."""
+    topic = "guarded"
+    kafka.create_topic(topic, partitions=1)
+    kafka.tool(
+        "org.apache.kafka.tools.AclCommand",
+        *("--bootstrap-server", kafka.bootstrap_servers, "--add", "--topic", topic),
+        *("--allow-principal", "User:alice", "--operation", "DescribeConfigs"),
+        *("--operation", "Describe"),  # kafka-configs looks the topic up first
+    )
+
+    def configs(user: str, *args: str) -> str:
+        return kafka.tool(
+            CONFIGS,
+            *("--bootstrap-server", proxy.bootstrap),
+            *("--command-config", str(client_properties(tmp_path, user))),
+            *("--entity-type", "topics", "--entity-name", topic),
+            *args,
+        )
+
+    quota = "kafka-quota-proxy.producer_byte_rate"
+    with pytest.raises(RuntimeError) as refused:
+        configs("alice", "--alter", "--add-config", f"{quota}=1000")
+    assert "TopicAuthorizationException" in str(refused.value)
+    assert configs("alice", "--describe") == "Dynamic configs for topic guarded are:\n"
+    assert "Completed updating" in configs("admin", "--alter", "--add-config", f"{quota}=1000")
+    assert f"{quota}=1000 sensitive=false" in configs("alice", "--describe")
