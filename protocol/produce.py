@@ -75,36 +75,49 @@ def produced_bytes(frame: bytes, view: ProduceRequestView) -> dict[str | uuid.UU
     """The record bytes a Produce request writes into each topic (name, or id from v13):
     what a topic's producer_byte_rate charges, read by the lengths, never a record.
 
-    Read for every Produce while a topic quota applies, so its own loop: one-byte lengths and
-    empty tagged fields (what clients send) are read inline, the rest by the primitives."""
+    Read for every Produce while a topic quota applies, so its own loop: the compact lengths
+    clients send (one byte for counts and names, two for a batch under 16 KiB) and empty
+    tagged fields are read inline, anything longer by the primitives."""
     version, flexible = view.version, view.version >= 9
     sizes: dict[str | uuid.UUID, int] = {}
     if version < 3:
         return sizes
+    pos = view.topics_at
     try:
-        topic_count, pos = read_length(frame, view.topics_at, flexible, _INT32)
+        if flexible and frame[pos] < 0x80:
+            topic_count, pos = frame[pos] - 1, pos + 1
+        else:
+            topic_count, pos = read_length(frame, pos, flexible, _INT32)
         for _ in range(topic_count):
             topic: str | uuid.UUID | None
             if version >= 13:
                 topic = uuid.UUID(bytes=bytes(frame[pos : pos + _UUID]))
                 pos += _UUID
+            elif flexible and 0 < frame[pos] < 0x80:
+                end = pos + frame[pos]
+                topic = str(frame[pos + 1 : end], "utf-8")
+                pos = end
             else:
                 topic, pos = read_string(frame, pos, flexible)
                 if topic is None:
                     raise ProtocolError(f"Produce request v{version} names a null topic")
-            partition_count, pos = read_length(frame, pos, flexible, _INT32)
+            if flexible and frame[pos] < 0x80:
+                partition_count, pos = frame[pos] - 1, pos + 1
+            else:
+                partition_count, pos = read_length(frame, pos, flexible, _INT32)
             written = 0
             for _ in range(partition_count):
                 pos += 4  # the partition index
-                if flexible:
-                    first = frame[pos]
-                    if first < 0x80:
-                        length, pos = first - 1, pos + 1
-                    else:
-                        length, pos = read_length(frame, pos, True, _INT32)
-                else:
+                if not flexible:
                     length = _INT32.unpack_from(frame, pos)[0]
                     pos += 4
+                elif frame[pos] < 0x80:
+                    length, pos = frame[pos] - 1, pos + 1
+                elif frame[pos + 1] < 0x80:
+                    length = ((frame[pos] & 0x7F) | frame[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    length, pos = read_length(frame, pos, True, _INT32)
                 if length > 0:
                     pos += length
                     written += length

@@ -71,8 +71,10 @@ class ProduceHandler(Handler):
         if written is None:
             if view is None:
                 view = read_produce(request.frame, request.header, request.body_offset)
-            written = request.parsed = session.runtime.topics.named(
-                produced_bytes(request.frame, view)
+            sizes = produced_bytes(request.frame, view)
+            # names before v13; ids from it, which the topic cache maps back
+            written = request.parsed = (
+                session.runtime.topics.named(sizes) if view.version >= 13 else sizes
             )
         assert isinstance(written, dict)
         return written

@@ -35,3 +35,14 @@ def test_a_truncated_request_is_refused() -> None:
     frame = produce_request(9, {0: BATCH})
     with pytest.raises(ProtocolError):
         sizes(frame[:-40])
+
+
+@pytest.mark.parametrize("value_bytes", [1, 100, 20_000])
+@pytest.mark.parametrize("topic", ["t", "t" * 200])
+def test_lengths_of_one_two_and_three_varint_bytes_read_alike(value_bytes: int, topic: str) -> None:
+    """The inline reads of short compact lengths and the primitives' longer ones agree."""
+    batch = record_batch(-1, records=1, value=b"v" * value_bytes)
+    for version in (8, 12):
+        assert sizes(produce_request(version, {0: batch, 1: batch}, topic)) == {
+            topic: 2 * len(batch)
+        }
