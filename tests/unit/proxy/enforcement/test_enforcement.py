@@ -1,4 +1,4 @@
-"""Enforcement decisions: Kafka's order, the empty-fetch check, and shadow mode."""
+"""Enforcement decisions: Kafka's order, the empty-fetch check, shadow mode, and topic quotas."""
 
 from __future__ import annotations
 
@@ -166,3 +166,33 @@ def test_the_throttle_applied_under_a_shadowed_larger_one_is_recorded() -> None:
     assert request_sensors.throttles == 1
     produce_sensors = next(enforcement.engine.produce.sensors())
     assert (produce_sensors.shadow_throttles, produce_sensors.throttles) == (1, 0)
+
+
+def topic_engine(limit: float) -> QuotaEngine:
+    return QuotaEngine(QuotaConfig(WINDOWS, {QuotaType.PRODUCE: {QuotaEntity(topic="t"): limit}}))
+
+
+def test_a_topic_quota_in_shadow_mode_decides_and_applies_nothing() -> None:
+    for shadowed in (frozenset(), frozenset({QuotaType.PRODUCE})):
+        enforcement = Enforcement(topic_engine(1000.0), shadowed)
+        held = []
+        for now in range(0, 2000, 100):
+            request = app(enforcement, PRODUCE, now)
+            held.append(enforcement.produce.charge_topics(request, {"t": 500, "u": 500}))
+            enforcement.settlement.settle(request, 0, now)
+        (sensors,) = enforcement.engine.topic_produce.sensors()
+        if shadowed:
+            assert not any(held) and sensors.throttles == 0 and sensors.shadow_throttles > 10
+        else:
+            assert sum(held) > 10 and sensors.throttles == sum(held)
+
+
+def test_a_topic_quota_changed_live_judges_the_next_request_on_it() -> None:
+    enforcement = Enforcement(topic_engine(1000.0))
+    request = app(enforcement, PRODUCE, 0)
+    assert enforcement.produce.charge_topics(request, {"t": 3000})
+    limits = {QuotaType.PRODUCE: {QuotaEntity(topic="t"): 1e9}}
+    enforcement.apply_limits(limits)
+    assert not enforcement.produce.charge_topics(app(enforcement, PRODUCE, 1), {"t": 3000})
+    enforcement.apply_limits({})
+    assert not enforcement.produce.topic_quotas  # no topic is sized any more
