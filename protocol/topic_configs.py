@@ -96,6 +96,13 @@ def _array(items: Any) -> Any:
     return items
 
 
+def _string(text: Any) -> str:
+    """A non-nullable string: the codec reads a null one (length -1) as None."""
+    if not isinstance(text, str):
+        raise ProtocolError("a null string where the schema allows none")
+    return text
+
+
 def read_alter(frame: bytes, header: RequestHeader, offset: int) -> AlterRequest:
     api_key, version = header.api_key, header.api_version
     msg = decode_request(frame, offset, api_key, version)
@@ -103,10 +110,10 @@ def read_alter(frame: bytes, header: RequestHeader, offset: int) -> AlterRequest
     resources = [
         AlterResource(
             int(resource.resource_type),
-            str(resource.resource_name),
+            _string(resource.resource_name),
             [
                 AlterableConfig(
-                    str(config.name),
+                    _string(config.name),
                     int(config.config_operation) if incremental else SET,
                     config.value,
                 )
@@ -148,7 +155,9 @@ def alter_results(frame: bytes, api_key: int, version: int) -> tuple[int, list[A
     offset = response_body_offset(frame, api_key, version)
     msg = decode_response(frame, offset, api_key, version)
     results = [
-        AlterResult(int(r.error_code), r.error_message, int(r.resource_type), str(r.resource_name))
+        AlterResult(
+            int(r.error_code), r.error_message, int(r.resource_type), _string(r.resource_name)
+        )
         for r in _array(msg.responses)
     ]
     return int(msg.throttle_time_ms), results
@@ -183,8 +192,8 @@ def read_describe(frame: bytes, header: RequestHeader, offset: int) -> DescribeR
     resources = [
         DescribeResource(
             int(r.resource_type),
-            str(r.resource_name),
-            None if r.configuration_keys is None else [str(k) for k in r.configuration_keys],
+            _string(r.resource_name),
+            None if r.configuration_keys is None else [_string(k) for k in r.configuration_keys],
         )
         for r in _array(msg.resources)
     ]

@@ -97,7 +97,9 @@ def changes_of(
 def _rate(name: str, text: str) -> float:
     """ConfigDef's LONG with a lower bound of 1, in its words."""
     trimmed = text.strip()
-    if not _LONG.match(trimmed) or abs(int(trimmed)) > _LONG_MAX:
+    digits = trimmed.lstrip("+-").lstrip("0")
+    # past 19 digits no long fits, and Python's int() refuses thousands of them outright
+    if not _LONG.match(trimmed) or len(digits) > 19 or abs(int(trimmed)) > _LONG_MAX:
         raise QuotaError(
             f"Invalid value {text} for configuration {name}: Not a number of type LONG",
             INVALID_CONFIG,

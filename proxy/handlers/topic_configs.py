@@ -13,6 +13,7 @@ keys is forwarded as its original bytes.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -22,6 +23,7 @@ from protocol.topic_configs import (
     DYNAMIC_TOPIC_CONFIG,
     STATIC_BROKER_CONFIG,
     TOPIC_RESOURCE,
+    AlterableConfig,
     AlterRequest,
     AlterResource,
     AlterResult,
@@ -46,11 +48,13 @@ from quotas.topic_configs import (
     is_own,
     settings,
 )
-from quotas.validation import QuotaError
+from quotas.validation import INVALID_REQUEST, QuotaError
 
 #: REQUEST_TIMED_OUT: the broker could not be asked, or the quota not stored
 _TIMED_OUT: Final = 7
 _UNASKED: Final = "the cluster could not be asked to alter this resource"
+#: ConfigAdminManager.preprocess's refusal of a resource named twice in one request
+_TWICE: Final = QuotaError("Each resource must appear at most once.", INVALID_REQUEST)
 
 #: ConfigSource by where a quota is set: (store layer, set on the default topic)
 _SOURCES: Final = {
@@ -95,7 +99,7 @@ class AlterConfigsHandler(Handler):
         asked = AlterRequest(
             alter.api_key,
             [
-                AlterResource(r.resource_type, r.name, [c for c in r.configs if not is_own(c.name)])
+                AlterResource(r.resource_type, r.name, _kafkas(r))
                 for index, r in enumerate(alter.resources)
                 if not isinstance(planned.get(index), QuotaError)
             ],
@@ -115,6 +119,14 @@ class AlterConfigsHandler(Handler):
         if session.cluster.ask(api_key, version, alter_body(version, asked), answered):
             return Defer()
         return Answer(_answer(request, alter, state))
+
+
+def _kafkas(resource: AlterResource) -> list[AlterableConfig]:
+    """What the broker is sent of a resource: a topic's configs without the proxy's keys;
+    any other resource's as they came (a broker takes custom configs of its own)."""
+    if resource.resource_type != TOPIC_RESOURCE:
+        return resource.configs
+    return [config for config in resource.configs if not is_own(config.name)]
 
 
 def _plan(session: Session, alter: AlterRequest) -> dict[int, Changes | QuotaError]:
@@ -138,7 +150,13 @@ def _plan(session: Session, alter: AlterRequest) -> dict[int, Changes | QuotaErr
                 planned[index] = changes_of(own, altered, replace)
             except QuotaError as exc:
                 planned[index] = exc
-    unavailable = admin.unavailable() if planned else None
+    if not planned:
+        return planned
+    named = Counter((r.resource_type, r.name) for r in alter.resources)
+    for index, resource in enumerate(alter.resources):
+        if named[resource.resource_type, resource.name] > 1:
+            planned[index] = _TWICE
+    unavailable = admin.unavailable()
     if unavailable is not None and not alter.validate_only:
         refused = QuotaError(unavailable[1], unavailable[0])
         planned = {
@@ -175,15 +193,11 @@ def _store(session: Session, alter: AlterRequest, state: _Altering) -> None:
 
 
 def _answer(request: Request, alter: AlterRequest, state: _Altering) -> bytes:
-    """Each resource of the request once, in its order: refused here, or as the broker
-    answered it."""
+    """Each resource of the request, in its order: refused here, or as the broker answered
+    it (a resource named twice was refused here, every copy)."""
     answered: list[AlterResult] = []
-    seen: set[_Named] = set()
     for index, resource in enumerate(alter.resources):
         named = (resource.resource_type, resource.name)
-        if named in seen:
-            continue
-        seen.add(named)
         planned = state.planned.get(index)
         if isinstance(planned, QuotaError):
             answered.append(AlterResult(planned.code, planned.message, *named))
@@ -202,16 +216,20 @@ class DescribeConfigsHandler(Handler):
         if not store.has_topics():
             return frame
         describe = read_describe(request.frame, request.header, request.body_offset)
-        added: dict[str, list[Described]] = {}
+        # Kafka reads an empty key list as every key; a topic asked twice gets what either
+        # copy asks for, once
+        wanted: dict[str, set[str] | None] = {}
         for resource in describe.resources:
-            if resource.resource_type != TOPIC_RESOURCE:
-                continue
+            if resource.resource_type == TOPIC_RESOURCE:
+                keys = wanted.get(resource.name, set())
+                asked = set(resource.keys) if resource.keys else None
+                wanted[resource.name] = None if keys is None or asked is None else keys | asked
+        added: dict[str, list[Described]] = {}
+        for topic, keys in wanted.items():
             for name, key in CONFIG_KEYS.items():
-                if resource.keys is not None and name not in resource.keys:
-                    continue
-                found = settings(store, resource.name, key)
+                found = settings(store, topic, key) if keys is None or name in keys else []
                 if found:
-                    added.setdefault(resource.name, []).append(_described(name, key, found))
+                    added.setdefault(topic, []).append(_described(name, key, found))
         if not added:
             return frame
         return with_topic_configs(frame, request.header.api_version, describe, added)

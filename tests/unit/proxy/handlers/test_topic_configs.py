@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
@@ -15,6 +16,7 @@ from kafka.protocol.admin import (
 )
 
 from protocol.apis import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from protocol.errors import ProtocolError
 from proxy.handlers.base import Answer, Defer, Forward, Session
 from proxy.handlers.registry import HANDLERS
 from proxy.runtime.context import FileQuotas, ProxyContext
@@ -350,3 +352,62 @@ def test_describe_passes_the_brokers_answer_as_it_is_without_topic_quotas() -> N
         request = handler_request(s, describe([(TOPIC, "t", None)], version))
         answer = broker_describe([(TOPIC, "t", 0)], version)
         assert HANDLERS[DESCRIBE_CONFIGS].on_response(s, answer, request) is answer
+
+
+def test_a_resource_named_twice_is_refused_every_copy_and_none_is_sent() -> None:
+    s, cluster, context = session()
+    frame = incremental(
+        (TOPIC, "t", [(PRODUCE_KEY, SET, "abc")]),
+        (TOPIC, "t", [(PRODUCE_KEY, SET, "100"), ("retention.ms", SET, "1")]),
+        (TOPIC, "u", [(PRODUCE_KEY, SET, "100")]),
+    )
+    answered, asked = run(s, cluster, frame)
+    twice = (42, "Each resource must appear at most once.")
+    assert answered == [("t", *twice), ("t", *twice), ("u", 0, None)]
+    assert [r.resource_name for r in asked.resources] == ["u"]
+    assert quotas(context, "t") == {} and quotas(context, "u") == {"producer_byte_rate": 100.0}
+
+
+def test_only_a_topic_loses_the_proxys_keys() -> None:
+    """A broker takes custom configs of its own: a broker resource is sent as it came."""
+    s, cluster, _ = session()
+    frame = incremental(
+        (TOPIC, "t", [(PRODUCE_KEY, SET, "5")]),
+        (BROKER, "1", [("kafka-quota-proxy.anything", SET, "1")]),
+    )
+    _, asked = run(s, cluster, frame)
+    sent = {r.resource_name: [c.name for c in r.configs] for r in asked.resources}
+    assert sent == {"t": [], "1": ["kafka-quota-proxy.anything"]}
+
+
+def test_a_number_too_long_for_a_long_is_refused_in_kafkas_words() -> None:
+    s, cluster, _ = session()
+    request = handler_request(s, incremental((TOPIC, "t", [(PRODUCE_KEY, SET, "1" * 5000)])))
+    outcome = HANDLERS[INCREMENTAL_ALTER_CONFIGS].on_request(s, request)
+    assert isinstance(outcome, Answer) and not cluster.asked
+    ((_, code, message),) = results(outcome.response, INCREMENTAL_ALTER_CONFIGS, 1)
+    assert code == 40 and message and message.endswith(NOT_A_LONG)
+
+
+def test_a_null_name_is_a_malformed_request() -> None:
+    s, _, _ = session()
+    cls = IncrementalAlterConfigsRequest
+    resource = cls.AlterConfigsResource(resource_type=TOPIC, resource_name=None, configs=[])
+    body = bytes(cls(version=0, resources=[resource], validate_only=False).encode(version=0))
+    request = handler_request(s, request_frame(INCREMENTAL_ALTER_CONFIGS, 0, body))
+    with pytest.raises(ProtocolError):
+        HANDLERS[INCREMENTAL_ALTER_CONFIGS].on_request(s, request)
+
+
+def test_an_empty_key_list_asks_for_every_key_and_a_topic_asked_twice_gets_each_once() -> None:
+    s, _, context = session()
+    context.quota_layers.alter_many(ALTERED, {QuotaEntity(topic="t"): {"producer_byte_rate": 2.0}})
+    handler = HANDLERS[DESCRIBE_CONFIGS]
+    request = handler_request(s, describe([(TOPIC, "t", []), (TOPIC, "t", ["retention.ms"])]))
+    answer = broker_describe([(TOPIC, "t", 0), (TOPIC, "t", 0)])
+    frame = handler.on_response(s, answer, request)
+    msg = decode_response(DescribeConfigsResponse, frame, DESCRIBE_CONFIGS, 4)
+    assert [[c.name for c in r.configs] for r in msg.results] == [
+        ["retention.ms", PRODUCE_KEY],
+        ["retention.ms", PRODUCE_KEY],
+    ]
