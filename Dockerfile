@@ -18,12 +18,13 @@ COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/kafka-quota-proxy \
     && /opt/kafka-quota-proxy/bin/pip install --no-cache-dir /wheels/*.whl \
     && rm -rf /wheels \
-    && useradd --system --no-create-home proxy \
+    && useradd --system --uid 10001 --no-create-home proxy \
     && mkdir -p /var/lib/kafka-quota-proxy/usage \
     && chown proxy /var/lib/kafka-quota-proxy/usage
 ENV PATH=/opt/kafka-quota-proxy/bin:$PATH
 
-USER proxy
+# numeric, so that Kubernetes' runAsNonRoot can tell it is not root (the Helm chart)
+USER 10001
 # usage samples ([usage] directory in config/docker.toml), for `kafka-quota-proxy report`
 VOLUME /var/lib/kafka-quota-proxy/usage
 # bootstrap listener, then broker N at 9200 + N, then Prometheus metrics and the probes

@@ -121,7 +121,7 @@ def test_every_proxy_is_healthy_by_its_own_readyz(compose: Any) -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     healthcheck = dockerfile.split("\nHEALTHCHECK ", 1)[1].split("\n\n", 1)[0]
     image_port = readyz_port(healthcheck)
-    assert "USER proxy" in dockerfile.split("\nHEALTHCHECK ", 1)[0]  # not root
+    assert "USER 10001" in dockerfile.split("\nHEALTHCHECK ", 1)[0]  # not root, by number
     for name, service in proxies(compose).items():
         port = load_config(config_file(service)).metrics.port
         if "healthcheck" in service:
