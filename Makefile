@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BROKERS ?= 1
 
-.PHONY: setup run test lint bench clean chromium haproxy prometheus docker-compose
+.PHONY: setup run test lint bench clean chromium haproxy prometheus docker-compose helm
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is required (the local Kafka runs on it)"; exit 1; }
@@ -70,7 +70,16 @@ docker-compose:
 	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-compose </dev/null >/dev/null; }; \
 	  else echo "docker-compose is required by the tests (Debian/Ubuntu: apt-get install --no-install-recommends docker-compose)"; exit 1; fi; }
 
-test: lint chromium haproxy prometheus docker-compose
+# the Helm chart (deploy/helm) is linted and rendered by Helm itself, built from the Go module
+# proxy (helm.sh/helm/v3) into .cache/helm when missing, as Prometheus is unpacked there
+HELM_VERSION := v3.22.0
+HELM := .cache/helm/$(HELM_VERSION)/helm
+helm:
+	@[ -x $(HELM) ] || { command -v go >/dev/null || { echo "Go is required to build Helm for the chart's tests"; exit 1; }; \
+	  echo "building Helm $(HELM_VERSION) from the Go module proxy into $(HELM)"; \
+	  GOBIN=$(abspath .cache/helm/$(HELM_VERSION)) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
+
+test: lint chromium haproxy prometheus docker-compose helm
 	$(PY) -m pytest
 
 bench: setup
