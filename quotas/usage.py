@@ -56,10 +56,35 @@ class UsageSample(NamedTuple):
     def to_json(self) -> str:
         return json.dumps(self._asdict(), separators=(",", ":"))
 
+    @classmethod
+    def from_json(cls, text: str | bytes) -> UsageSample:
+        """A sample as written, of a version this reader knows (ValueError otherwise);
+        version 1's missing client_ip is read as "". Read for every sample `top` follows,
+        so the fields are checked in one pass over the row."""
+        values = json.loads(text)
+        if not isinstance(values, dict) or values.get("schema") not in READABLE_VERSIONS:
+            raise ValueError("not a usage sample of a known schema version")
+        row = [values.get(name) for name in _NAMES]
+        if row[-1] is None:  # client_ip, last
+            row[-1] = ""
+        if not all(type(value) is kind for value, kind in zip(row, _KINDS, strict=True)):
+            for index, kind in enumerate(_KINDS):
+                value = row[index]
+                if kind is float and type(value) is int:
+                    row[index] = value = float(value)
+                if type(value) is not kind:
+                    name = _NAMES[index]
+                    raise ValueError(
+                        f"a usage sample whose {name} is not {kind.__name__}: {value!r}"
+                    )
+        return cls._make(row)
+
 
 #: (name, Python type) of every field, in order: the one description of the schema that the
 #: pipeline's Spark schema is built from
 SAMPLE_FIELDS: Final[tuple[tuple[str, type], ...]] = tuple(get_type_hints(UsageSample).items())
+_NAMES: Final = tuple(name for name, _ in SAMPLE_FIELDS)
+_KINDS: Final = tuple(kind for _, kind in SAMPLE_FIELDS)
 
 
 class UsageCounters:

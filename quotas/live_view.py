@@ -1,0 +1,226 @@
+"""What `kafka-quota-proxy top` shows: who uses the cluster now, ranked, from what the fleet
+already shares through the cluster. Pure: the command feeds it usage samples (per principal,
+API, client address and proxy, one sampling window each), the fleet bus's members, and the
+quotas in force, and asks it for rows; it reads nothing and keeps no clock of its own.
+
+A principal's rate is its use over each proxy's latest windows within `span_ms` (at least
+the latest one), summed over the proxies that served it: each proxy closes its windows on
+its own clock, so the view is at most one sampling interval ([usage] interval_s) old, and
+with short intervals it is an average over the span rather than one window's swing (a
+throttled client's use comes in bursts between its throttles). Request time is shown as Kafka's
+request_percentage measures it: the percentage of one thread's time, per second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final, NamedTuple
+
+from quotas.entities import EntityQuotas, QuotaEntity, QuotaType
+from quotas.usage import UsageSample
+
+
+class Measure(Enum):
+    """What the rows can be ranked by, each with the quota it is held to; `index` is its
+    place in Usage.rates (a list: an Enum's hash costs more than the arithmetic, and a
+    refresh adds up every sample of every proxy)."""
+
+    PRODUCE = (0, "produce", "produce B/s", QuotaType.PRODUCE)
+    FETCH = (1, "fetch", "fetch B/s", QuotaType.FETCH)
+    REQUEST = (2, "request", "request %", QuotaType.REQUEST)
+    MUTATIONS = (3, "mutations", "mutations/s", QuotaType.CONTROLLER_MUTATION)
+    PRODUCER_IDS = (4, "producer-ids", "new pids/s", QuotaType.PRODUCER_IDS)
+
+    def __init__(self, index: int, key: str, heading: str, quota_type: QuotaType) -> None:
+        self.index = index
+        self.key = key
+        self.heading = heading
+        self.quota_type = quota_type
+
+
+MEASURES: Final = {measure.key: measure for measure in Measure}
+#: Kafka's request quota is exempt for these (SASL): not charged, not shown
+_EXEMPT_APIS: Final = frozenset({"SaslHandshake", "SaslAuthenticate"})
+
+
+class Principal(NamedTuple):
+    user: str
+    client_id: str
+
+    def __str__(self) -> str:
+        return f"user={self.user} client_id={self.client_id}"
+
+
+@dataclass
+class Usage:
+    """A principal's use over one window, per second, and what it was throttled."""
+
+    #: per Measure.index, per second
+    rates: list[float] = field(default_factory=lambda: [0.0] * len(Measure))
+    throttle_time_ms: float = 0.0
+    throttled_requests: int = 0
+    requests: int = 0
+    #: the client addresses it connected from
+    addresses: set[str] = field(default_factory=set)
+    #: the proxies that served it
+    members: set[str] = field(default_factory=set)
+    #: per API: requests per second
+    apis: dict[str, float] = field(default_factory=dict)
+
+    def rate(self, measure: Measure) -> float:
+        return self.rates[measure.index]
+
+
+class Row(NamedTuple):
+    principal: Principal
+    usage: Usage
+    #: the quota the sort measure is held to (None: unlimited), and the share of it used
+    quota: float | None
+    share: float | None
+
+
+def _add_rates(rates: list[float], sample: UsageSample, per_second: float) -> None:
+    """A sample's use into a principal's rates (Measure.index order)."""
+    if sample.api == "Produce":
+        rates[0] += sample.bytes_in * per_second
+    elif sample.api == "Fetch":
+        rates[1] += sample.bytes_out * per_second
+    if sample.api not in _EXEMPT_APIS:
+        # request_percentage: ms of thread time per second, as a percentage of one thread
+        rates[2] += sample.request_time_ms * per_second / 10.0
+    rates[3] += (sample.mutations_admitted + sample.mutations_rejected) * per_second
+    rates[4] += (sample.producer_ids_admitted + sample.producer_ids_rejected) * per_second
+
+
+#: the span rates are averaged over, when a proxy's windows are shorter
+SPAN_MS: Final = 10_000
+
+
+class LiveView:
+    """Each proxy's latest windows, as samples arrive."""
+
+    def __init__(self, span_ms: int = SPAN_MS) -> None:
+        self.span_ms = span_ms
+        #: proxy -> window start -> its samples
+        self._windows: dict[str, dict[int, list[UsageSample]]] = {}
+        self._quotas: dict[QuotaType, EntityQuotas] = {}
+        self._limits: Mapping[QuotaType, Mapping[QuotaEntity, float]] = {}
+        #: (principal, quota type) -> its quota, as resolved once per set of limits
+        self._quota_of: dict[tuple[Principal, QuotaType], float | None] = {}
+        #: fleet members and when each last published (their own clocks, ms)
+        self.members: dict[str, int] = {}
+        #: usage() as the windows now stand, until a sample changes them
+        self._usage: dict[Principal, Usage] | None = None
+
+    def add(self, samples: Iterable[UsageSample]) -> None:
+        """Samples in any order: a proxy's windows that end a span or more before its newest
+        one ends are dropped, and so is a late sample of one."""
+        touched = set()
+        for sample in samples:
+            windows = self._windows.setdefault(sample.proxy, {})
+            windows.setdefault(sample.window_start_ms, []).append(sample)
+            touched.add(sample.proxy)
+        for proxy in touched:
+            self._usage = None
+            windows = self._windows[proxy]
+            newest = max(windows)
+            since = newest + windows[newest][0].window_ms - self.span_ms
+            for start in [s for s, kept in windows.items() if s + kept[0].window_ms <= since]:
+                del windows[start]
+
+    def set_quotas(self, limits: Mapping[QuotaType, Mapping[QuotaEntity, float]]) -> None:
+        """The client quotas in force (the quota store's, over a config file's); the same
+        limits again change nothing."""
+        if limits == self._limits:
+            return
+        self._limits = {quota_type: dict(values) for quota_type, values in limits.items()}
+        self._quota_of.clear()
+        self._quotas = {
+            quota_type: EntityQuotas(
+                {e: v for e, v in limits.get(quota_type, {}).items() if e.topic is None}
+            )
+            for quota_type in QuotaType
+        }
+
+    def proxies(self) -> dict[str, int]:
+        """Each proxy that sent samples, and the start of its newest window."""
+        return {proxy: max(windows) for proxy, windows in self._windows.items() if windows}
+
+    def usage(self) -> dict[Principal, Usage]:
+        """Each principal's use over the windows shown (computed once per change)."""
+        if self._usage is not None:
+            return self._usage
+        found: dict[Principal, Usage] = {}
+        for windows in self._windows.values():
+            # from its oldest window kept to the end of its newest: a window in between
+            # without samples was a window without use
+            newest = max(windows)
+            covered_ms = newest + windows[newest][0].window_ms - min(windows)
+            per_second = 1000.0 / max(covered_ms, 1)
+            for sample in (sample for samples in windows.values() for sample in samples):
+                principal = Principal(sample.user, sample.client_id)
+                usage = found.get(principal)
+                if usage is None:
+                    usage = found[principal] = Usage()
+                _add_rates(usage.rates, sample, per_second)
+                usage.throttle_time_ms += sample.throttle_time_ms
+                usage.throttled_requests += sample.throttled_requests
+                usage.requests += sample.requests
+                usage.apis[sample.api] = usage.apis.get(sample.api, 0.0) + (
+                    sample.requests * per_second
+                )
+                if sample.client_ip:
+                    usage.addresses.add(sample.client_ip)
+                usage.members.add(sample.proxy)
+        self._usage = found
+        return found
+
+    def quota(self, principal: Principal, measure: Measure) -> float | None:
+        key = (principal, measure.quota_type)
+        if key in self._quota_of:
+            return self._quota_of[key]
+        quotas = self._quotas.get(measure.quota_type)
+        found = None
+        if quotas is not None:
+            entity = quotas.entity_for(quotas.metric_tags(principal.user, principal.client_id))
+            found = None if entity is None else quotas.limits[entity]
+        self._quota_of[key] = found
+        return found
+
+    def rows(self, measure: Measure, name_filter: str = "") -> list[Row]:
+        """Principals by the measure, largest first; the filter keeps names containing it."""
+        rows = []
+        for principal, usage in self.usage().items():
+            if name_filter and name_filter not in f"{principal.user} {principal.client_id}":
+                continue
+            quota = self.quota(principal, measure)
+            share = None if quota is None else usage.rates[measure.index] / quota
+            rows.append(Row(principal, usage, quota, share))
+        index = measure.index
+        rows.sort(key=lambda row: (-row.usage.rates[index], row.principal))
+        return rows
+
+
+def snapshot(view: LiveView, measure: Measure, name_filter: str = "") -> dict[str, object]:
+    """One screen's numbers for scripts (`top --once --json`)."""
+    return {
+        "sort": measure.key,
+        "proxies": view.proxies(),
+        "members": sorted(view.members),
+        "principals": [
+            {
+                "user": row.principal.user,
+                "client_id": row.principal.client_id,
+                "rates": {m.key: round(row.usage.rates[m.index], 3) for m in Measure},
+                "quota": row.quota,
+                "share": None if row.share is None else round(row.share, 4),
+                "throttle_time_ms": row.usage.throttle_time_ms,
+                "throttled_requests": row.usage.throttled_requests,
+                "addresses": sorted(row.usage.addresses),
+                "members": sorted(row.usage.members),
+            }
+            for row in view.rows(measure, name_filter)
+        ],
+    }

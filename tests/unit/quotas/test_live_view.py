@@ -1,0 +1,124 @@
+"""`top`'s view of the fleet: each proxy's latest whole window, summed per principal, ranked,
+beside the quota each measure is held to."""
+
+from __future__ import annotations
+
+import pytest
+
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.live_view import LiveView, Measure, Principal, snapshot
+from quotas.usage import UsageSample
+
+WINDOW_MS = 10_000
+
+
+def sample(
+    proxy: str,
+    client_id: str,
+    api: str = "Produce",
+    start: int = 0,
+    bytes_in: int = 0,
+    bytes_out: int = 0,
+    throttle: int = 0,
+    address: str = "10.0.0.1",
+) -> UsageSample:
+    return UsageSample(
+        2, proxy, start, WINDOW_MS, "ANONYMOUS", client_id, 0 if api == "Produce" else 1, api,
+        10, bytes_in, bytes_out, 5.0, throttle, 1 if throttle else 0, 0, 0, 0, 0, address,
+    )  # fmt: skip
+
+
+def test_a_principal_served_by_two_proxies_is_summed_from_each_ones_latest_window() -> None:
+    view = LiveView()
+    view.add([sample("a", "flood", start=0, bytes_in=1_000_000)])
+    view.add(
+        [
+            sample("a", "flood", start=WINDOW_MS, bytes_in=30_000_000, throttle=900),
+            sample("b", "flood", start=WINDOW_MS + 3000, bytes_in=20_000_000, address="10.0.0.2"),
+            sample("b", "quiet", start=WINDOW_MS + 3000, bytes_in=100_000),
+            sample("a", "flood", start=0, bytes_in=999),  # late, of a window already replaced
+        ]
+    )
+    usage = view.usage()
+    flood = usage[Principal("ANONYMOUS", "flood")]
+    assert flood.rate(Measure.PRODUCE) == 5_000_000.0  # 50 MB over 10 s
+    assert flood.members == {"a", "b"} and flood.addresses == {"10.0.0.1", "10.0.0.2"}
+    assert flood.throttle_time_ms == 900 and flood.throttled_requests == 1
+    assert flood.rate(Measure.REQUEST) == pytest.approx(0.1)  # 2 x 5 ms per 10 s: 0.1 %
+    assert view.proxies() == {"a": WINDOW_MS, "b": WINDOW_MS + 3000}
+
+
+def test_rows_are_ranked_by_the_chosen_measure_beside_their_quota() -> None:
+    view = LiveView()
+    view.add(
+        [
+            sample("a", "flood", bytes_in=30_000_000),
+            sample("a", "reader", api="Fetch", bytes_out=90_000_000),
+            sample("a", "quiet", bytes_in=10_000),
+        ]
+    )
+    view.set_quotas(
+        {
+            QuotaType.PRODUCE: {
+                QuotaEntity(client_id="flood"): 1_000_000.0,
+                QuotaEntity(client_id=DEFAULT): 2_000_000.0,
+                QuotaEntity(topic="t"): 5.0,  # a topic's quota is no principal's
+            }
+        }
+    )
+    produce = view.rows(Measure.PRODUCE)
+    assert [row.principal.client_id for row in produce] == ["flood", "quiet", "reader"]
+    assert (produce[0].quota, produce[0].share) == (1_000_000.0, 3.0)
+    assert (produce[1].quota, produce[1].share) == (2_000_000.0, 0.0005)
+    fetch = view.rows(Measure.FETCH)
+    assert fetch[0].principal.client_id == "reader" and fetch[0].quota is None
+    assert [r.principal.client_id for r in view.rows(Measure.PRODUCE, "qui")] == ["quiet"]
+
+
+def test_a_snapshot_holds_the_numbers_the_screen_shows() -> None:
+    view = LiveView()
+    view.add([sample("a", "flood", bytes_in=30_000_000, throttle=1200)])
+    view.members = {"a": 1, "b": 2}
+    shown = snapshot(view, Measure.PRODUCE)
+    assert shown["members"] == ["a", "b"] and shown["sort"] == "produce"
+    principals = shown["principals"]
+    assert isinstance(principals, list)
+    (row,) = principals
+    assert row["rates"]["produce"] == 3_000_000.0 and row["throttle_time_ms"] == 1200
+
+
+def test_a_sample_is_read_back_as_written_and_a_foreign_one_is_refused() -> None:
+    written = sample("a", "flood", bytes_in=7)
+    assert UsageSample.from_json(written.to_json()) == written
+    old = (
+        written.to_json().replace('"schema":2', '"schema":1').replace(',"client_ip":"10.0.0.1"', "")
+    )
+    assert UsageSample.from_json(old).client_ip == ""
+    for text in (
+        '{"schema":3}',
+        "[]",
+        written.to_json().replace('"user":"ANONYMOUS"', '"user":null'),
+    ):
+        with pytest.raises(ValueError):
+            UsageSample.from_json(text)
+
+
+def test_short_windows_are_averaged_over_the_span() -> None:
+    """A throttled client's use comes in bursts: one 1 s window swings, ten do not."""
+    view = LiveView(span_ms=5_000)
+    bursts = [400_000, 0, 0, 300_000, 300_000, 0, 500_000]  # bytes per 1 s window
+    view.add(
+        sample("a", "flood", start=index * 1000, bytes_in=size)._replace(window_ms=1000)
+        for index, size in enumerate(bursts)
+    )
+    # the last five windows: 300 + 300 + 0 + 500 kB and an empty one, over 5 s
+    assert view.usage()[Principal("ANONYMOUS", "flood")].rate(Measure.PRODUCE) == 220_000.0
+
+
+def test_a_window_without_samples_counts_as_a_window_without_use() -> None:
+    view = LiveView(span_ms=5_000)
+    view.add(
+        sample("a", "flood", start=start, bytes_in=500_000)._replace(window_ms=1000)
+        for start in (1000, 4000)  # nothing in the windows at 2 and 3 s
+    )
+    assert view.usage()[Principal("ANONYMOUS", "flood")].rate(Measure.PRODUCE) == 250_000.0
