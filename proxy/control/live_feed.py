@@ -1,0 +1,180 @@
+"""What `kafka-quota-proxy top` reads from the cluster, as any Kafka client with read access:
+the usage samples topic ([usage] kafka_topic), the fleet's bus and the quota store topic. It
+only reads: nothing is made, committed or written, and a topic it cannot read is named in
+`problems` with what the view shows instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from config.cluster import ClusterSettings
+from config.fleet import FLEET_TOPIC_PREFIX
+from protocol.fleet_records import Publication, decode
+from protocol.quota_records import read_record
+from proxy.control.own_topic import UNREACHABLE
+from quotas.store import ALTERED, QuotaStore
+from quotas.usage import UsageSample
+from quotas.validation import QuotaError, entity_of
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Update:
+    samples: list[UsageSample] = field(default_factory=list)
+    publications: list[Publication] = field(default_factory=list)
+    #: records of any topic that could not be read (malformed), skipped
+    skipped: int = 0
+
+
+class LiveFeed:
+    def __init__(
+        self,
+        cluster: ClusterSettings,
+        servers: Sequence[str],
+        usage_topic: str,
+        quota_topic: str,
+        fleet: str,
+        store: QuotaStore,
+    ) -> None:
+        self._cluster = cluster
+        self._servers = list(servers)
+        self.usage_topic = usage_topic
+        self.quota_topic = quota_topic
+        self.fleet_topic = f"{FLEET_TOPIC_PREFIX}{fleet}" if fleet else ""
+        #: the quotas in force: altered ones are applied to it as they are read
+        self.store = store
+        #: what cannot be read, each said with what the view shows instead
+        self.problems: list[str] = []
+        self._consumer: AIOKafkaConsumer | None = None
+        #: the ends of the samples' and quotas' partitions when the feed started
+        self._ends: dict[TopicPartition, int] = {}
+
+    async def start(self, since_ms: int) -> None:
+        """Samples from `since_ms` (the broker's clock) on, the bus from its end, the quota
+        store from its start. Raises what UNREACHABLE names when the cluster cannot be
+        reached at all."""
+        consumer = self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._servers,
+            client_id="kafka-quota-proxy-top",
+            enable_auto_commit=False,
+            **self._cluster.aiokafka_options(),
+        )
+        await consumer.start()
+        partitions_of = await self._partitions()
+        topics = set(partitions_of)
+        if not self.fleet_topic:
+            fleets = sorted(t for t in topics if t.startswith(FLEET_TOPIC_PREFIX))
+            if len(fleets) == 1:
+                self.fleet_topic = fleets[0]
+            elif fleets:
+                self.problems.append(
+                    f"several fleets ({', '.join(fleets)}): name one with --fleet; "
+                    "members are not shown"
+                )
+        wanted = {
+            self.usage_topic: "usage samples: no principal is shown (name it with --usage-topic,"
+            " as the proxies' [usage] kafka_topic)",
+            self.quota_topic: "altered quotas: only a --config file's quotas are shown",
+            self.fleet_topic: "the fleet's bus: members are known only from the samples",
+        }
+        assigned: dict[str, list[TopicPartition]] = {}
+        for topic, instead in wanted.items():
+            partitions = partitions_of.get(topic) if topic else None
+            if not partitions:
+                if topic or instead.startswith("usage"):
+                    self.problems.append(f"no topic {topic or '(unnamed)'} readable for {instead}")
+                continue
+            assigned[topic] = [TopicPartition(topic, p) for p in sorted(partitions)]
+        consumer.assign([tp for tps in assigned.values() for tp in tps])
+        kept = [
+            tp for topic in (self.usage_topic, self.quota_topic) for tp in assigned.get(topic, ())
+        ]
+        self._ends = dict(await consumer.end_offsets(kept)) if kept else {}
+        for topic, partitions in assigned.items():
+            if topic == self.usage_topic:
+                found = await consumer.offsets_for_times(dict.fromkeys(partitions, since_ms))
+                for partition, offset in found.items():
+                    if offset is None:
+                        await consumer.seek_to_end(partition)
+                    else:
+                        consumer.seek(partition, offset.offset)
+            elif topic == self.quota_topic:
+                await consumer.seek_to_beginning(*partitions)
+            else:
+                await consumer.seek_to_end(*partitions)
+
+    async def _partitions(self) -> dict[str, list[int]]:
+        """Every topic this client may describe, with its partitions (the consumer's own
+        metadata holds only the topics it already reads)."""
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=self._servers,
+            client_id="kafka-quota-proxy-top",
+            **self._cluster.aiokafka_options(),
+        )
+        await admin.start()
+        try:
+            described = await admin.describe_topics()
+        finally:
+            await admin.close()
+        found: dict[str, list[int]] = {}
+        for topic in described:
+            if topic.get("error_code", 0) == 0:
+                name = topic.get("name", topic.get("topic"))
+                found[str(name)] = [
+                    int(p.get("partition_index", p.get("partition", 0)))
+                    for p in topic.get("partitions", ())
+                ]
+        return found
+
+    async def caught_up(self) -> bool:
+        """Whether every sample and quota that was there at the start has been read."""
+        consumer = self._consumer
+        if consumer is None:
+            return True
+        for partition, end in self._ends.items():
+            if await consumer.position(partition) < end:
+                return False
+        return True
+
+    async def poll(self, timeout_ms: int) -> Update:
+        update = Update()
+        consumer = self._consumer
+        if consumer is None:
+            return update
+        try:
+            batches = await consumer.getmany(timeout_ms=timeout_ms)
+        except UNREACHABLE as exc:
+            log.warning("reading the cluster failed: %r", exc)
+            return update
+        for partition, records in batches.items():
+            for record in records:
+                try:
+                    self._route(partition.topic, record.key, record.value, update)
+                except (ValueError, QuotaError):
+                    update.skipped += 1
+        return update
+
+    def _route(self, topic: str, key: bytes | None, value: bytes | None, update: Update) -> None:
+        if topic == self.usage_topic:
+            if value is None:
+                raise ValueError("an empty sample")
+            update.samples.append(UsageSample.from_json(value))
+        elif topic == self.fleet_topic:
+            if value is None:
+                raise ValueError("an empty publication")
+            update.publications.append(decode(value))
+        elif topic == self.quota_topic and key is not None:
+            pairs, quota_key, quota_value = read_record(key, value)
+            self.store.alter(ALTERED, entity_of(pairs, lambda ip: ip), {quota_key: quota_value})
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None
