@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BROKERS ?= 1
 
-.PHONY: setup run test lint bench clean chromium haproxy prometheus docker-compose helm
+.PHONY: setup run test lint bench clean chromium haproxy prometheus docker-compose helm tmux
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is required (the local Kafka runs on it)"; exit 1; }
@@ -70,6 +70,14 @@ docker-compose:
 	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-compose </dev/null >/dev/null; }; \
 	  else echo "docker-compose is required by the tests (Debian/Ubuntu: apt-get install --no-install-recommends docker-compose)"; exit 1; fi; }
 
+# `kafka-quota-proxy top` is driven as a person would, in a tmux pane: Debian's package
+tmux:
+	@command -v tmux >/dev/null || { \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q tmux </dev/null >/dev/null \
+	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q tmux </dev/null >/dev/null; }; \
+	  else echo "tmux is required by the tests (Debian/Ubuntu: apt-get install tmux)"; exit 1; fi; }
+
 # the Helm chart (deploy/helm) is linted and rendered by Helm itself, built from the Go module
 # proxy (helm.sh/helm/v3) into .cache/helm when missing, as Prometheus is unpacked there
 HELM_VERSION := v3.22.0
@@ -79,7 +87,7 @@ helm:
 	  echo "building Helm $(HELM_VERSION) from the Go module proxy into $(HELM)"; \
 	  GOBIN=$(abspath .cache/helm/$(HELM_VERSION)) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
 
-test: lint chromium haproxy prometheus docker-compose helm
+test: lint chromium haproxy prometheus docker-compose helm tmux
 	$(PY) -m pytest
 
 bench: setup

@@ -1,4 +1,5 @@
-"""`kafka-quota-proxy`: run the proxy from a config file, or check a config file."""
+"""`kafka-quota-proxy`: run the proxy from a config file, check a config file, manage its
+quotas, report on its usage, or watch who uses the cluster now (top)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from config.loader import ProxyConfig, load_config
 from proxy.cli.check_config import check_config
 from proxy.cli.quotas import add_arguments as add_quota_arguments
 from proxy.cli.quotas import run as run_quotas
+from proxy.cli.top import add_arguments as add_top_arguments
+from proxy.cli.top import run as run_top
 from proxy.control.cluster import AuthenticationFailed
 from proxy.control.fleet_bus import FleetUnreachable
 from proxy.control.quota_topic import StoreUnreachable
@@ -79,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         "included (producer_ids_rate)",
     )
     add_quota_arguments(quotas)
+    top = sub.add_parser(
+        "top", help="who uses the cluster now, across the fleet, ranked (a full-screen view)"
+    )
+    add_top_arguments(top)
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["report"]:
         return _report(report, args_list[1:])
@@ -87,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         return check_config(args.file)
     if args.command == "quotas":
         return run_quotas(args)
+    if args.command == "top":
+        return run_top(args)
     configure_logging(args.log_level)
     try:
         config = load_config(args.config)

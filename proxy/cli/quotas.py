@@ -68,7 +68,7 @@ async def _run(args: argparse.Namespace) -> int:
     types = [_TYPES[name] for name in args.entity_type]
     names: list[str | None] = list(args.entity_name)
     host, _, port = args.bootstrap_server.rpartition(":")
-    client = ClusterClient(_settings(args.command_config), [(host, int(port))], 30.0)
+    client = ClusterClient(cluster_settings(args.command_config), [(host, int(port))], 30.0)
     async with client:
         if args.describe:
             return await _describe(client, types, names)
@@ -161,7 +161,8 @@ def java_double(value: float) -> str:
     return f"{'-' if sign else ''}{shown[0]}.{shown[1:] or '0'}E{scale}"
 
 
-def _settings(path: Path | None) -> ClusterSettings:
+def cluster_settings(path: Path | None) -> ClusterSettings:
+    """A client's properties file (--command-config) as the proxy's client settings."""
     if path is None:
         return ClusterSettings()
     properties = {}

@@ -1,0 +1,137 @@
+"""`kafka-quota-proxy top`: who is using the cluster right now, across the whole fleet.
+
+    kafka-quota-proxy top --bootstrap-server kafka:9092 --usage-topic kqp-usage \\
+        [--command-config client.properties] [--config proxy.toml] [--sort produce]
+    kafka-quota-proxy top ... --once [--json]
+
+It reads what the fleet already shares through the cluster (quotas/live_view.py,
+proxy/control/live_feed.py): the usage samples topic for each principal's use, the quota
+store topic for the quotas altered with kafka-configs (and a proxy's config file, with
+--config, for the file's), the fleet's bus for its members. Full screen by default
+(proxy/cli/top_screen.py); `--once` prints one snapshot, a table or JSON, for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from config.errors import ConfigError
+from config.loader import load_config
+from proxy.cli.quotas import cluster_settings
+from proxy.control.live_feed import LiveFeed, Update
+from proxy.control.own_topic import UNREACHABLE
+from quotas.live_view import MEASURES, LiveView, Measure, snapshot
+from quotas.store import FILE, QuotaStore
+
+#: how long `--once` reads the fleet's bus for its members
+BUS_READ_S = 1.5
+#: the quota store topic's name in the docs' examples and `make run`'s config
+DEFAULT_QUOTA_TOPIC = "kafka-quota-proxy-quotas"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT of the cluster")
+    parser.add_argument("--command-config", type=Path, help="client properties (SASL, TLS)")
+    parser.add_argument("--usage-topic", required=True, help="the proxies' [usage] kafka_topic")
+    parser.add_argument("--quota-topic", default=DEFAULT_QUOTA_TOPIC, help="[quota_store] topic")
+    parser.add_argument("--fleet", default="", help="[fleet] name (found when there is one)")
+    parser.add_argument("--config", type=Path, help="a proxy's config file, for its quotas")
+    parser.add_argument("--sort", choices=sorted(MEASURES), default=Measure.PRODUCE.key)
+    parser.add_argument("--filter", default="", help="only principals whose names contain it")
+    parser.add_argument(
+        "--window-s",
+        type=float,
+        default=30.0,
+        help="how far back to read samples at the start (at least one sampling interval)",
+    )
+    parser.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    parser.add_argument("--json", action="store_true", help="with --once: JSON, not a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        store = QuotaStore()
+        if args.config is not None:
+            store.replace(FILE, load_config(args.config).quota_entries())
+        feed = LiveFeed(
+            cluster_settings(args.command_config),
+            [args.bootstrap_server],
+            args.usage_topic,
+            args.quota_topic,
+            args.fleet,
+            store,
+        )
+    except (ConfigError, ValueError, OSError) as exc:
+        print(f"kafka-quota-proxy top: {exc}", file=sys.stderr)
+        return 2
+    if args.once:
+        return asyncio.run(_once(feed, args))
+    from proxy.cli.top_screen import TopApp  # textual is imported only for the screen
+
+    return TopApp(feed, args).run() or 0
+
+
+async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
+    view = LiveView()
+    try:
+        await feed.start(int(time.time() * 1000 - args.window_s * 1000))
+        # what was there at the start, and a second of the bus (every member publishes
+        # several times a second)
+        started = time.monotonic()
+        while not await feed.caught_up() or time.monotonic() - started < BUS_READ_S:
+            feed_view(view, feed, await feed.poll(timeout_ms=200))
+    except UNREACHABLE as exc:
+        print(f"kafka-quota-proxy top: the cluster cannot be read: {exc!r}", file=sys.stderr)
+        return 2
+    finally:
+        await feed.close()
+    measure = MEASURES[args.sort]
+    if args.json:
+        shown = snapshot(view, measure, args.filter)
+        shown["problems"] = feed.problems
+        print(json.dumps(shown, indent=2))
+    else:
+        for problem in feed.problems:
+            print(f"# {problem}")
+        for line in table(view, measure, args.filter):
+            print(line)
+    return 0
+
+
+def feed_view(view: LiveView, feed: LiveFeed, update: Update) -> None:
+    """An update of the feed into the view: samples, members, the quotas as they now stand."""
+    view.add(update.samples)
+    for publication in update.publications:
+        view.members[publication.member] = publication.time_ms
+    view.set_quotas(feed.store.limits())
+
+
+def human(value: float, unit: str = "") -> str:
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.1f}{suffix}{unit}"
+    return f"{value:.0f}{unit}" if value >= 10 or value == 0 else f"{value:.2f}{unit}"
+
+
+def table(view: LiveView, measure: Measure, name_filter: str = "") -> list[str]:
+    """The plain table `--once` prints, and the screen's rows in the same words."""
+    heading = (
+        f"{'user':<16} {'client_id':<20} {measure.heading:>12} {'quota':>9} {'share':>6}"
+        f" {'throttle ms':>11} {'throttled':>9} {'addrs':>5}  members"
+    )
+    lines = [heading]
+    for row in view.rows(measure, name_filter):
+        quota = "-" if row.quota is None else human(row.quota)
+        share = "-" if row.share is None else f"{row.share:.2f}"
+        lines.append(
+            f"{row.principal.user:<16.16} {row.principal.client_id:<20.20}"
+            f" {human(row.usage.rate(measure)):>12} {quota:>9} {share:>6}"
+            f" {row.usage.throttle_time_ms:>11.0f} {row.usage.throttled_requests:>9}"
+            f" {len(row.usage.addresses):>5}  {','.join(sorted(row.usage.members))}"
+        )
+    return lines

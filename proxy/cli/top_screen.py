@@ -1,0 +1,189 @@
+"""The full screen of `kafka-quota-proxy top`, on Textual (Textualize's terminal UI library:
+a table widget that redraws only what changed, key bindings, an input line, and it runs in
+any terminal tmux can drive). Every second it reads what arrived (proxy/control/live_feed.py)
+and redraws the ranking (quotas/live_view.py).
+
+Keys: s / S the next / previous measure, / a filter on names, p pause, enter one principal's
+detail (its APIs and a sparkline of its history), escape back, q quit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import deque
+from typing import ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Input, Static
+
+from proxy.cli.top import feed_view, human
+from proxy.control.live_feed import LiveFeed
+from proxy.control.own_topic import UNREACHABLE
+from quotas.live_view import MEASURES, LiveView, Measure, Principal
+
+_ORDER = list(Measure)
+_SPARK = "▁▂▃▄▅▆▇█"
+#: refreshes of history kept per principal, for its sparkline
+_HISTORY = 60
+#: rows drawn: the ranking is over every principal, a screen shows the first ones
+SHOWN_ROWS = 100
+#: the longest a refresh reads before it draws: a backlog is read over a few refreshes
+READ_BUDGET_S = 0.5
+
+
+def sparkline(values: list[float]) -> str:
+    top = max(values, default=0.0)
+    if top <= 0:
+        return _SPARK[0] * len(values)
+    return "".join(_SPARK[min(int(v / top * (len(_SPARK) - 1)), len(_SPARK) - 1)] for v in values)
+
+
+class TopApp(App[int]):
+    CSS = "#header { height: auto; } #detail { height: auto; } Input { display: none; }"
+    BINDINGS: ClassVar = [
+        Binding("s", "sort(1)", "next sort"),
+        Binding("S", "sort(-1)", "previous sort", show=False),
+        Binding("slash", "filter", "filter"),
+        Binding("p", "pause", "pause"),
+        Binding("escape", "close_detail", "back", show=False),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, feed: LiveFeed, args: argparse.Namespace, refresh_s: float = 1.0) -> None:
+        super().__init__()
+        self.feed = feed
+        self.refresh_s = refresh_s
+        self.args = args
+        self.view = LiveView()
+        self.measure = MEASURES[args.sort]
+        self.name_filter = args.filter
+        self.paused = False
+        self.detail: Principal | None = None
+        self.history: dict[Principal, deque[float]] = {}
+        self.shown: list[Principal] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("reading the cluster...", id="header")
+        yield DataTable(id="rows", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="detail")
+        yield Input(placeholder="filter on user or client_id, enter to apply", id="filter")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns(
+            "user",
+            "client_id",
+            "rate",
+            "quota",
+            "share",
+            "throttle ms",
+            "throttled",
+            "addrs",
+            "members",
+        )
+        try:
+            await self.feed.start(int(time.time() * 1000 - self.args.window_s * 1000))
+        except UNREACHABLE as exc:
+            self.exit(2, message=f"the cluster cannot be read: {exc!r}")
+            return
+        await self.refresh_view()
+        self.set_interval(self.refresh_s, self.refresh_view)
+
+    async def refresh_view(self) -> None:
+        """Read what arrived (a backlog a fetch at a time, for up to half a second), then
+        rank and draw once."""
+        deadline = time.monotonic() + READ_BUDGET_S
+        timeout_ms = 200
+        while True:
+            update = await self.feed.poll(timeout_ms=timeout_ms)
+            feed_view(self.view, self.feed, update)
+            if not update.samples or time.monotonic() > deadline:
+                break
+            timeout_ms = 0
+        if self.paused:
+            return
+        ranked = self.view.rows(self.measure, self.name_filter)
+        rows = ranked[:SHOWN_ROWS]
+        for row in rows:
+            history = self.history.setdefault(row.principal, deque(maxlen=_HISTORY))
+            history.append(row.usage.rate(self.measure))
+        self._draw_header(len(ranked))
+        table = self.query_one(DataTable)
+        table.clear()
+        self.shown = [row.principal for row in rows]
+        for row in rows:
+            table.add_row(
+                row.principal.user,
+                row.principal.client_id,
+                human(row.usage.rate(self.measure)),
+                "-" if row.quota is None else human(row.quota),
+                "-" if row.share is None else f"{row.share:.2f}",
+                f"{row.usage.throttle_time_ms:.0f}",
+                str(row.usage.throttled_requests),
+                str(len(row.usage.addresses)),
+                str(len(row.usage.members)),
+            )
+        self._draw_detail()
+
+    def _draw_header(self, count: int) -> None:
+        totals = {m: sum(u.rate(m) for u in self.view.usage().values()) for m in Measure}
+        members = sorted(self.view.members) or ["(no bus read)"]
+        lines = [
+            f"sort: {self.measure.heading} | principals: {count}"
+            + (f" | filter: {self.name_filter}" if self.name_filter else "")
+            + (" | PAUSED" if self.paused else ""),
+            "cluster: " + "  ".join(f"{m.heading} {human(totals[m])}" for m in Measure),
+            f"members: {', '.join(members)}"
+            + (f" | {'; '.join(self.feed.problems)}" if self.feed.problems else ""),
+        ]
+        self.query_one("#header", Static).update("\n".join(lines))
+
+    def _draw_detail(self) -> None:
+        detail = self.query_one("#detail", Static)
+        principal = self.detail
+        if principal is None:
+            detail.update("")
+            return
+        usage = self.view.usage().get(principal)
+        apis = (
+            ""
+            if usage is None
+            else ", ".join(f"{api} {rate:.1f}/s" for api, rate in sorted(usage.apis.items()))
+        )
+        history = list(self.history.get(principal, ()))
+        detail.update(f"{principal}\nAPIs: {apis}\n{self.measure.heading}: {sparkline(history)}")
+
+    def action_sort(self, step: int) -> None:
+        self.measure = _ORDER[(_ORDER.index(self.measure) + step) % len(_ORDER)]
+        self.history.clear()
+        self.call_later(self.refresh_view)
+
+    def action_filter(self) -> None:
+        box = self.query_one(Input)
+        box.display = True
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.name_filter = event.value
+        event.input.display = False
+        self.query_one(DataTable).focus()
+        self.call_later(self.refresh_view)
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self.call_later(self.refresh_view)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if 0 <= event.cursor_row < len(self.shown):
+            self.detail = self.shown[event.cursor_row]
+            self._draw_detail()
+
+    def action_close_detail(self) -> None:
+        self.detail = None
+        self._draw_detail()
+
+    async def on_unmount(self) -> None:
+        await self.feed.close()
