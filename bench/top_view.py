@@ -27,9 +27,10 @@ import tracemalloc
 from pathlib import Path
 
 from config.cluster import ClusterSettings
+from protocol.fleet_records import Publication, Use
 from proxy.cli.top_screen import TopApp
 from proxy.control.live_feed import LiveFeed, Update
-from quotas.entities import DEFAULT, QuotaEntity
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.live_view import LiveView, Measure
 from quotas.store import FILE, QuotaStore
 from quotas.usage import UsageSample
@@ -54,6 +55,8 @@ class SyntheticFeed(LiveFeed):
             {
                 QuotaEntity(client_id=DEFAULT): {"producer_byte_rate": QUOTA},
                 QuotaEntity(client_id="orders-flood"): {"producer_byte_rate": QUOTA / 4},
+                QuotaEntity(topic="clicks"): {"producer_byte_rate": QUOTA},
+                QuotaEntity(topic=DEFAULT): {"producer_byte_rate": 4 * QUOTA},
             },
         )
         super().__init__(ClusterSettings(), [], "usage", "quotas", "fleet", store)
@@ -66,6 +69,17 @@ class SyntheticFeed(LiveFeed):
         ]
         #: how many records have arrived on the topic and not been read yet
         self.arrived = len(self.records)
+        # the fleet's bus: each member, and the bytes two topics under a quota took in a second
+        produce = len(QuotaType)
+        self.publications = [
+            Publication(
+                name, 0, 0,
+                [Use(produce, "clicks", "", QUOTA * 1.3 / proxies),
+                 Use(produce, "orders", "", QUOTA * 0.4 / proxies)],
+                {},
+            )
+            for name in names
+        ]  # fmt: skip
 
     async def start(self, since_ms: int) -> None:
         return None
@@ -75,7 +89,11 @@ class SyntheticFeed(LiveFeed):
         count = min(BATCH, self.arrived)
         records, self.records = self.records[:count], self.records[count:]
         self.arrived -= count
-        return Update(samples=[UsageSample.from_json(record) for record in records])
+        publications, self.publications = self.publications, []  # a second's worth, once
+        return Update(
+            samples=[UsageSample.from_json(record) for record in records],
+            publications=publications,
+        )
 
     async def close(self) -> None:
         return None

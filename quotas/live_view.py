@@ -13,12 +13,14 @@ request_percentage measures it: the percentage of one thread's time, per second.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, NamedTuple
 
-from quotas.entities import EntityQuotas, QuotaEntity, QuotaType
+from protocol.fleet_records import Publication
+from quotas.entities import DEFAULT, EntityQuotas, QuotaEntity, QuotaType
 from quotas.usage import UsageSample
 
 
@@ -73,6 +75,19 @@ class Usage:
         return self.rates[measure.index]
 
 
+#: a fleet publication's quota type index of each topic manager (QuotaEngine.topic_managers
+#: follows the client managers, proxy/enforcement/fleet.py), and the measure it is
+TOPIC_USES: Final = {len(QuotaType): Measure.PRODUCE, len(QuotaType) + 1: Measure.FETCH}
+
+
+class TopicRow(NamedTuple):
+    topic: str
+    #: bytes per second, every client together, over the fleet
+    rate: float
+    quota: float | None
+    share: float | None
+
+
 class Row(NamedTuple):
     principal: Principal
     usage: Usage
@@ -96,6 +111,8 @@ def _add_rates(rates: list[float], sample: UsageSample, per_second: float) -> No
 
 #: the span rates are averaged over, when a proxy's windows are shorter
 SPAN_MS: Final = 10_000
+#: what the bus's first publications read are taken to cover
+FIRST_COVERED_MS: Final = 1_000
 
 
 class LiveView:
@@ -113,6 +130,10 @@ class LiveView:
         self.members: dict[str, int] = {}
         #: usage() as the windows now stand, until a sample changes them
         self._usage: dict[Principal, Usage] | None = None
+        #: (received ms, topic, measure, bytes) from the bus's publications, for a span
+        self._topic_uses: deque[tuple[int, str, Measure, float]] = deque()
+        #: when the first publication was received: rates cover at most the time since
+        self._first_received_ms: int | None = None
 
     def add(self, samples: Iterable[UsageSample]) -> None:
         """Samples in any order: a proxy's windows that end a span or more before its newest
@@ -143,6 +164,42 @@ class LiveView:
             )
             for quota_type in QuotaType
         }
+
+    def add_publication(self, publication: Publication, received_ms: int) -> None:
+        """A member's publication on the bus, received at `received_ms` (the reader's
+        clock: members' clocks do not compare): it is a member, and its topics' bytes."""
+        self.members[publication.member] = received_ms
+        if self._first_received_ms is None:
+            self._first_received_ms = received_ms
+        uses = self._topic_uses
+        for use in publication.uses:
+            measure = TOPIC_USES.get(use.quota_type)
+            if measure is not None:
+                uses.append((received_ms, use.user, measure, use.value))
+        while uses and uses[0][0] <= received_ms - self.span_ms:
+            uses.popleft()
+
+    def topic_rows(self, measure: Measure, now_ms: int) -> list[TopicRow]:
+        """Topics under a quota, by the bytes written (PRODUCE) or read (FETCH) into them
+        over the span, largest first; the bus carries only topics a quota limits."""
+        if self._first_received_ms is None or measure not in TOPIC_USES.values():
+            return []
+        # a member's first publication read covers the interval (or the 2 s of a cold
+        # sensor) before it: at least a second is taken as covered
+        covered_ms = now_ms - self._first_received_ms + FIRST_COVERED_MS
+        covered_s = min(self.span_ms, covered_ms) / 1000
+        totals: dict[str, float] = {}
+        for received_ms, topic, kind, value in self._topic_uses:
+            if kind is measure and received_ms > now_ms - self.span_ms:
+                totals[topic] = totals.get(topic, 0.0) + value
+        limits = self._limits.get(measure.quota_type, {})
+        rows = []
+        for topic, total in totals.items():
+            rate = total / covered_s
+            quota = limits.get(QuotaEntity(topic=topic), limits.get(QuotaEntity(topic=DEFAULT)))
+            rows.append(TopicRow(topic, rate, quota, None if quota is None else rate / quota))
+        rows.sort(key=lambda row: (-row.rate, row.topic))
+        return rows
 
     def proxies(self) -> dict[str, int]:
         """Each proxy that sent samples, and the start of its newest window."""
@@ -203,7 +260,9 @@ class LiveView:
         return rows
 
 
-def snapshot(view: LiveView, measure: Measure, name_filter: str = "") -> dict[str, object]:
+def snapshot(
+    view: LiveView, measure: Measure, now_ms: int, name_filter: str = ""
+) -> dict[str, object]:
     """One screen's numbers for scripts (`top --once --json`)."""
     return {
         "sort": measure.key,
@@ -223,4 +282,9 @@ def snapshot(view: LiveView, measure: Measure, name_filter: str = "") -> dict[st
             }
             for row in view.rows(measure, name_filter)
         ],
-    }
+        "topics": [
+            {"topic": row.topic, "rate": round(row.rate, 3), "quota": row.quota,
+             "share": None if row.share is None else round(row.share, 4)}
+            for row in view.topic_rows(measure, now_ms)
+        ],
+    }  # fmt: skip

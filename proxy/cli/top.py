@@ -28,8 +28,9 @@ from proxy.control.own_topic import UNREACHABLE
 from quotas.live_view import MEASURES, LiveView, Measure, snapshot
 from quotas.store import FILE, QuotaStore
 
-#: how long `--once` reads the fleet's bus for its members
-BUS_READ_S = 1.5
+#: how long `--once` reads the fleet's bus: every member publishes several times a second,
+#: but a sensor far from its quota (a topic's, say) only every 2 s (proxy/enforcement/fleet.py)
+BUS_READ_S = 2.5
 #: the quota store topic's name in the docs' examples and `make run`'s config
 DEFAULT_QUOTA_TOPIC = "kafka-quota-proxy-quotas"
 
@@ -80,8 +81,7 @@ async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
     view = LiveView()
     try:
         await feed.start(int(time.time() * 1000 - args.window_s * 1000))
-        # what was there at the start, and a second of the bus (every member publishes
-        # several times a second)
+        # what was there at the start, and BUS_READ_S of the bus
         started = time.monotonic()
         while not await feed.caught_up() or time.monotonic() - started < BUS_READ_S:
             feed_view(view, feed, await feed.poll(timeout_ms=200))
@@ -92,7 +92,7 @@ async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
         await feed.close()
     measure = MEASURES[args.sort]
     if args.json:
-        shown = snapshot(view, measure, args.filter)
+        shown = snapshot(view, measure, now_ms(), args.filter)
         shown["problems"] = feed.problems
         print(json.dumps(shown, indent=2))
     else:
@@ -100,14 +100,22 @@ async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
             print(f"# {problem}")
         for line in table(view, measure, args.filter):
             print(line)
+        for line in topic_table(view, measure):
+            print(line)
     return 0
+
+
+def now_ms() -> int:
+    """The reader's clock for the bus's publications (members' clocks do not compare)."""
+    return int(time.monotonic() * 1000)
 
 
 def feed_view(view: LiveView, feed: LiveFeed, update: Update) -> None:
     """An update of the feed into the view: samples, members, the quotas as they now stand."""
     view.add(update.samples)
+    received = now_ms()
     for publication in update.publications:
-        view.members[publication.member] = publication.time_ms
+        view.add_publication(publication, received)
     view.set_quotas(feed.store.limits())
 
 
@@ -116,6 +124,19 @@ def human(value: float, unit: str = "") -> str:
         if abs(value) >= scale:
             return f"{value / scale:.1f}{suffix}{unit}"
     return f"{value:.0f}{unit}" if value >= 10 or value == 0 else f"{value:.2f}{unit}"
+
+
+def topic_table(view: LiveView, measure: Measure) -> list[str]:
+    """Topics under a quota, when the measure is bytes (their rows from the fleet's bus)."""
+    rows = view.topic_rows(measure, now_ms())
+    if not rows:
+        return []
+    lines = ["", f"{'topic':<37} {measure.heading:>12} {'quota':>9} {'share':>6}"]
+    for row in rows:
+        quota = "-" if row.quota is None else human(row.quota)
+        share = "-" if row.share is None else f"{row.share:.2f}"
+        lines.append(f"{row.topic:<37.37} {human(row.rate):>12} {quota:>9} {share:>6}")
+    return lines
 
 
 def table(view: LiveView, measure: Measure, name_filter: str = "") -> list[str]:

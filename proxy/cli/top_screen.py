@@ -18,7 +18,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
-from proxy.cli.top import feed_view, human
+from proxy.cli.top import feed_view, human, now_ms
 from proxy.control.live_feed import LiveFeed
 from proxy.control.own_topic import UNREACHABLE
 from quotas.live_view import MEASURES, LiveView, Measure, Principal
@@ -29,6 +29,8 @@ _SPARK = "▁▂▃▄▅▆▇█"
 _HISTORY = 60
 #: rows drawn: the ranking is over every principal, a screen shows the first ones
 SHOWN_ROWS = 100
+#: topics under a quota shown beneath the principals, the busiest first
+TOPIC_ROWS = 8
 #: the longest a refresh reads before it draws: a backlog is read over a few refreshes
 READ_BUDGET_S = 0.5
 
@@ -41,7 +43,12 @@ def sparkline(values: list[float]) -> str:
 
 
 class TopApp(App[int]):
-    CSS = "#header { height: auto; } #detail { height: auto; } Input { display: none; }"
+    TITLE = "kafka-quota-proxy top"
+    CSS = (
+        "#header { height: auto; } #rows { height: 1fr; }"
+        " #topics { height: auto; max-height: 10; }"
+        " #detail { height: auto; } Input { display: none; }"
+    )
     BINDINGS: ClassVar = [
         Binding("s", "sort(1)", "next sort"),
         Binding("S", "sort(-1)", "previous sort", show=False),
@@ -67,12 +74,14 @@ class TopApp(App[int]):
     def compose(self) -> ComposeResult:
         yield Static("reading the cluster...", id="header")
         yield DataTable(id="rows", cursor_type="row", zebra_stripes=True)
+        yield DataTable(id="topics", cursor_type="none")
         yield Static("", id="detail")
         yield Input(placeholder="filter on user or client_id, enter to apply", id="filter")
         yield Footer()
 
     async def on_mount(self) -> None:
-        table = self.query_one(DataTable)
+        self.query_one("#topics", DataTable).add_columns("topic", "rate", "quota", "share")
+        table = self.query_one("#rows", DataTable)
         table.add_columns(
             "user",
             "client_id",
@@ -111,7 +120,8 @@ class TopApp(App[int]):
             history = self.history.setdefault(row.principal, deque(maxlen=_HISTORY))
             history.append(row.usage.rate(self.measure))
         self._draw_header(len(ranked))
-        table = self.query_one(DataTable)
+        self._draw_topics()
+        table = self.query_one("#rows", DataTable)
         table.clear()
         self.shown = [row.principal for row in rows]
         for row in rows:
@@ -127,6 +137,19 @@ class TopApp(App[int]):
                 str(len(row.usage.members)),
             )
         self._draw_detail()
+
+    def _draw_topics(self) -> None:
+        topics = self.query_one("#topics", DataTable)
+        rows = self.view.topic_rows(self.measure, now_ms())[:TOPIC_ROWS]
+        topics.display = bool(rows)
+        topics.clear()
+        for row in rows:
+            topics.add_row(
+                row.topic,
+                human(row.rate),
+                "-" if row.quota is None else human(row.quota),
+                "-" if row.share is None else f"{row.share:.2f}",
+            )
 
     def _draw_header(self, count: int) -> None:
         totals = {m: sum(u.rate(m) for u in self.view.usage().values()) for m in Measure}
@@ -169,7 +192,7 @@ class TopApp(App[int]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.name_filter = event.value
         event.input.display = False
-        self.query_one(DataTable).focus()
+        self.query_one("#rows", DataTable).focus()
         self.call_later(self.refresh_view)
 
     def action_pause(self) -> None:

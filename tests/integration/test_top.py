@@ -5,8 +5,9 @@ A flooder produces through one over its producer_byte_rate; a quiet principal pr
 little through the other and reads the flooder's topic. While they run, `top` runs in a tmux
 pane: the flooder is on the first row
 with its share of quota above 1 and its throttle time, the quiet one below it, both members
-listed; `s` sorts by fetch bytes and puts the quiet one first; `--once --json`, run beside
-it, ranks them alike with the same quota.
+listed, and the flooded topic (under a topic quota) below them; `s` sorts by fetch bytes
+and puts the quiet one first; `/` filters by name; `--once --json`, run beside it, ranks
+them alike with the same quota.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_pr
 USAGE_TOPIC = "top-usage"
 FLEET = "top"
 FLOODER, QUIET = "flooder", "quiet"
+TOPIC = "top-flooded"
 QUOTA = 200_000
 SESSION = "kqp-top-test"
 CONFIG = (
@@ -35,6 +37,8 @@ CONFIG = (
     + f'[usage]\nkafka_topic = "{USAGE_TOPIC}"\ninterval_s = 1.0\n'
     + f'[fleet]\nname = "{FLEET}"\n[quota_store]\ntopic = "top-quotas"\n'
     + f'[clients."{FLOODER}"]\nproducer_byte_rate = {QUOTA}\n'
+    # a topic quota that never throttles: the topic is on the bus, so top lists it
+    + f'[topics."{TOPIC}"]\nproducer_byte_rate = 1000000000\n'
 )
 
 
@@ -84,7 +88,7 @@ def wait_for(*conditions: str, timeout_s: float = 20.0) -> str:
 async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
     kafka1: KafkaCluster, fleet: list[RunningProxy]
 ) -> None:
-    topic = "top-flooded"
+    topic = TOPIC
     kafka1.create_topic(topic, partitions=1)
     first, second = fleet
     seconds = 16.0
@@ -100,7 +104,7 @@ async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
              *top_command(kafka1, first))  # fmt: skip
         # each member is named by its host, bootstrap port, worker and pid
         ports = [f":{proxy.bootstrap.rpartition(':')[2]}/" for proxy in fleet]
-        screen = await asyncio.to_thread(wait_for, QUIET, *ports)
+        screen = await asyncio.to_thread(wait_for, QUIET, TOPIC, *ports)
         print(screen)
         rows = screen_rows(screen)
         assert [row[1] for row in rows[:2]] == [FLOODER, QUIET], screen
@@ -118,6 +122,11 @@ async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
         sorted_by_fetch = await asyncio.to_thread(wait_for, "sort: fetch B/s")
         rows = screen_rows(sorted_by_fetch)
         assert rows and rows[0][1] == QUIET, sorted_by_fetch
+        tmux("send-keys", "-t", SESSION, "/")
+        await asyncio.to_thread(wait_for, "filter on user or client_id")
+        tmux("send-keys", "-t", SESSION, "flood", "Enter")
+        filtered = await asyncio.to_thread(wait_for, "filter: flood")
+        assert [row[1] for row in screen_rows(filtered)] == [FLOODER], filtered
     finally:
         subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
         await load
@@ -127,3 +136,4 @@ async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
     flooder = shown["principals"][0]
     assert flooder["share"] > 0.8 and flooder["throttle_time_ms"] > 0, flooder
     assert flooder["quota"] == QUOTA and len(shown["members"]) == 2, shown
+    assert [t["topic"] for t in shown["topics"]] == [TOPIC], shown

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.fleet_records import Publication, Use
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.live_view import LiveView, Measure, Principal, snapshot
 from quotas.usage import UsageSample
@@ -79,7 +80,7 @@ def test_a_snapshot_holds_the_numbers_the_screen_shows() -> None:
     view = LiveView()
     view.add([sample("a", "flood", bytes_in=30_000_000, throttle=1200)])
     view.members = {"a": 1, "b": 2}
-    shown = snapshot(view, Measure.PRODUCE)
+    shown = snapshot(view, Measure.PRODUCE, 0)
     assert shown["members"] == ["a", "b"] and shown["sort"] == "produce"
     principals = shown["principals"]
     assert isinstance(principals, list)
@@ -122,3 +123,24 @@ def test_a_window_without_samples_counts_as_a_window_without_use() -> None:
         for start in (1000, 4000)  # nothing in the windows at 2 and 3 s
     )
     assert view.usage()[Principal("ANONYMOUS", "flood")].rate(Measure.PRODUCE) == 250_000.0
+
+
+def test_topics_under_a_quota_are_ranked_from_the_buss_publications() -> None:
+    """Each member publishes the bytes its topic sensors charged; the view sums them over
+    the span, on the reader's clock."""
+    view = LiveView(span_ms=5_000)
+    view.set_quotas({QuotaType.PRODUCE: {QuotaEntity(topic="clicks"): 1_000_000.0,
+                                         QuotaEntity(topic=DEFAULT): 5_000_000.0}})  # fmt: skip
+    produce, fetch = len(QuotaType), len(QuotaType) + 1
+    for second in range(10):
+        for member in ("a", "b"):
+            uses = [Use(produce, "clicks", "", 600_000.0), Use(produce, "views", "", 50_000.0),
+                    Use(fetch, "clicks", "", 1.0), Use(0, "app", "", 9e9)]  # fmt: skip
+            view.add_publication(Publication(member, second, 0, uses, {}), second * 1000)
+    rows = view.topic_rows(Measure.PRODUCE, 9_000)
+    assert [(r.topic, r.rate, r.quota) for r in rows] == [
+        ("clicks", 1_200_000.0, 1_000_000.0),  # 2 members x 600 kB a second
+        ("views", 100_000.0, 5_000_000.0),  # the default topic's quota
+    ]
+    assert rows[0].share == 1.2 and set(view.members) == {"a", "b"}
+    assert view.topic_rows(Measure.REQUEST, 9_000) == []
