@@ -9,8 +9,9 @@ from protocol.fleet_records import Publication, Use
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.live_view import LiveView, Measure, Principal, snapshot
 from quotas.usage import UsageSample
+from tests.support import samples
 
-WINDOW_MS = 10_000
+WINDOW_MS = samples.INTERVAL_MS
 
 
 def sample(
@@ -23,10 +24,13 @@ def sample(
     throttle: int = 0,
     address: str = "10.0.0.1",
 ) -> UsageSample:
-    return UsageSample(
-        2, proxy, start, WINDOW_MS, "ANONYMOUS", client_id, 0 if api == "Produce" else 1, api,
-        10, bytes_in, bytes_out, 5.0, throttle, 1 if throttle else 0, 0, 0, 0, 0, address,
+    """tests/support/samples.py's sample, its window starting `start` ms into the epoch."""
+    made = samples.sample(
+        "ANONYMOUS", client_id, 0 if api == "Produce" else 1, 0, proxy=proxy, requests=10,
+        bytes_in=bytes_in, bytes_out=bytes_out, request_time_ms=5.0, throttle_time_ms=throttle,
+        throttled_requests=1 if throttle else 0, client_ip=address,
     )  # fmt: skip
+    return made._replace(window_start_ms=start)
 
 
 def test_a_principal_served_by_two_proxies_is_summed_from_each_ones_latest_window() -> None:
