@@ -34,6 +34,8 @@ def read_record(key: bytes, value: bytes | None) -> tuple[Pairs, str, float | No
     """(entity pairs, quota key, value or None); ValueError for a record this is not."""
     try:
         parsed = json.loads(key)
+        if not isinstance(parsed, dict):
+            raise ValueError("a quota record's key is an object")
         pairs = [(str(entity_type), name) for entity_type, name in parsed["entity"]]
         quota_key = parsed["key"]
         if not isinstance(quota_key, str) or not all(
@@ -43,11 +45,14 @@ def read_record(key: bytes, value: bytes | None) -> tuple[Pairs, str, float | No
         if value is None:
             return pairs, quota_key, None
         body = json.loads(value)
+        if not isinstance(body, dict):
+            raise ValueError("a quota record's value is an object")
         if body.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"schema {body.get('schema')!r}, this proxy reads {SCHEMA_VERSION}")
         number = body["value"]
         if isinstance(number, bool) or not isinstance(number, int | float):
             raise ValueError(f"a value of {number!r}")
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
-        raise ValueError(f"not a quota record: {exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, RecursionError) as exc:
+        # RecursionError: JSON nested deeper than Python's stack
+        raise ValueError(f"not a quota record: {exc!r}") from exc
     return pairs, quota_key, float(number)

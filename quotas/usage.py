@@ -61,7 +61,10 @@ class UsageSample(NamedTuple):
         """A sample as written, of a version this reader knows (ValueError otherwise);
         version 1's missing client_ip is read as "". Read for every sample `top` follows,
         so the fields are checked in one pass over the row."""
-        values = json.loads(text)
+        try:
+            values = json.loads(text)
+        except RecursionError as exc:  # JSON nested deeper than Python's stack
+            raise ValueError("not a usage sample: nested too deep") from exc
         if not isinstance(values, dict) or values.get("schema") not in READABLE_VERSIONS:
             raise ValueError("not a usage sample of a known schema version")
         row = [values.get(name) for name in _NAMES]
