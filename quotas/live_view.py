@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, NamedTuple
 
+from protocol.apis import REQUEST_QUOTA_EXEMPT, api_name
 from protocol.fleet_records import Publication
 from quotas.entities import DEFAULT, EntityQuotas, QuotaEntity, QuotaType
 from quotas.usage import UsageSample
@@ -43,8 +44,9 @@ class Measure(Enum):
 
 
 MEASURES: Final = {measure.key: measure for measure in Measure}
-#: Kafka's request quota is exempt for these (SASL): not charged, not shown
-_EXEMPT_APIS: Final = frozenset({"SaslHandshake", "SaslAuthenticate"})
+#: the APIs Kafka never charges to request_percentage (SASL, the brokers' own): by name, as
+#: samples name them
+_EXEMPT_APIS: Final = frozenset(api_name(key) for key in REQUEST_QUOTA_EXEMPT)
 
 
 class Principal(NamedTuple):
@@ -111,8 +113,8 @@ def _add_rates(rates: list[float], sample: UsageSample, per_second: float) -> No
 
 #: the span rates are averaged over, when a proxy's windows are shorter
 SPAN_MS: Final = 10_000
-#: what the bus's first publications read are taken to cover
-FIRST_COVERED_MS: Final = 1_000
+#: a member not heard for this long is gone (the proxy's own rule is 4 bus intervals)
+GONE_MS: Final = 3_000
 
 
 class LiveView:
@@ -122,6 +124,9 @@ class LiveView:
         self.span_ms = span_ms
         #: proxy -> window start -> its samples
         self._windows: dict[str, dict[int, list[UsageSample]]] = {}
+        #: proxy -> the start of the first window read from it: before that, its use is
+        #: not known, so the span it covers starts there
+        self._first_start: dict[str, int] = {}
         self._quotas: dict[QuotaType, EntityQuotas] = {}
         self._limits: Mapping[QuotaType, Mapping[QuotaEntity, float]] = {}
         #: (principal, quota type) -> its quota, as resolved once per set of limits
@@ -134,12 +139,17 @@ class LiveView:
         self._topic_uses: deque[tuple[int, str, Measure, float]] = deque()
         #: when the first publication was received: rates cover at most the time since
         self._first_received_ms: int | None = None
+        #: every member a publication was read from
+        self._heard_from: set[str] = set()
 
     def add(self, samples: Iterable[UsageSample]) -> None:
         """Samples in any order: a proxy's windows that end a span or more before its newest
         one ends are dropped, and so is a late sample of one."""
         touched = set()
         for sample in samples:
+            first = self._first_start.get(sample.proxy)
+            if first is None or sample.window_start_ms < first:
+                self._first_start[sample.proxy] = sample.window_start_ms
             windows = self._windows.setdefault(sample.proxy, {})
             windows.setdefault(sample.window_start_ms, []).append(sample)
             touched.add(sample.proxy)
@@ -168,9 +178,15 @@ class LiveView:
     def add_publication(self, publication: Publication, received_ms: int) -> None:
         """A member's publication on the bus, received at `received_ms` (the reader's
         clock: members' clocks do not compare): it is a member, and its topics' bytes."""
+        first = publication.member not in self._heard_from
         self.members[publication.member] = received_ms
-        if self._first_received_ms is None:
-            self._first_received_ms = received_ms
+        if first:
+            # what its first publication read holds was charged before the reader was
+            # there to time it: the member's start mark, its uses left out
+            self._heard_from.add(publication.member)
+            if self._first_received_ms is None:
+                self._first_received_ms = received_ms
+            return
         uses = self._topic_uses
         for use in publication.uses:
             measure = TOPIC_USES.get(use.quota_type)
@@ -184,10 +200,7 @@ class LiveView:
         over the span, largest first; the bus carries only topics a quota limits."""
         if self._first_received_ms is None or measure not in TOPIC_USES.values():
             return []
-        # a member's first publication read covers the interval (or the 2 s of a cold
-        # sensor) before it: at least a second is taken as covered
-        covered_ms = now_ms - self._first_received_ms + FIRST_COVERED_MS
-        covered_s = min(self.span_ms, covered_ms) / 1000
+        covered_s = max(min(self.span_ms, now_ms - self._first_received_ms), 1) / 1000
         totals: dict[str, float] = {}
         for received_ms, topic, kind, value in self._topic_uses:
             if kind is measure and received_ms > now_ms - self.span_ms:
@@ -201,6 +214,22 @@ class LiveView:
         rows.sort(key=lambda row: (-row.rate, row.topic))
         return rows
 
+    def expire(self, wall_ms: int, received_ms: int) -> None:
+        """Forget what is no longer now: a proxy's windows that ended a span before
+        `wall_ms` (a proxy without traffic writes no samples, and a stopped one none), and a
+        member that has not published for GONE_MS of the reader's clock."""
+        for proxy, windows in list(self._windows.items()):
+            for start in [
+                s for s, kept in windows.items() if s + kept[0].window_ms <= wall_ms - self.span_ms
+            ]:
+                del windows[start]
+                self._usage = None
+            if not windows:
+                del self._windows[proxy]
+        for member, heard in list(self.members.items()):
+            if heard < received_ms - GONE_MS:
+                del self.members[member]
+
     def proxies(self) -> dict[str, int]:
         """Each proxy that sent samples, and the start of its newest window."""
         return {proxy: max(windows) for proxy, windows in self._windows.items() if windows}
@@ -210,11 +239,12 @@ class LiveView:
         if self._usage is not None:
             return self._usage
         found: dict[Principal, Usage] = {}
-        for windows in self._windows.values():
-            # from its oldest window kept to the end of its newest: a window in between
-            # without samples was a window without use
+        for proxy, windows in self._windows.items():
+            # the span up to the end of its newest window, or from the first window read
+            # from it: a window without samples was a window without use
             newest = max(windows)
-            covered_ms = newest + windows[newest][0].window_ms - min(windows)
+            end = newest + windows[newest][0].window_ms
+            covered_ms = end - max(end - self.span_ms, self._first_start[proxy])
             per_second = 1000.0 / max(covered_ms, 1)
             for sample in (sample for samples in windows.values() for sample in samples):
                 principal = Principal(sample.user, sample.client_id)
@@ -247,13 +277,26 @@ class LiveView:
         return found
 
     def rows(self, measure: Measure, name_filter: str = "") -> list[Row]:
-        """Principals by the measure, largest first; the filter keeps names containing it."""
+        """Principals by the measure, largest first; the filter keeps names containing it.
+        A share is of the sensor the principal's quota is charged to, which principals of
+        one default entity (or one user's client-ids under a user quota) share, as Kafka
+        charges them together."""
+        usage_of = self.usage()
+        quotas = self._quotas.get(measure.quota_type)
+        sensor_of: dict[Principal, object] = {}
+        totals: dict[object, float] = {}
+        if quotas is not None:
+            for principal, usage in usage_of.items():
+                tags = quotas.metric_tags(principal.user, principal.client_id)
+                sensor_of[principal] = tags
+                totals[tags] = totals.get(tags, 0.0) + usage.rates[measure.index]
         rows = []
-        for principal, usage in self.usage().items():
+        for principal, usage in usage_of.items():
             if name_filter and name_filter not in f"{principal.user} {principal.client_id}":
                 continue
             quota = self.quota(principal, measure)
-            share = None if quota is None else usage.rates[measure.index] / quota
+            charged = totals.get(sensor_of.get(principal), usage.rates[measure.index])
+            share = None if quota is None else charged / quota
             rows.append(Row(principal, usage, quota, share))
         index = measure.index
         rows.sort(key=lambda row: (-row.usage.rates[index], row.principal))

@@ -31,6 +31,8 @@ from quotas.store import FILE, QuotaStore
 #: how long `--once` reads the fleet's bus: every member publishes several times a second,
 #: but a sensor far from its quota (a topic's, say) only every 2 s (proxy/enforcement/fleet.py)
 BUS_READ_S = 2.5
+#: the most `--once` reads before it prints what it has
+ONCE_TIMEOUT_S = 30.0
 #: the quota store topic's name in the docs' examples and `make run`'s config
 DEFAULT_QUOTA_TOPIC = "kafka-quota-proxy-quotas"
 
@@ -85,6 +87,9 @@ async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
         started = time.monotonic()
         while not await feed.caught_up() or time.monotonic() - started < BUS_READ_S:
             feed_view(view, feed, await feed.poll(timeout_ms=200))
+            if time.monotonic() - started > ONCE_TIMEOUT_S:
+                feed.problems.append(f"not caught up after {ONCE_TIMEOUT_S:.0f} s: shown as read")
+                break
     except UNREACHABLE as exc:
         print(f"kafka-quota-proxy top: the cluster cannot be read: {exc!r}", file=sys.stderr)
         return 2
@@ -116,6 +121,7 @@ def feed_view(view: LiveView, feed: LiveFeed, update: Update) -> None:
     received = now_ms()
     for publication in update.publications:
         view.add_publication(publication, received)
+    view.expire(int(time.time() * 1000), received)  # samples carry the wall clock
     view.set_quotas(feed.store.limits())
 
 

@@ -70,6 +70,7 @@ class TopApp(App[int]):
         self.detail: Principal | None = None
         self.history: dict[Principal, deque[float]] = {}
         self.shown: list[Principal] = []
+        self.refreshing = False
 
     def compose(self) -> ComposeResult:
         yield Static("reading the cluster...", id="header")
@@ -103,7 +104,16 @@ class TopApp(App[int]):
 
     async def refresh_view(self) -> None:
         """Read what arrived (a backlog a fetch at a time, for up to half a second), then
-        rank and draw once."""
+        rank and draw once; a refresh asked for while one runs is that one."""
+        if self.refreshing:
+            return
+        self.refreshing = True
+        try:
+            await self._refresh()
+        finally:
+            self.refreshing = False
+
+    async def _refresh(self) -> None:
         deadline = time.monotonic() + READ_BUDGET_S
         timeout_ms = 200
         while True:
@@ -112,7 +122,8 @@ class TopApp(App[int]):
             if not update.samples or time.monotonic() > deadline:
                 break
             timeout_ms = 0
-        if self.paused:
+        if self.paused:  # the numbers stay as they were; the header says so
+            self._draw_header(len(self.shown))
             return
         ranked = self.view.rows(self.measure, self.name_filter)
         rows = ranked[:SHOWN_ROWS]
@@ -176,8 +187,12 @@ class TopApp(App[int]):
             if usage is None
             else ", ".join(f"{api} {rate:.1f}/s" for api, rate in sorted(usage.apis.items()))
         )
+        members = "" if usage is None else ", ".join(sorted(usage.members))
         history = list(self.history.get(principal, ()))
-        detail.update(f"{principal}\nAPIs: {apis}\n{self.measure.heading}: {sparkline(history)}")
+        detail.update(
+            f"{principal}\nAPIs: {apis}\nserved by: {members}\n"
+            f"{self.measure.heading}: {sparkline(history)}"
+        )
 
     def action_sort(self, step: int) -> None:
         self.measure = _ORDER[(_ORDER.index(self.measure) + step) % len(_ORDER)]

@@ -20,7 +20,7 @@ from protocol.quota_records import read_record
 from proxy.control.own_topic import UNREACHABLE
 from quotas.store import ALTERED, QuotaStore
 from quotas.usage import UsageSample
-from quotas.validation import QuotaError, entity_of
+from quotas.validation import entity_of
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,8 @@ class LiveFeed:
         self._consumer: AIOKafkaConsumer | None = None
         #: the ends of the samples' and quotas' partitions when the feed started
         self._ends: dict[TopicPartition, int] = {}
+        #: a read failed: caught_up() waits for nothing more
+        self.failed = False
 
     async def start(self, since_ms: int) -> None:
         """Samples from `since_ms` (the broker's clock) on, the bus from its end, the quota
@@ -78,6 +80,8 @@ class LiveFeed:
                     f"several fleets ({', '.join(fleets)}): name one with --fleet; "
                     "members are not shown"
                 )
+            else:
+                self.problems.append("no fleet's bus: members are known only from the samples")
         wanted = {
             self.usage_topic: "usage samples: no principal is shown (name it with --usage-topic,"
             " as the proxies' [usage] kafka_topic)",
@@ -136,7 +140,7 @@ class LiveFeed:
     async def caught_up(self) -> bool:
         """Whether every sample and quota that was there at the start has been read."""
         consumer = self._consumer
-        if consumer is None:
+        if consumer is None or self.failed:
             return True
         for partition, end in self._ends.items():
             if await consumer.position(partition) < end:
@@ -151,13 +155,19 @@ class LiveFeed:
         try:
             batches = await consumer.getmany(timeout_ms=timeout_ms)
         except UNREACHABLE as exc:
-            log.warning("reading the cluster failed: %r", exc)
+            # refused (not authorized to read) or unreachable: said once, and nothing more
+            # is waited for
+            problem = f"the cluster cannot be read now: {exc!r}"
+            if problem not in self.problems:
+                log.warning("%s", problem)
+                self.problems.append(problem)
+            self.failed = True
             return update
         for partition, records in batches.items():
             for record in records:
                 try:
                     self._route(partition.topic, record.key, record.value, update)
-                except (ValueError, QuotaError):
+                except Exception:  # any record a writer got wrong is skipped, never fatal
                     update.skipped += 1
         return update
 

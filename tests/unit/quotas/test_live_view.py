@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.fleet_records import Publication, Use
+from protocol.quota_records import read_record
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.live_view import LiveView, Measure, Principal, snapshot
 from quotas.usage import UsageSample
@@ -148,3 +149,43 @@ def test_topics_under_a_quota_are_ranked_from_the_buss_publications() -> None:
     ]
     assert rows[0].share == 1.2 and set(view.members) == {"a", "b"}
     assert view.topic_rows(Measure.REQUEST, 9_000) == []
+
+
+def test_a_proxy_gone_quiet_and_a_member_gone_silent_are_forgotten() -> None:
+    view = LiveView(span_ms=10_000)
+    view.add([sample("p1", "bulk", start=0, bytes_in=50_000_000)])
+    view.add([sample("p2", "app", start=600_000, bytes_in=1_000)])
+    view.add_publication(Publication("m1", 0, 0, [], {}), 1_000)
+    view.add_publication(Publication("m2", 0, 0, [], {}), 9_000)
+    view.expire(wall_ms=610_000, received_ms=10_000)
+    assert set(view.usage()) == {Principal("ANONYMOUS", "app")}  # p1 wrote nothing since
+    assert set(view.members) == {"m2"}
+
+
+def test_the_span_covered_is_the_proxys_own_not_the_oldest_sample_in_it() -> None:
+    """Another principal's old sample does not stretch the time a burst is averaged over."""
+    alone, beside = LiveView(span_ms=10_000), LiveView(span_ms=10_000)
+    burst = sample("a", "x", start=9_000, bytes_in=10_000)._replace(window_ms=1000)
+    alone.add([burst])
+    beside.add([sample("a", "y", start=0, bytes_in=1)._replace(window_ms=1000), burst])
+    x = Principal("ANONYMOUS", "x")
+    assert alone.usage()[x].rate(Measure.PRODUCE) == 10_000.0  # its only second read
+    assert beside.usage()[x].rate(Measure.PRODUCE) == 1_000.0  # ten seconds read, one used
+
+
+def test_principals_that_share_a_sensor_share_its_quota() -> None:
+    """Kafka charges a user's client-ids to the user's quota together: each row's share is
+    the sensor's."""
+    view = LiveView()
+    view.add([sample("a", "c1", bytes_in=6_000), sample("a", "c2", bytes_in=6_000)])
+    view.set_quotas({QuotaType.PRODUCE: {QuotaEntity(user="ANONYMOUS"): 1_000.0}})
+    assert [row.share for row in view.rows(Measure.PRODUCE)] == [1.2, 1.2]
+
+
+def test_records_nobody_could_have_meant_are_refused_as_values() -> None:
+    for text in (b"[" * 100_000, b"[]", b"7"):
+        with pytest.raises(ValueError):
+            UsageSample.from_json(text)
+    for key, value in ((b'{"entity":[["user","a"]],"key":"k"}', b"[]"), (b"[" * 100_000, b"")):
+        with pytest.raises(ValueError):
+            read_record(key, value)
