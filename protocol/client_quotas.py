@@ -8,8 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from protocol.apis import ALTER_CLIENT_QUOTAS, DECODED, DESCRIBE_CLIENT_QUOTAS
-from protocol.codec import decode_request, decode_response
-from protocol.errors import ProtocolError
+from protocol.codec import decode_request, decode_response, non_null_array, non_null_string
 from protocol.headers import RequestHeader, encode_response, response_body_offset
 
 #: (entity type, name) pairs; None names the default entity
@@ -34,20 +33,9 @@ class DescribeRequest(NamedTuple):
 
 
 def _pairs(entity: Any) -> Pairs:
-    return [(_string(part.entity_type), part.entity_name) for part in _array(entity)]
-
-
-def _array(items: Any) -> Any:
-    """A non-nullable array: the codec reads a null one (length -1) as None."""
-    if items is None:
-        raise ProtocolError("a null array where the schema allows none")
-    return items
-
-
-def _string(text: Any) -> str:
-    if not isinstance(text, str):
-        raise ProtocolError("a null string where the schema allows none")
-    return text
+    return [
+        (non_null_string(part.entity_type), part.entity_name) for part in non_null_array(entity)
+    ]
 
 
 def read_alter(frame: bytes, header: RequestHeader, offset: int) -> AlterRequest:
@@ -55,9 +43,12 @@ def read_alter(frame: bytes, header: RequestHeader, offset: int) -> AlterRequest
     entries = [
         AlterEntry(
             _pairs(entry.entity),
-            [(_string(op.key), None if op.remove else float(op.value)) for op in _array(entry.ops)],
+            [
+                (non_null_string(op.key), None if op.remove else float(op.value))
+                for op in non_null_array(entry.ops)
+            ],
         )
-        for entry in _array(msg.entries)
+        for entry in non_null_array(msg.entries)
     ]
     return AlterRequest(entries, bool(msg.validate_only))
 
@@ -65,7 +56,8 @@ def read_alter(frame: bytes, header: RequestHeader, offset: int) -> AlterRequest
 def read_describe(frame: bytes, header: RequestHeader, offset: int) -> DescribeRequest:
     msg = decode_request(frame, offset, DESCRIBE_CLIENT_QUOTAS, header.api_version)
     components = [
-        (_string(c.entity_type), int(c.match_type), c.match) for c in _array(msg.components)
+        (non_null_string(c.entity_type), int(c.match_type), c.match)
+        for c in non_null_array(msg.components)
     ]
     return DescribeRequest(components, bool(msg.strict))
 

@@ -1,4 +1,5 @@
-"""kafka-python's codec behind one door: a body it cannot decode is a ProtocolError.
+"""kafka-python's codec behind one door: a body it cannot decode is a ProtocolError, and so
+is a null where the schema allows none.
 
 The codec raises assorted exceptions (struct.error, ValueError, IndexError, its own) on
 malformed or truncated bodies; the proxy treats them all alike, by closing the one connection
@@ -33,3 +34,18 @@ def decode_response(frame: bytes, offset: int, api_key: int, api_version: int) -
 
 def _undecodable(api_key: int, version: int, kind: str, exc: Exception) -> ProtocolError:
     return ProtocolError(f"undecodable api_key={api_key} v{version} {kind}: {exc}")
+
+
+def non_null_array(items: Any) -> Any:
+    """A non-nullable array field as decoded: the codec reads a null one (length -1) as
+    None, which a schema that allows none makes a malformed request."""
+    if items is None:
+        raise ProtocolError("a null array where the schema allows none")
+    return items
+
+
+def non_null_string(text: Any) -> str:
+    """A non-nullable string field as decoded (None is a malformed request, as above)."""
+    if not isinstance(text, str):
+        raise ProtocolError("a null string where the schema allows none")
+    return text

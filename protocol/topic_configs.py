@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from protocol.apis import DECODED, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
-from protocol.codec import decode_request, decode_response
-from protocol.errors import ProtocolError
+from protocol.codec import decode_request, decode_response, non_null_array, non_null_string
 from protocol.headers import (
     RequestHeader,
     encode_response,
@@ -89,20 +88,6 @@ class Described(NamedTuple):
     documentation: str
 
 
-def _array(items: Any) -> Any:
-    """A non-nullable array: the codec reads a null one (length -1) as None."""
-    if items is None:
-        raise ProtocolError("a null array where the schema allows none")
-    return items
-
-
-def _string(text: Any) -> str:
-    """A non-nullable string: the codec reads a null one (length -1) as None."""
-    if not isinstance(text, str):
-        raise ProtocolError("a null string where the schema allows none")
-    return text
-
-
 def read_alter(frame: bytes, header: RequestHeader, offset: int) -> AlterRequest:
     api_key, version = header.api_key, header.api_version
     msg = decode_request(frame, offset, api_key, version)
@@ -110,17 +95,17 @@ def read_alter(frame: bytes, header: RequestHeader, offset: int) -> AlterRequest
     resources = [
         AlterResource(
             int(resource.resource_type),
-            _string(resource.resource_name),
+            non_null_string(resource.resource_name),
             [
                 AlterableConfig(
-                    _string(config.name),
+                    non_null_string(config.name),
                     int(config.config_operation) if incremental else SET,
                     config.value,
                 )
-                for config in _array(resource.configs)
+                for config in non_null_array(resource.configs)
             ],
         )
-        for resource in _array(msg.resources)
+        for resource in non_null_array(msg.resources)
     ]
     return AlterRequest(api_key, resources, bool(msg.validate_only))
 
@@ -156,9 +141,12 @@ def alter_results(frame: bytes, api_key: int, version: int) -> tuple[int, list[A
     msg = decode_response(frame, offset, api_key, version)
     results = [
         AlterResult(
-            int(r.error_code), r.error_message, int(r.resource_type), _string(r.resource_name)
+            int(r.error_code),
+            r.error_message,
+            int(r.resource_type),
+            non_null_string(r.resource_name),
         )
-        for r in _array(msg.responses)
+        for r in non_null_array(msg.responses)
     ]
     return int(msg.throttle_time_ms), results
 
@@ -192,10 +180,12 @@ def read_describe(frame: bytes, header: RequestHeader, offset: int) -> DescribeR
     resources = [
         DescribeResource(
             int(r.resource_type),
-            _string(r.resource_name),
-            None if r.configuration_keys is None else [_string(k) for k in r.configuration_keys],
+            non_null_string(r.resource_name),
+            None
+            if r.configuration_keys is None
+            else [non_null_string(k) for k in r.configuration_keys],
         )
-        for r in _array(msg.resources)
+        for r in non_null_array(msg.resources)
     ]
     synonyms = version >= 1 and bool(msg.include_synonyms)
     documentation = version >= 3 and bool(msg.include_documentation)
@@ -216,7 +206,7 @@ def with_topic_configs(
     entry = cls.DescribeConfigsResult.DescribeConfigsResourceResult
     synonym = entry.DescribeConfigsSynonym
     changed = False
-    for result in _array(msg.results):
+    for result in non_null_array(msg.results):
         configs = added.get(result.resource_name)
         if result.resource_type != TOPIC_RESOURCE or result.error_code or not configs:
             continue
@@ -225,7 +215,7 @@ def with_topic_configs(
                 synonym(name=described.name, value=value, source=source)
                 for value, source in described.synonyms
             ]
-            _array(result.configs).append(
+            non_null_array(result.configs).append(
                 entry(
                     name=described.name,
                     value=described.value,
