@@ -49,8 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--window-s",
         type=float,
-        default=30.0,
-        help="how far back to read samples at the start (at least one sampling interval)",
+        default=20.0,
+        help="how far back to read samples at the start: the 10 s span the rates average over"
+        " and one sampling interval",
     )
     parser.add_argument("--once", action="store_true", help="print one snapshot and exit")
     parser.add_argument("--json", action="store_true", help="with --once: JSON, not a table")
