@@ -33,7 +33,7 @@ from proxy.control.live_feed import LiveFeed, Update
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.live_view import LiveView, Measure
 from quotas.store import FILE, QuotaStore
-from quotas.usage import UsageSample
+from quotas.usage import SCHEMA_VERSION, UsageSample
 
 WINDOW_MS = 10_000
 QUOTA = 1_048_576.0
@@ -120,15 +120,17 @@ def _window(
             throttled = hot
             samples.append(
                 UsageSample(
-                    2, proxy, start, WINDOW_MS, "ANONYMOUS", client_id, 0, "Produce", 200,
-                    produced // len(proxies), 9000, 120.0, 800 if throttled else 0,
-                    4 if throttled else 0, 0, 0, 0, 0, address,
+                    SCHEMA_VERSION, proxy, start, WINDOW_MS, "ANONYMOUS", client_id, 0,
+                    "Produce", 200, produced // len(proxies), 9000, 120.0,
+                    800 if throttled else 0, 4 if throttled else 0, 0, 0, 0, 0, address, 2,
+                    WINDOW_MS // 3 if throttled else 0,
                 )
             )  # fmt: skip
             samples.append(
                 UsageSample(
-                    2, proxy, start, WINDOW_MS, "ANONYMOUS", client_id, 1, "Fetch", 50, 4000,
-                    produced // 2, 60.0, 0, 0, 0, 0, 0, 0, address,
+                    SCHEMA_VERSION, proxy, start, WINDOW_MS, "ANONYMOUS", client_id, 1,
+                    "Fetch", 50, 4000, produced // 2, 60.0, 0, 0, 0, 0, 0, 0, address, 2,
+                    WINDOW_MS // 3 if throttled else 0,
                 )
             )  # fmt: skip
     return samples

@@ -182,7 +182,14 @@ class ProxyProcess:
         if self.usage_kafka is not None:
             self._run_beside(self.usage_kafka.run())
         self._sampling = asyncio.get_running_loop().create_task(
-            record_usage(recorder, usage, self.usage_files, self.usage_kafka, stats)
+            record_usage(
+                recorder,
+                usage,
+                self.usage_files,
+                self.usage_kafka,
+                stats,
+                self.context.quotas.settlement.take_throttled,
+            )
         )
         sinks = [f"{self.usage_files.directory}/"] if self.usage_files is not None else []
         if self.usage_kafka is not None:

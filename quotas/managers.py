@@ -51,6 +51,7 @@ class ClientSensors:
         "shadow_throttles",
         "tags",
         "throttle_time",
+        "throttled_until_ms",
         "throttles",
         "weight",
     )
@@ -72,6 +73,9 @@ class ClientSensors:
         #: until when every connection charging these sensors is not read (a throttle applied
         #: to one of them holds the principal, not only that connection); 0 = not held
         self.held_until_ms = 0
+        #: the end of its latest applied throttle: what the next one adds to the time it
+        #: was throttled starts there (usage samples' held_ms)
+        self.throttled_until_ms = 0
         #: requests refused with no response to carry the refusal (acks=0), so dropped
         self.dropped_requests = 0
         self.dropped_logged_ms: int | None = None
@@ -126,6 +130,11 @@ class QuotaManager:
                 self._sensors[tags] = sensors
             self._by_client[(user, client_id)] = sensors
         return sensors
+
+    def known_sensors(self, user: str, client_id: str) -> ClientSensors | None:
+        """The sensors this client resolved to, if it made a request since they last
+        changed: a lookup that makes none."""
+        return self._by_client.get((user, client_id))
 
     def _new_sensors(self, tags: MetricTags, now_ms: int) -> ClientSensors:
         sensors = ClientSensors(tags, self._limit(tags), now_ms)

@@ -13,9 +13,9 @@ from typing import Final, NamedTuple, get_type_hints
 
 #: the samples' schema version, written into every sample; a reader refuses what it does not
 #: know. Adding a field is a new version; see docs/usage-samples.md.
-SCHEMA_VERSION: Final = 2
-#: the versions a reader takes: 1 had no client_ip (read as null)
-READABLE_VERSIONS: Final = (1, 2)
+SCHEMA_VERSION: Final = 3
+#: the versions a reader takes: 1 had no client_ip, 1 and 2 no connections or held_ms
+READABLE_VERSIONS: Final = (1, 2, 3)
 
 
 class UsageSample(NamedTuple):
@@ -52,15 +52,23 @@ class UsageSample(NamedTuple):
     #: the client's address: the connection's peer, or the client a load balancer's PROXY
     #: protocol header names ([proxy_protocol])
     client_ip: str
+    #: this principal's connections from this address to this proxy, open as the window
+    #: closed (counted once per connection, whichever APIs it used)
+    connections: int
+    #: how long in the window this principal was throttled on this proxy: the union of its
+    #: applied throttles, each from its decision on, however many requests or connections
+    #: carried them (the time a principal hold keeps it waiting); the same on each of its
+    #: samples of the window
+    held_ms: int
 
     def to_json(self) -> str:
         return json.dumps(self._asdict(), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> UsageSample:
-        """A sample as written, of a version this reader knows (ValueError otherwise);
-        version 1's missing client_ip is read as "". Read for every sample `top` follows,
-        so the fields are checked in one pass over the row."""
+        """A sample as written, of a version this reader knows (ValueError otherwise); the
+        fields a version had not yet are read as "" and 0. Read for every sample `top`
+        follows, so the fields are checked in one pass over the row."""
         try:
             values = json.loads(text)
         except RecursionError as exc:  # JSON nested deeper than Python's stack
@@ -68,8 +76,10 @@ class UsageSample(NamedTuple):
         if not isinstance(values, dict) or values.get("schema") not in READABLE_VERSIONS:
             raise ValueError("not a usage sample of a known schema version")
         row = [values.get(name) for name in _NAMES]
-        if row[-1] is None:  # client_ip, last
-            row[-1] = ""
+        if values["schema"] != SCHEMA_VERSION:
+            for index, default in _ADDED.get(values["schema"], ()):
+                if row[index] is None:
+                    row[index] = default
         if not all(type(value) is kind for value, kind in zip(row, _KINDS, strict=True)):
             for index, kind in enumerate(_KINDS):
                 value = row[index]
@@ -88,6 +98,12 @@ class UsageSample(NamedTuple):
 SAMPLE_FIELDS: Final[tuple[tuple[str, type], ...]] = tuple(get_type_hints(UsageSample).items())
 _NAMES: Final = tuple(name for name, _ in SAMPLE_FIELDS)
 _KINDS: Final = tuple(kind for _, kind in SAMPLE_FIELDS)
+#: per older version, the fields added since (their index and what they read as)
+_ADDED: Final = {
+    1: ((_NAMES.index("client_ip"), ""), (_NAMES.index("connections"), 0),
+        (_NAMES.index("held_ms"), 0)),
+    2: ((_NAMES.index("connections"), 0), (_NAMES.index("held_ms"), 0)),
+}  # fmt: skip
 
 
 class UsageCounters:

@@ -14,11 +14,13 @@ holds the principal: every connection that charges the throttled sensors waits u
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Final
 
 from proxy.enforcement.sensors import Sensors
 from proxy.handlers.base import Request, Route
 from quotas.entities import QuotaType
+from quotas.managers import ClientSensors
 from quotas.principal import Principal, sensors_of
 from quotas.topics import TopicQuotaManager
 from quotas.verdicts import Verdict
@@ -56,6 +58,10 @@ class Settlement:
         #: read what it charges beyond its principal (Handler.held_ms); read by the core
         #: for every request, so an attribute, not a method
         self.topic_holds_end_ms = 0
+        #: client sensors throttled since usage samples last took them, and for how long
+        #: (the union of their throttles); kept while usage samples are (ProxyContext)
+        self._throttled: dict[ClientSensors, int] = {}
+        self.counting_throttled = False
 
     def settle(self, request: Request, request_time_ns: int, now: int) -> int:
         """The throttle for one answered request (0 = none), settled as KafkaApis does: the
@@ -124,12 +130,39 @@ class Settlement:
         return applied.throttle_ms
 
     def hold(self, verdict: Verdict, now: int) -> None:
+        """An applied throttle: it holds the principal, and its time counts as throttled
+        once, however many requests or connections carry it."""
+        sensors, until = verdict.sensors, now + verdict.throttle_ms
+        if self.counting_throttled:
+            added = until - max(sensors.throttled_until_ms, now)
+            if added > 0:
+                sensors.throttled_until_ms = until
+                self._throttled[sensors] = self._throttled.get(sensors, 0) + added
         if self.hold_principal:
-            sensors, until = verdict.sensors, now + verdict.throttle_ms
             sensors.held_until_ms = max(sensors.held_until_ms, until)
             self._holds_end_ms = max(self._holds_end_ms, until)
             if isinstance(verdict.manager, TopicQuotaManager):
                 self.topic_holds_end_ms = max(self.topic_holds_end_ms, until)
+
+    def take_throttled(self) -> Callable[[str, str], int] | None:
+        """How long each (user, client_id) was throttled by its own quotas since the last
+        call (the longest of its sensors'), for usage samples; None when nobody was. A topic
+        quota's throttle is the topic's, not counted for a principal."""
+        throttled, self._throttled = self._throttled, {}
+        if not throttled:
+            return None
+        engine = self._sensors.engine
+        managers = [engine.manager(quota_type) for quota_type in _HOLDING]
+
+        def held_ms(user: str, client_id: str) -> int:
+            longest = 0
+            for manager in managers:
+                sensors = manager.known_sensors(user, client_id)
+                if sensors is not None:
+                    longest = max(longest, throttled.get(sensors, 0))
+            return longest
+
+        return held_ms
 
     def held_ms(self, principal: Principal, route: Route, now: int) -> int:
         """How long a request must wait before it is handled: the longest hold on the sensors

@@ -199,17 +199,20 @@ async def record_usage(
     files: UsageFileSink | None,
     kafka: UsageKafkaSink | None,
     stats: ProxyStats,
+    throttled: Callable[[], Callable[[str, str], int] | None] = lambda: None,
     now_ms: Callable[[], int] = wall_ms,
 ) -> None:
     """Close a sampling window at every multiple of the interval (so the windows of several
-    proxies line up) and hand its samples to the sinks; the last window closes on cancel."""
+    proxies line up) and hand its samples to the sinks; the last window closes on cancel.
+    `throttled` gives how long each principal was throttled since it was last called
+    (Settlement.take_throttled)."""
     interval_ms = int(settings.interval_s * 1000)
     writing: asyncio.Future[None] | None = None
     try:
         while True:
             boundary = (now_ms() // interval_ms + 1) * interval_ms
             await asyncio.sleep(max(boundary - now_ms(), 0) / 1000)
-            samples = recorder.drain(boundary)
+            samples = recorder.drain(boundary, throttled())
             if kafka is not None:
                 kafka.offer(samples)
             if files is not None:
@@ -219,7 +222,7 @@ async def record_usage(
         if writing is not None and not writing.done():
             await asyncio.wait([writing])  # the worker thread goes on regardless: let it end
         now = now_ms()
-        samples = recorder.drain(now)
+        samples = recorder.drain(now, throttled())
         if files is not None:
             _write(files, samples, stats)
             files.rotate(now)

@@ -87,6 +87,8 @@ class ProxyContext:
         self.connection_quotas = ConnectionQuotas(ConnectionLimits(), window)
         self.quota_layers.subscribe(self._limits_changed)
         self.quota_admin = FileQuotas(self.quota_layers)
+        # usage samples say how long each principal was throttled
+        self.quotas.settlement.counting_throttled = self.usage is not None
 
     def _limits_changed(self, store: QuotaStore) -> None:
         """A writer changed the store: live connections are judged on the new limits at once,

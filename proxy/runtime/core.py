@@ -134,6 +134,8 @@ class ConnectionCore:
         self._client_ip = self.session.address
         #: the principal of this connection's last request, kept while it still applies
         self._principal: Principal | None = None
+        #: (user, client_id, client_ip) this connection is counted under in usage samples
+        self._counted: tuple[str, str, str] | None = None
         #: the clock's time (ns) until which reading stays paused for a throttle (KIP-219)
         self._muted_until_ns = 0
         self._unmute: Timer | None = None
@@ -266,6 +268,8 @@ class ConnectionCore:
             or principal.user != user
         ):
             principal = self._principal = Principal(user, client_id, self._sensors.generation)
+            if self._usage is not None:
+                self._count_connection((user, client_id, self._client_ip))
         usage = self._usage
         counters = (
             None
@@ -273,6 +277,15 @@ class ConnectionCore:
             else usage.counters(user, client_id, header.api_key, self._client_ip)
         )
         return Request(frame, header, ROUTES[header.api_key], principal, now_ns, counters)
+
+    def _count_connection(self, counted: tuple[str, str, str]) -> None:
+        """Usage samples count this connection under the principal of its latest request."""
+        assert self._usage is not None
+        if counted != self._counted and not self.closed:
+            if self._counted is not None:
+                self._usage.disconnected(self._counted)
+            self._usage.connected(counted)
+            self._counted = counted
 
     def _again(self, request: Request) -> Request:
         """A deferred request, handled again now that the cluster has answered: from now,
@@ -477,6 +490,10 @@ class ConnectionCore:
         if self.closed:
             return
         self.closed = True
+        if self._counted is not None:
+            assert self._usage is not None
+            self._usage.disconnected(self._counted)
+            self._counted = None
         self._backlog.clear()
         if self._budget is not None:
             self._budget.close()

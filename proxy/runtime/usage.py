@@ -14,6 +14,8 @@ counter idle for a whole window is retired; whoever still holds it looks it up a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from protocol.apis import api_name
 from quotas.usage import SCHEMA_VERSION, UsageCounters, UsageSample
 
@@ -25,6 +27,21 @@ class UsageRecorder:
         self.instance_id = instance_id
         self.window_start_ms = now_ms
         self._counters: dict[tuple[str, str, int, str], UsageCounters] = {}
+        #: (user, client_id, client_ip) -> its connections open now: a connection is
+        #: counted under the principal of its latest request
+        self._connections: dict[tuple[str, str, str], int] = {}
+
+    def connected(self, principal: tuple[str, str, str]) -> None:
+        """A connection's requests now come as this (user, client_id, client_ip)."""
+        self._connections[principal] = self._connections.get(principal, 0) + 1
+
+    def disconnected(self, principal: tuple[str, str, str]) -> None:
+        """A connection counted under this principal closed, or moved to another."""
+        left = self._connections[principal] - 1
+        if left:
+            self._connections[principal] = left
+        else:
+            del self._connections[principal]
 
     def counters(self, user: str, client_id: str, api_key: int, client_ip: str) -> UsageCounters:
         key = (user, client_id, api_key, client_ip)
@@ -37,12 +54,17 @@ class UsageRecorder:
         """These counters, or their successor if they were retired while a request was out."""
         return self.counters(*counters.key) if counters.retired else counters
 
-    def drain(self, now_ms: int) -> list[UsageSample]:
-        """Close the window at `now_ms`: a sample per key used in it, and a new window."""
+    def drain(
+        self, now_ms: int, held_ms: Callable[[str, str], int] | None = None
+    ) -> list[UsageSample]:
+        """Close the window at `now_ms`: a sample per key used in it, and a new window.
+        `held_ms` says how long each (user, client_id) was throttled in the window (None:
+        nobody was)."""
         start, length = self.window_start_ms, max(now_ms - self.window_start_ms, 0)
         self.window_start_ms = now_ms
         samples = []
         idle = []
+        connections = self._connections
         for key, c in self._counters.items():
             if c.idle:
                 idle.append(key)
@@ -69,6 +91,8 @@ class UsageRecorder:
                     c.producer_ids_admitted,
                     c.producer_ids_rejected,
                     client_ip,
+                    connections.get((user, client_id, client_ip), 0),
+                    0 if held_ms is None else held_ms(user, client_id),
                 )
             )
             c.zero()

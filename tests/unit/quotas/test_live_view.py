@@ -94,16 +94,21 @@ def test_a_snapshot_holds_the_numbers_the_screen_shows() -> None:
 
 
 def test_a_sample_is_read_back_as_written_and_a_foreign_one_is_refused() -> None:
-    written = sample("a", "flood", bytes_in=7)
+    written = sample("a", "flood", bytes_in=7)._replace(connections=3, held_ms=250)
     assert UsageSample.from_json(written.to_json()) == written
-    old = (
-        written.to_json().replace('"schema":2', '"schema":1').replace(',"client_ip":"10.0.0.1"', "")
-    )
-    assert UsageSample.from_json(old).client_ip == ""
+    two = (
+        written.to_json().replace('"schema":3', '"schema":2').replace(',"connections":3', "")
+        .replace(',"held_ms":250', "")
+    )  # fmt: skip
+    assert UsageSample.from_json(two) == written._replace(schema=2, connections=0, held_ms=0)
+    one = two.replace('"schema":2', '"schema":1').replace(',"client_ip":"10.0.0.1"', "")
+    assert UsageSample.from_json(one).client_ip == ""
     for text in (
-        '{"schema":3}',
+        '{"schema":4}',
         "[]",
         written.to_json().replace('"user":"ANONYMOUS"', '"user":null'),
+        # a field of version 3 is not optional in version 3
+        written.to_json().replace(',"held_ms":250', ""),
     ):
         with pytest.raises(ValueError):
             UsageSample.from_json(text)

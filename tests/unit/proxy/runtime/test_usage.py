@@ -76,6 +76,7 @@ def test_a_window_counts_requests_bytes_and_request_time_per_principal_and_api()
         requests=1, bytes_in=len(first), bytes_out=len(answer), request_time_ms=30.0,
         throttle_time_ms=0, throttled_requests=0, mutations_admitted=0, mutations_rejected=0,
         producer_ids_admitted=0, producer_ids_rejected=0, client_ip="192.0.2.1",
+        connections=1, held_ms=0,
     )  # fmt: skip
     # pipelined: the second waited for the first, which is not its own request time
     assert (other.requests, other.bytes_in, other.request_time_ms) == (1, len(second), 5.0)
@@ -217,3 +218,45 @@ def test_a_principal_s_use_from_two_addresses_is_two_samples() -> None:
         recorder.counters("alice", "app", PRODUCE, address).requests += 1
     samples = recorder.drain(T0 + 10_000)
     assert sorted((s.client_ip, s.requests) for s in samples) == [("10.0.0.7", 1), ("10.0.0.8", 2)]
+
+
+def test_a_connection_is_counted_under_the_principal_of_its_latest_request() -> None:
+    clock = VirtualClock()
+    enforcement = Enforcement(QuotaEngine(QuotaConfig(QuotaSettings(), {})))
+    recorder = UsageRecorder("proxy-1", T0)
+    cores = [connect(enforcement, clock, usage=recorder)[0] for _ in range(3)]
+    for core in cores:
+        core.requests_received(request_frame(OTHER_API, 1, b"", 1, client_id=b"app"))
+    # one connection's client-id changes: it is counted under the new one, once
+    cores[2].requests_received(request_frame(OTHER_API, 1, b"", 2, client_id=b"batch"))
+    cores[2].requests_received(request_frame(OTHER_API, 1, b"", 3, client_id=b"batch"))
+    counted = {s.client_id: s.connections for s in recorder.drain(T0 + 10_000)}
+    assert counted == {"app": 2, "batch": 1}
+    cores[0].close()
+    cores[2].close()
+    for core in cores:
+        core.requests_received(request_frame(OTHER_API, 1, b"", 4, client_id=b"app"))
+    # a closed connection reads nothing more and is no longer counted
+    counted = {s.client_id: s.connections for s in recorder.drain(T0 + 20_000)}
+    assert counted == {"app": 1}
+
+
+def test_a_throttled_principal_s_samples_say_how_long_it_was_throttled() -> None:
+    """The union of its throttles, however many requests carried them: what `top` divides
+    its use by to tell what it asks for."""
+    limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
+    clock = VirtualClock()
+    windows = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
+    enforcement = Enforcement(QuotaEngine(QuotaConfig(windows, limits)))
+    recorder = UsageRecorder("proxy-1", T0)
+    core, client, _ = connect(enforcement, clock, usage=recorder)
+    settlement = enforcement.settlement
+    core.requests_received(produce(1, 3000))
+    clock.advance(10 * MS)
+    core.responses_received(produce_response(1))
+    throttle = struct.unpack(">i", client.written[-1][-4:])[0]
+    assert throttle > 100
+    [sample] = recorder.drain(T0 + 10_000, settlement.take_throttled())
+    # decided when the request was read and again when its response went out: once
+    assert sample.held_ms == throttle + 10
+    assert settlement.take_throttled() is None  # taken: nobody was throttled since
