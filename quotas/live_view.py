@@ -9,6 +9,10 @@ its own clock, so the view is at most one sampling interval ([usage] interval_s)
 with short intervals it is an average over the span rather than one window's swing (a
 throttled client's use comes in bursts between its throttles). Request time is shown as Kafka's
 request_percentage measures it: the percentage of one thread's time, per second.
+
+A principal its quota holds gets about its quota, which its use alone cannot tell from a
+principal that merely uses its quota; its demand can: its use on each proxy over the time
+that proxy did not hold it (the samples' held_ms).
 """
 
 from __future__ import annotations
@@ -63,9 +67,20 @@ class Usage:
 
     #: per Measure.index, per second
     rates: list[float] = field(default_factory=lambda: [0.0] * len(Measure))
+    #: the same over the time it was not throttled: what it asks for, as far as the proxies
+    #: can tell (a throttled client waits, and sends at its own pace in between)
+    demand: list[float] = field(default_factory=lambda: [0.0] * len(Measure))
     throttle_time_ms: float = 0.0
     throttled_requests: int = 0
+    #: how long it was throttled over the span, summed over the proxies (on each, the union
+    #: of its throttles)
+    held_ms: int = 0
+    #: held for nearly all of the span on some proxy: its demand is a lower bound there
+    demand_bounded: bool = False
     requests: int = 0
+    #: (proxy, client address) -> its connections there, in the newest window that counts
+    #: them
+    connections_at: dict[tuple[str, str], int] = field(default_factory=dict)
     #: the client addresses it connected from
     addresses: set[str] = field(default_factory=set)
     #: the proxies that served it
@@ -75,6 +90,10 @@ class Usage:
 
     def rate(self, measure: Measure) -> float:
         return self.rates[measure.index]
+
+    @property
+    def connections(self) -> int:
+        return sum(self.connections_at.values())
 
 
 #: a fleet publication's quota type index of each topic manager (QuotaEngine.topic_managers
@@ -93,9 +112,11 @@ class TopicRow(NamedTuple):
 class Row(NamedTuple):
     principal: Principal
     usage: Usage
-    #: the quota the sort measure is held to (None: unlimited), and the share of it used
+    #: the quota the sort measure is held to (None: unlimited), the share of it used, and
+    #: the share its demand is (above 1 for a principal its quota holds back)
     quota: float | None
     share: float | None
+    demand: float | None
 
 
 def _add_rates(rates: list[float], sample: UsageSample, per_second: float) -> None:
@@ -115,6 +136,9 @@ def _add_rates(rates: list[float], sample: UsageSample, per_second: float) -> No
 SPAN_MS: Final = 10_000
 #: a member not heard for this long is gone (the proxy's own rule is 4 bus intervals)
 GONE_MS: Final = 3_000
+#: the most of a span a demand is taken to have been throttled: a principal held for all
+#: of it asks for at most 20 times what it got (what it would ask for is not known)
+MOST_HELD: Final = 0.95
 
 
 class LiveView:
@@ -235,10 +259,13 @@ class LiveView:
         return {proxy: max(windows) for proxy, windows in self._windows.items() if windows}
 
     def usage(self) -> dict[Principal, Usage]:
-        """Each principal's use over the windows shown (computed once per change)."""
+        """Each principal's use over the windows shown (computed once per change). Its
+        demand is its use on each proxy over the time that proxy did not hold it back."""
         if self._usage is not None:
             return self._usage
         found: dict[Principal, Usage] = {}
+        #: principal -> what it asks beyond its use, per Measure.index
+        beyond: dict[Principal, list[float]] = {}
         for proxy, windows in self._windows.items():
             # the span up to the end of its newest window, or from the first window read
             # from it: a window without samples was a window without use
@@ -246,23 +273,70 @@ class LiveView:
             end = newest + windows[newest][0].window_ms
             covered_ms = end - max(end - self.span_ms, self._first_start[proxy])
             per_second = 1000.0 / max(covered_ms, 1)
-            for sample in (sample for samples in windows.values() for sample in samples):
-                principal = Principal(sample.user, sample.client_id)
-                usage = found.get(principal)
-                if usage is None:
-                    usage = found[principal] = Usage()
-                _add_rates(usage.rates, sample, per_second)
-                usage.throttle_time_ms += sample.throttle_time_ms
-                usage.throttled_requests += sample.throttled_requests
-                usage.requests += sample.requests
-                usage.apis[sample.api] = usage.apis.get(sample.api, 0.0) + (
-                    sample.requests * per_second
-                )
-                if sample.client_ip:
-                    usage.addresses.add(sample.client_ip)
-                usage.members.add(sample.proxy)
+            #: principal -> window start -> how long it was held in that window
+            held: dict[tuple[str, str], dict[int, int]] = {}
+            for start in sorted(windows, reverse=True):  # the newest connection counts first
+                for sample in windows[start]:
+                    principal = Principal(sample.user, sample.client_id)
+                    usage = found.get(principal)
+                    if usage is None:
+                        usage = found[principal] = Usage()
+                    _add_rates(usage.rates, sample, per_second)
+                    usage.throttle_time_ms += sample.throttle_time_ms
+                    usage.throttled_requests += sample.throttled_requests
+                    usage.requests += sample.requests
+                    usage.apis[sample.api] = usage.apis.get(sample.api, 0.0) + (
+                        sample.requests * per_second
+                    )
+                    address = sample.client_ip
+                    if address:
+                        usage.addresses.add(address)
+                    usage.members.add(proxy)
+                    usage.connections_at.setdefault((proxy, address), sample.connections)
+                    if sample.held_ms:  # the same on each of the window's samples
+                        held.setdefault(principal, {})[start] = sample.held_ms
+            if held:
+                self._add_demand(found, beyond, windows, held, covered_ms, per_second)
+        for principal, usage in found.items():
+            extra = beyond.get(principal)
+            # one list for both where they are equal: neither is added into after this
+            usage.demand = (
+                usage.rates
+                if extra is None
+                else [a + b for a, b in zip(usage.rates, extra, strict=True)]
+            )
         self._usage = found
         return found
+
+    @staticmethod
+    def _add_demand(
+        found: dict[Principal, Usage],
+        beyond: dict[Principal, list[float]],
+        windows: dict[int, list[UsageSample]],
+        held: dict[tuple[str, str], dict[int, int]],
+        covered_ms: int,
+        per_second: float,
+    ) -> None:
+        """What the principals one proxy held ask beyond what they got there: their use over
+        the time it did not hold them, less their use. Few are held, so their samples are
+        found again rather than every principal's use kept per proxy."""
+        scales: dict[tuple[str, str], float] = {}
+        for principal, per_window in held.items():
+            fraction = sum(per_window.values()) / max(covered_ms, 1)
+            usage = found[Principal(*principal)]
+            usage.held_ms += sum(per_window.values())
+            if fraction >= MOST_HELD:
+                usage.demand_bounded = True
+            scales[principal] = 1.0 / (1.0 - min(fraction, MOST_HELD)) - 1.0
+        for samples in windows.values():
+            for sample in samples:
+                scale = scales.get((sample.user, sample.client_id))
+                if scale is not None:
+                    principal = Principal(sample.user, sample.client_id)
+                    extra = beyond.get(principal)
+                    if extra is None:
+                        extra = beyond[principal] = [0.0] * len(Measure)
+                    _add_rates(extra, sample, per_second * scale)
 
     def quota(self, principal: Principal, measure: Measure) -> float | None:
         key = (principal, measure.quota_type)
@@ -282,23 +356,29 @@ class LiveView:
         one default entity (or one user's client-ids under a user quota) share, as Kafka
         charges them together."""
         usage_of = self.usage()
+        index = measure.index
         quotas = self._quotas.get(measure.quota_type)
         sensor_of: dict[Principal, object] = {}
-        totals: dict[object, float] = {}
+        #: per sensor, its principals' rates and demands together
+        totals: dict[object, tuple[float, float]] = {}
         if quotas is not None:
             for principal, usage in usage_of.items():
                 tags = quotas.metric_tags(principal.user, principal.client_id)
                 sensor_of[principal] = tags
-                totals[tags] = totals.get(tags, 0.0) + usage.rates[measure.index]
+                rate, demand = totals.get(tags, (0.0, 0.0))
+                totals[tags] = (rate + usage.rates[index], demand + usage.demand[index])
         rows = []
         for principal, usage in usage_of.items():
             if name_filter and name_filter not in f"{principal.user} {principal.client_id}":
                 continue
             quota = self.quota(principal, measure)
-            charged = totals.get(sensor_of.get(principal), usage.rates[measure.index])
-            share = None if quota is None else charged / quota
-            rows.append(Row(principal, usage, quota, share))
-        index = measure.index
+            if quota is None:
+                rows.append(Row(principal, usage, None, None, None))
+                continue
+            charged, demand = totals.get(
+                sensor_of.get(principal), (usage.rates[index], usage.demand[index])
+            )
+            rows.append(Row(principal, usage, quota, charged / quota, demand / quota))
         rows.sort(key=lambda row: (-row.usage.rates[index], row.principal))
         return rows
 
@@ -318,8 +398,12 @@ def snapshot(
                 "rates": {m.key: round(row.usage.rates[m.index], 3) for m in Measure},
                 "quota": row.quota,
                 "share": None if row.share is None else round(row.share, 4),
+                "demand": None if row.demand is None else round(row.demand, 4),
+                "demand_bounded": row.usage.demand_bounded,
                 "throttle_time_ms": row.usage.throttle_time_ms,
                 "throttled_requests": row.usage.throttled_requests,
+                "held_ms": row.usage.held_ms,
+                "connections": row.usage.connections,
                 "addresses": sorted(row.usage.addresses),
                 "members": sorted(row.usage.members),
             }

@@ -19,13 +19,14 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Final
 
 from config.errors import ConfigError
 from config.loader import load_config
 from proxy.cli.quotas import cluster_settings
 from proxy.control.live_feed import LiveFeed, Update
 from proxy.control.own_topic import UNREACHABLE
-from quotas.live_view import MEASURES, LiveView, Measure, snapshot
+from quotas.live_view import MEASURES, LiveView, Measure, Row, snapshot
 from quotas.store import FILE, QuotaStore
 
 #: how long `--once` reads the fleet's bus: every member publishes several times a second,
@@ -147,19 +148,43 @@ def topic_table(view: LiveView, measure: Measure) -> list[str]:
 
 
 def table(view: LiveView, measure: Measure, name_filter: str = "") -> list[str]:
-    """The plain table `--once` prints, and the screen's rows in the same words."""
+    """The plain table `--once` prints: the screen's row in the same words, with the number
+    of client addresses and the members' names."""
     heading = (
         f"{'user':<16} {'client_id':<20} {measure.heading:>12} {'quota':>9} {'share':>6}"
-        f" {'throttle ms':>11} {'throttled':>9} {'addrs':>5}  members"
+        f" {'demand':>6} {'throttle ms':>11} {'throttled':>9} {'conns':>5} {'addrs':>5}"
+        "  members"
     )
     lines = [heading]
     for row in view.rows(measure, name_filter):
-        quota = "-" if row.quota is None else human(row.quota)
-        share = "-" if row.share is None else f"{row.share:.2f}"
+        cells = row_cells(row, measure)
         lines.append(
-            f"{row.principal.user:<16.16} {row.principal.client_id:<20.20}"
-            f" {human(row.usage.rate(measure)):>12} {quota:>9} {share:>6}"
-            f" {row.usage.throttle_time_ms:>11.0f} {row.usage.throttled_requests:>9}"
+            f"{cells[0]:<16.16} {cells[1]:<20.20} {cells[2]:>12} {cells[3]:>9} {cells[4]:>6}"
+            f" {cells[5]:>6} {cells[6]:>11} {cells[7]:>9} {cells[8]:>5}"
             f" {len(row.usage.addresses):>5}  {','.join(sorted(row.usage.members))}"
         )
     return lines
+
+
+#: the screen's columns of a principal's row, as row_cells gives them
+COLUMNS: Final = (
+    "user", "client_id", "rate", "quota", "share", "demand", "throttle ms", "throttled",
+    "conns", "members",
+)  # fmt: skip
+
+
+def row_cells(row: Row, measure: Measure) -> list[str]:
+    """A principal's row in words (COLUMNS), the screen's and the table's."""
+    usage = row.usage
+    return [
+        row.principal.user,
+        row.principal.client_id,
+        human(usage.rate(measure)),
+        "-" if row.quota is None else human(row.quota),
+        "-" if row.share is None else f"{row.share:.2f}",
+        "-" if row.demand is None else f"{row.demand:.2f}{'+' if usage.demand_bounded else ''}",
+        f"{usage.throttle_time_ms:.0f}",
+        str(usage.throttled_requests),
+        str(usage.connections),
+        str(len(usage.members)),
+    ]

@@ -4,7 +4,8 @@ any terminal tmux can drive). Every second it reads what arrived (proxy/control/
 and redraws the ranking (quotas/live_view.py).
 
 Keys: s / S the next / previous measure, / a filter on names, p pause, enter one principal's
-detail (its APIs and a sparkline of its history), escape back, q quit.
+detail (its APIs, the members serving it, its client addresses, its user's client-ids and a
+sparkline of its history), escape back, q quit.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
-from proxy.cli.top import feed_view, human, now_ms
+from proxy.cli.top import COLUMNS, feed_view, human, now_ms, row_cells
 from proxy.control.live_feed import LiveFeed
 from proxy.control.own_topic import UNREACHABLE
 from quotas.live_view import MEASURES, LiveView, Measure, Principal
@@ -83,17 +84,7 @@ class TopApp(App[int]):
     async def on_mount(self) -> None:
         self.query_one("#topics", DataTable).add_columns("topic", "rate", "quota", "share")
         table = self.query_one("#rows", DataTable)
-        table.add_columns(
-            "user",
-            "client_id",
-            "rate",
-            "quota",
-            "share",
-            "throttle ms",
-            "throttled",
-            "addrs",
-            "members",
-        )
+        table.add_columns(*COLUMNS)
         try:
             await self.feed.start(int(time.time() * 1000 - self.args.window_s * 1000))
         except UNREACHABLE as exc:
@@ -136,17 +127,7 @@ class TopApp(App[int]):
         table.clear()
         self.shown = [row.principal for row in rows]
         for row in rows:
-            table.add_row(
-                row.principal.user,
-                row.principal.client_id,
-                human(row.usage.rate(self.measure)),
-                "-" if row.quota is None else human(row.quota),
-                "-" if row.share is None else f"{row.share:.2f}",
-                f"{row.usage.throttle_time_ms:.0f}",
-                str(row.usage.throttled_requests),
-                str(len(row.usage.addresses)),
-                str(len(row.usage.members)),
-            )
+            table.add_row(*row_cells(row, self.measure))
         self._draw_detail()
 
     def _draw_topics(self) -> None:
@@ -181,16 +162,25 @@ class TopApp(App[int]):
         if principal is None:
             detail.update("")
             return
-        usage = self.view.usage().get(principal)
+        usage_of = self.view.usage()
+        usage = usage_of.get(principal)
         apis = (
             ""
             if usage is None
             else ", ".join(f"{api} {rate:.1f}/s" for api, rate in sorted(usage.apis.items()))
         )
         members = "" if usage is None else ", ".join(sorted(usage.members))
+        addresses = "" if usage is None else ", ".join(sorted(usage.addresses))
+        # the user's client-ids, busiest first: a user quota charges them together
+        clients = sorted(
+            ((-u.rate(self.measure), p.client_id) for p, u in usage_of.items()
+             if p.user == principal.user),
+        )  # fmt: skip
+        client_ids = ", ".join(f"{c or '(none)'} {human(-rate)}" for rate, c in clients)
         history = list(self.history.get(principal, ()))
         detail.update(
-            f"{principal}\nAPIs: {apis}\nserved by: {members}\n"
+            f"{principal}\nAPIs: {apis}\nserved by: {members}\nfrom: {addresses}\n"
+            f"client-ids of user {principal.user} ({self.measure.heading}): {client_ids}\n"
             f"{self.measure.heading}: {sparkline(history)}"
         )
 

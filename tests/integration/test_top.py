@@ -3,11 +3,12 @@
 Two proxies of one fleet in front of the broker write usage samples to a topic every second.
 A flooder produces through one over its producer_byte_rate; a quiet principal produces a
 little through the other and reads the flooder's topic. While they run, `top` runs in a tmux
-pane: the flooder is on the first row
-with its share of quota above 1 and its throttle time, the quiet one below it, both members
-listed, and the flooded topic (under a topic quota) below them; `s` sorts by fetch bytes
-and puts the quiet one first; `/` filters by name; `--once --json`, run beside it, ranks
-them alike with the same quota.
+pane: the flooder is on the first row, getting about its quota, asking for more than it (its
+demand's share above 1) and throttled, with its connections; the quiet one below it, both
+members listed, and the flooded topic (under a topic quota) below them; `s` sorts by fetch
+bytes and puts the quiet one first; `/` filters by name; enter opens the flooder's detail
+with its user's client-ids; `--once --json`, run beside it, gives the same numbers as the
+screen before and after it, within what a live rate moves in those seconds.
 """
 
 from __future__ import annotations
@@ -85,13 +86,33 @@ def wait_for(*conditions: str, timeout_s: float = 20.0) -> str:
         time.sleep(0.5)
 
 
+def number(shown: str) -> float | None:
+    """A number as the screen shows it: 201.3k, 1.2M, 0.25, 20.31+ (at least); "-" for
+    none."""
+    if shown == "-":
+        return None
+    shown = shown.removesuffix("+")
+    scale = {"k": 1e3, "M": 1e6, "G": 1e9}.get(shown[-1:], 1.0)
+    return float(shown[:-1] if scale != 1.0 else shown) * scale
+
+
+def principal_rows(screen: str) -> dict[str, dict[str, float | None]]:
+    """Each principal's numbers on the screen, by client-id (columns: proxy/cli/top.py)."""
+    columns = {"rate": 2, "share": 4, "demand": 5, "throttle_ms": 6, "connections": 8,
+               "members": 9}  # fmt: skip
+    return {
+        row[1]: {key: number(row[index]) for key, index in columns.items()}
+        for row in screen_rows(screen)
+    }
+
+
 async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
     kafka1: KafkaCluster, fleet: list[RunningProxy]
 ) -> None:
     topic = TOPIC
     kafka1.create_topic(topic, partitions=1)
     first, second = fleet
-    seconds = 16.0
+    seconds = 18.0
     load = asyncio.gather(
         aiokafka_flood(first.bootstrap, FLOODER, topic, seconds, Timeline()),
         aiokafka_flood(second.bootstrap, QUIET, topic, seconds, Timeline(), 5_000),
@@ -100,17 +121,21 @@ async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
     subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
     try:
         await asyncio.sleep(4)  # the flooder is held by now
+        # without the COLUMNS and LINES that GNU readline, once imported, puts in this
+        # process's environment (80 x 24): the pane's own size, 200 x 40, is the screen's
         tmux("new-session", "-d", "-s", SESSION, "-x", "200", "-y", "40",
-             *top_command(kafka1, first))  # fmt: skip
+             "env", "-u", "COLUMNS", "-u", "LINES", *top_command(kafka1, first))  # fmt: skip
         # each member is named by its host, bootstrap port, worker and pid
         ports = [f":{proxy.bootstrap.rpartition(':')[2]}/" for proxy in fleet]
         screen = await asyncio.to_thread(wait_for, QUIET, TOPIC, *ports)
         print(screen)
         rows = screen_rows(screen)
         assert [row[1] for row in rows[:2]] == [FLOODER, QUIET], screen
-        share, throttle = float(rows[0][4]), float(rows[0][5])
-        # held at its quota: a share about 1 (the proxy holds it there), throttled
-        assert share > 0.8 and throttle > 0, rows[0]
+        flooder = principal_rows(screen)[FLOODER]
+        # held at its quota: it gets about its quota (the proxy holds it there), asks for
+        # more than it, and is throttled
+        assert (flooder["share"] or 0) > 0.8 and (flooder["demand"] or 0) > 1.0, flooder
+        assert (flooder["throttle_ms"] or 0) > 0 and (flooder["connections"] or 0) >= 1, flooder
         members = next(line for line in screen.splitlines() if "members:" in line)
         assert all(port in members for port in ports), members
         once = await asyncio.to_thread(
@@ -118,6 +143,7 @@ async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
             top_command(kafka1, first, "--once", "--json"),
             capture_output=True, text=True, timeout=60, check=True,
         )  # fmt: skip
+        after = tmux("capture-pane", "-p", "-t", SESSION)
         tmux("send-keys", "-t", SESSION, "s")
         sorted_by_fetch = await asyncio.to_thread(wait_for, "sort: fetch B/s")
         rows = screen_rows(sorted_by_fetch)
@@ -127,13 +153,39 @@ async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
         tmux("send-keys", "-t", SESSION, "flood", "Enter")
         filtered = await asyncio.to_thread(wait_for, "filter: flood")
         assert [row[1] for row in screen_rows(filtered)] == [FLOODER], filtered
+        # its detail names the user's other client-ids
+        tmux("send-keys", "-t", SESSION, "Enter")
+        detail = await asyncio.to_thread(wait_for, "client-ids of user ANONYMOUS")
+        line = next(line for line in detail.splitlines() if "client-ids of user" in line)
+        assert FLOODER in line and QUIET in line, detail
     finally:
         subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
         await load
+    # --once --json, a few seconds after the screen: the same numbers, as far as a live
+    # rate moves in that time (the span is 10 s; samples come every second)
     shown = json.loads(once.stdout)
     ranked = [p["client_id"] for p in shown["principals"]]
     assert ranked[:2] == [FLOODER, QUIET], shown
-    flooder = shown["principals"][0]
-    assert flooder["share"] > 0.8 and flooder["throttle_time_ms"] > 0, flooder
-    assert flooder["quota"] == QUOTA and len(shown["members"]) == 2, shown
     assert [t["topic"] for t in shown["topics"]] == [TOPIC], shown
+    assert len(shown["members"]) == 2, shown
+    on_screen = [principal_rows(screen), principal_rows(after)]
+    print(json.dumps(shown["principals"][:2], indent=1), on_screen)
+    for found in shown["principals"][:2]:
+        name = found["client_id"]
+        seen = [rows[name] for rows in on_screen if name in rows]
+        assert seen, (name, on_screen)
+        assert found["connections"] in {row["connections"] for row in seen}, (found, seen)
+        assert len(found["members"]) in {row["members"] for row in seen}, (found, seen)
+        rate = found["rates"]["produce"]
+        for key, value, within in (
+            ("rate", rate, 0.15), ("share", found["share"], 0.15),
+            ("demand", found["demand"], 0.3),
+        ):  # fmt: skip
+            shown_values = [row[key] for row in seen]
+            if value is None:  # no quota: no share, on the screen either
+                assert shown_values == [None] * len(seen), (name, key, seen)
+                continue
+            low = min(v for v in shown_values if v is not None)
+            high = max(v for v in shown_values if v is not None)
+            assert low * (1 - within) <= value <= high * (1 + within), (name, key, value, seen)
+    assert shown["principals"][0]["quota"] == QUOTA, shown

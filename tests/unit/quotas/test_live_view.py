@@ -93,6 +93,52 @@ def test_a_snapshot_holds_the_numbers_the_screen_shows() -> None:
     assert row["rates"]["produce"] == 3_000_000.0 and row["throttle_time_ms"] == 1200
 
 
+def test_a_held_principal_s_demand_is_its_use_over_the_time_it_was_not_held() -> None:
+    """Held half the span on one proxy, not at all on the other: what it got there is what
+    it asks there, and what it got on the first is half what it asks."""
+    view = LiveView(span_ms=10_000)
+    view.add(
+        [
+            sample("a", "flood", start=0, bytes_in=5_000_000)._replace(
+                window_ms=10_000, held_ms=5_000
+            ),
+            # Fetch and Produce in one window: its hold counted once
+            sample("a", "flood", api="Fetch", start=0, bytes_out=100)._replace(
+                window_ms=10_000, held_ms=5_000
+            ),
+            sample("b", "flood", start=0, bytes_in=1_000_000)._replace(window_ms=10_000),
+        ]
+    )
+    view.set_quotas({QuotaType.PRODUCE: {QuotaEntity(client_id="flood"): 500_000.0}})
+    [row] = view.rows(Measure.PRODUCE)
+    assert row.usage.rate(Measure.PRODUCE) == 600_000.0
+    assert row.usage.demand[Measure.PRODUCE.index] == 1_100_000.0  # 1 MB/s + 100 kB/s
+    assert (row.share, row.demand, row.usage.held_ms) == (1.2, 2.2, 5_000)
+    assert not row.usage.demand_bounded
+
+
+def test_a_principal_held_all_the_time_asks_at_most_twenty_times_what_it_got() -> None:
+    view = LiveView(span_ms=10_000)
+    view.add([sample("a", "flood", bytes_in=1_000_000)._replace(held_ms=12_000)])
+    [row] = view.rows(Measure.PRODUCE)
+    assert row.usage.demand[Measure.PRODUCE.index] == pytest.approx(2_000_000.0)
+    assert row.usage.demand_bounded
+
+
+def test_connections_are_each_proxys_latest_count_per_client_address() -> None:
+    view = LiveView(span_ms=3 * WINDOW_MS)
+    view.add(
+        [
+            sample("a", "app", start=0)._replace(connections=9),  # older: replaced
+            sample("a", "app", start=WINDOW_MS)._replace(connections=3),
+            sample("a", "app", api="Fetch", start=WINDOW_MS)._replace(connections=3),
+            sample("a", "app", start=0, address="10.0.0.2")._replace(connections=2),
+            sample("b", "app", start=WINDOW_MS)._replace(connections=4),
+        ]
+    )
+    assert view.usage()[Principal("ANONYMOUS", "app")].connections == 3 + 2 + 4
+
+
 def test_a_sample_is_read_back_as_written_and_a_foreign_one_is_refused() -> None:
     written = sample("a", "flood", bytes_in=7)._replace(connections=3, held_ms=250)
     assert UsageSample.from_json(written.to_json()) == written
