@@ -1,7 +1,8 @@
 """`kafka-quota-proxy top`: who is using the cluster right now, across the whole fleet.
 
+    kafka-quota-proxy top --config proxy.toml [--sort produce]
     kafka-quota-proxy top --bootstrap-server kafka:9092 --usage-topic kqp-usage \\
-        [--command-config client.properties] [--config proxy.toml] [--sort produce]
+        [--command-config client.properties] [--config proxy.toml]
     kafka-quota-proxy top ... --once [--json]
 
 It reads what the fleet already shares through the cluster (quotas/live_view.py,
@@ -39,12 +40,17 @@ DEFAULT_QUOTA_TOPIC = "kafka-quota-proxy-quotas"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT of the cluster")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="a proxy's config file: its quotas, and what the options below default to"
+        " (its cluster, [cluster] client, [usage] kafka_topic, [quota_store] and [fleet])",
+    )
+    parser.add_argument("--bootstrap-server", help="HOST:PORT of the cluster")
     parser.add_argument("--command-config", type=Path, help="client properties (SASL, TLS)")
-    parser.add_argument("--usage-topic", required=True, help="the proxies' [usage] kafka_topic")
-    parser.add_argument("--quota-topic", default=DEFAULT_QUOTA_TOPIC, help="[quota_store] topic")
-    parser.add_argument("--fleet", default="", help="[fleet] name (found when there is one)")
-    parser.add_argument("--config", type=Path, help="a proxy's config file, for its quotas")
+    parser.add_argument("--usage-topic", help="the proxies' [usage] kafka_topic")
+    parser.add_argument("--quota-topic", help=f"[quota_store] topic ({DEFAULT_QUOTA_TOPIC})")
+    parser.add_argument("--fleet", help="[fleet] name (found when there is one)")
     parser.add_argument("--sort", choices=sorted(MEASURES), default=Measure.PRODUCE.key)
     parser.add_argument("--filter", default="", help="only principals whose names contain it")
     parser.add_argument(
@@ -60,17 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        store = QuotaStore()
-        if args.config is not None:
-            store.replace(FILE, load_config(args.config).quota_entries())
-        feed = LiveFeed(
-            cluster_settings(args.command_config),
-            [args.bootstrap_server],
-            args.usage_topic,
-            args.quota_topic,
-            args.fleet,
-            store,
-        )
+        feed = feed_for(args)
     except (ConfigError, ValueError, OSError) as exc:
         print(f"kafka-quota-proxy top: {exc}", file=sys.stderr)
         return 2
@@ -79,6 +75,46 @@ def run(args: argparse.Namespace) -> int:
     from proxy.cli.top_screen import TopApp  # textual is imported only for the screen
 
     return TopApp(feed, args).run() or 0
+
+
+def feed_for(args: argparse.Namespace) -> LiveFeed:
+    """What to read, from the options, and where they are not given from the proxy's config
+    file: the cluster as the proxy reaches it, as the proxy's own client."""
+    store = QuotaStore()
+    config = None if args.config is None else load_config(args.config)
+    bootstrap, usage_topic = args.bootstrap_server, args.usage_topic
+    quota_topic, fleet = args.quota_topic, args.fleet
+    cluster = cluster_settings(args.command_config)
+    if config is not None:
+        store.replace(FILE, config.quota_entries())
+        usage = config.usage
+        if usage_topic is None and usage.kafka_bootstrap_servers and bootstrap is None:
+            raise ValueError(
+                f"{args.config}: [usage] kafka_bootstrap_servers: the samples go to another "
+                "cluster than the quota store and the fleet's bus; name --bootstrap-server "
+                "and --usage-topic"
+            )
+        if bootstrap is None:
+            bootstrap = ",".join(config.proxy.upstream_bootstrap_servers)
+            if args.command_config is None:
+                cluster = config.cluster
+        usage_topic = usage.kafka_topic if usage_topic is None else usage_topic
+        quota_topic = config.quota_store.topic if quota_topic is None else quota_topic
+        fleet = config.fleet_name if fleet is None else fleet
+    if not bootstrap or not usage_topic:
+        raise ValueError(
+            "name the cluster and the usage samples topic (--bootstrap-server and "
+            "--usage-topic), or a proxy's config file that has them (--config; its [usage] "
+            "kafka_topic)"
+        )
+    return LiveFeed(
+        cluster,
+        bootstrap.split(","),
+        usage_topic,
+        DEFAULT_QUOTA_TOPIC if quota_topic is None else quota_topic,
+        fleet or "",
+        store,
+    )
 
 
 async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:

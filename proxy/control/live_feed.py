@@ -44,7 +44,8 @@ class LiveFeed:
         store: QuotaStore,
     ) -> None:
         self._cluster = cluster
-        self._servers = list(servers)
+        #: the cluster's bootstrap servers
+        self.servers = list(servers)
         self.usage_topic = usage_topic
         self.quota_topic = quota_topic
         self.fleet_topic = f"{FLEET_TOPIC_PREFIX}{fleet}" if fleet else ""
@@ -63,7 +64,7 @@ class LiveFeed:
         store from its start. Raises what UNREACHABLE names when the cluster cannot be
         reached at all."""
         consumer = self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._servers,
+            bootstrap_servers=self.servers,
             client_id="kafka-quota-proxy-top",
             enable_auto_commit=False,
             **self._cluster.aiokafka_options(),
@@ -118,7 +119,7 @@ class LiveFeed:
         """Every topic this client may describe, with its partitions (the consumer's own
         metadata holds only the topics it already reads)."""
         admin = AIOKafkaAdminClient(
-            bootstrap_servers=self._servers,
+            bootstrap_servers=self.servers,
             client_id="kafka-quota-proxy-top",
             **self._cluster.aiokafka_options(),
         )

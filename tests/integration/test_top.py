@@ -138,9 +138,11 @@ async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
         assert (flooder["throttle_ms"] or 0) > 0 and (flooder["connections"] or 0) >= 1, flooder
         members = next(line for line in screen.splitlines() if "members:" in line)
         assert all(port in members for port in ports), members
+        # as an operator on a proxy's host runs it: its config file says where to read
         once = await asyncio.to_thread(
             subprocess.run,
-            top_command(kafka1, first, "--once", "--json"),
+            [sys.executable, "-m", "proxy", "top", "--config", str(first.config_path),
+             "--once", "--json"],
             capture_output=True, text=True, timeout=60, check=True,
         )  # fmt: skip
         after = tmux("capture-pane", "-p", "-t", SESSION)

@@ -1,0 +1,67 @@
+"""What `kafka-quota-proxy top` reads: from its options, and where they are not given, from
+the proxy's config file, so that `top --config proxy.toml` is enough on a proxy's host."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from proxy.cli.top import add_arguments, feed_for
+
+CONFIG = """\
+[proxy]
+upstream_bootstrap_servers = ["kafka-1:9092", "kafka-2:9092"]
+[usage]
+kafka_topic = "kqp-usage"
+[quota_store]
+topic = "kqp-quotas"
+[fleet]
+name = "edge"
+"""
+
+
+def options(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_a_proxys_config_file_says_where_everything_is(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text(CONFIG)
+    feed = feed_for(options("--config", str(config)))
+    assert feed.servers == ["kafka-1:9092", "kafka-2:9092"]
+    assert (feed.usage_topic, feed.quota_topic) == ("kqp-usage", "kqp-quotas")
+    assert feed.fleet_topic == "kafka-quota-proxy-fleet.edge"
+
+
+def test_options_win_over_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text(CONFIG)
+    feed = feed_for(
+        options("--config", str(config), "--bootstrap-server", "other:9092",
+                "--usage-topic", "u", "--quota-topic", "q", "--fleet", "f")
+    )  # fmt: skip
+    assert feed.servers == ["other:9092"]
+    assert (feed.usage_topic, feed.quota_topic, feed.fleet_topic) == (
+        "u", "q", "kafka-quota-proxy-fleet.f",
+    )  # fmt: skip
+
+
+def test_without_a_file_the_cluster_and_the_usage_topic_are_named() -> None:
+    with pytest.raises(ValueError, match="--bootstrap-server and --usage-topic"):
+        feed_for(options("--bootstrap-server", "kafka:9092"))
+    feed = feed_for(options("--bootstrap-server", "kafka:9092", "--usage-topic", "u"))
+    assert (feed.quota_topic, feed.fleet_topic) == ("kafka-quota-proxy-quotas", "")
+
+
+def test_samples_on_another_cluster_need_the_options(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text(
+        CONFIG.replace('kafka_topic = "kqp-usage"',
+                       'kafka_topic = "kqp-usage"\nkafka_bootstrap_servers = ["metrics:9092"]')
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"proxy.toml: \[usage\] kafka_bootstrap_servers"):
+        feed_for(options("--config", str(config)))
