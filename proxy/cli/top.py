@@ -118,7 +118,7 @@ def feed_for(args: argparse.Namespace) -> LiveFeed:
 
 
 async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
-    view = LiveView()
+    view = view_of(feed)
     try:
         await feed.start(int(time.time() * 1000 - args.window_s * 1000))
         # what was there at the start, and BUS_READ_S of the bus
@@ -153,14 +153,23 @@ def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def view_of(feed: LiveFeed) -> LiveView:
+    """A view of what the feed reads, with the quotas it starts from (a --config file's)."""
+    view = LiveView()
+    view.set_quotas(feed.store.limits())
+    return view
+
+
 def feed_view(view: LiveView, feed: LiveFeed, update: Update) -> None:
-    """An update of the feed into the view: samples, members, the quotas as they now stand."""
+    """An update of the feed into the view: samples, members, and the quotas once quota
+    records changed them (a backlog's thousands of records are applied to the view once)."""
+    if update.quotas:
+        view.set_quotas(feed.store.limits())
     view.add(update.samples)
     received = now_ms()
     for publication in update.publications:
         view.add_publication(publication, received)
     view.expire(int(time.time() * 1000), received)  # samples carry the wall clock
-    view.set_quotas(feed.store.limits())
 
 
 def human(value: float, unit: str = "") -> str:

@@ -19,10 +19,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
-from proxy.cli.top import COLUMNS, feed_view, human, now_ms, row_cells
+from proxy.cli.top import COLUMNS, feed_view, human, now_ms, row_cells, view_of
 from proxy.control.live_feed import LiveFeed
 from proxy.control.own_topic import UNREACHABLE
-from quotas.live_view import MEASURES, LiveView, Measure, Principal
+from quotas.live_view import MEASURES, Measure, Principal
 
 _ORDER = list(Measure)
 _SPARK = "▁▂▃▄▅▆▇█"
@@ -64,7 +64,7 @@ class TopApp(App[int]):
         self.feed = feed
         self.refresh_s = refresh_s
         self.args = args
-        self.view = LiveView()
+        self.view = view_of(feed)
         self.measure = MEASURES[args.sort]
         self.name_filter = args.filter
         self.paused = False

@@ -31,6 +31,8 @@ class Update:
     publications: list[Publication] = field(default_factory=list)
     #: records of any topic that could not be read (malformed), skipped
     skipped: int = 0
+    #: quota records were read: the store changed
+    quotas: bool = False
 
 
 class LiveFeed:
@@ -184,6 +186,7 @@ class LiveFeed:
         elif topic == self.quota_topic and key is not None:
             pairs, quota_key, quota_value = read_record(key, value)
             self.store.alter(ALTERED, entity_of(pairs, lambda ip: ip), {quota_key: quota_value})
+            update.quotas = True
 
     async def close(self) -> None:
         if self._consumer is not None:

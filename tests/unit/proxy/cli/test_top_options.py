@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli.top import add_arguments, feed_for
+from proxy.cli.top import add_arguments, feed_for, feed_view, view_of
+from proxy.control.live_feed import Update
+from quotas.entities import QuotaEntity
+from quotas.live_view import Measure, Principal
+from quotas.store import ALTERED
 
 CONFIG = """\
 [proxy]
@@ -65,3 +69,15 @@ def test_samples_on_another_cluster_need_the_options(tmp_path: Path) -> None:
     )  # fmt: skip
     with pytest.raises(ValueError, match=r"proxy.toml: \[usage\] kafka_bootstrap_servers"):
         feed_for(options("--config", str(config)))
+
+
+def test_quotas_read_from_the_store_topic_reach_the_view_once_per_update() -> None:
+    feed = feed_for(options("--bootstrap-server", "kafka:9092", "--usage-topic", "u"))
+    view = view_of(feed)
+    flooder = Principal("ANONYMOUS", "flooder")
+    # as the feed applies a quota record it reads, and says so in the poll's update
+    feed.store.alter(ALTERED, QuotaEntity(client_id="flooder"), {"producer_byte_rate": 5.0})
+    feed_view(view, feed, Update())
+    assert view.quota(flooder, Measure.PRODUCE) is None
+    feed_view(view, feed, Update(quotas=True))
+    assert view.quota(flooder, Measure.PRODUCE) == 5.0
