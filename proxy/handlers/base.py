@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from protocol.headers import RequestHeader, request_body_offset
 from protocol.rewrite import Advertise
@@ -26,6 +26,9 @@ from quotas.verdicts import Verdict
 
 if TYPE_CHECKING:
     from proxy.handlers.topics import TopicCache
+
+#: what a handler reads a request's body into (Request.parsed_as)
+T = TypeVar("T")
 
 
 class Stage(Enum):
@@ -117,6 +120,14 @@ class Request:
         #: a response the proxy made itself, sent once every earlier response has gone
         self.local_response: bytes | None = None
         self._body_offset = -1
+
+    def parsed_as(self, kind: type[T], read: Callable[[bytes, RequestHeader, int], T]) -> T:
+        """The body as `read` reads it, read once: a request handled again (deferred, then
+        refreshed) takes what was read the first time."""
+        parsed = self.parsed
+        if not isinstance(parsed, kind):
+            parsed = self.parsed = read(self.frame, self.header, self.body_offset)
+        return parsed
 
     @property
     def body_offset(self) -> int:

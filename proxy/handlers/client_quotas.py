@@ -59,9 +59,7 @@ def _named(pairs: Pairs) -> frozenset[tuple[str, str | None]]:
 
 class AlterClientQuotasHandler(Handler):
     def on_request(self, session: Session, request: Request) -> Outcome:
-        alter = request.parsed
-        if not isinstance(alter, AlterRequest):
-            alter = request.parsed = read_alter(request.frame, request.header, request.body_offset)
+        alter = request.parsed_as(AlterRequest, read_alter)
         state = request.state
         if isinstance(state, _Altering):  # handled again: everything is known
             return self._answer(request, alter, state)
@@ -140,11 +138,7 @@ def _failed(
 
 class DescribeClientQuotasHandler(Handler):
     def on_request(self, session: Session, request: Request) -> Outcome:
-        describe = request.parsed
-        if not isinstance(describe, DescribeRequest):
-            describe = request.parsed = read_describe(
-                request.frame, request.header, request.body_offset
-            )
+        describe = request.parsed_as(DescribeRequest, read_describe)
         header, version = request.header, request.header.api_version
         if not request.refreshed:
 

@@ -141,11 +141,7 @@ class MutationsHandler(Handler):
         quota = session.runtime.quotas.mutations
         if not quota.limited(request):
             return Forward(request.frame)
-        mutations = request.parsed
-        if not isinstance(mutations, MutationRequest):
-            mutations = request.parsed = read_mutations(
-                request.frame, request.header, request.body_offset
-            )
+        mutations = request.parsed_as(MutationRequest, read_mutations)
         if mutations.validate_only or not mutations.topics:
             return Forward(request.frame)  # KIP-599: validation mutates nothing
         topics = session.runtime.topics

@@ -86,9 +86,7 @@ class AlterConfigsHandler(Handler):
     configs replace (quotas/topic_configs.py)."""
 
     def on_request(self, session: Session, request: Request) -> Outcome:
-        alter = request.parsed
-        if not isinstance(alter, AlterRequest):
-            alter = request.parsed = read_alter(request.frame, request.header, request.body_offset)
+        alter = request.parsed_as(AlterRequest, read_alter)
         state = request.state
         if isinstance(state, _Altering):  # handled again: everything is known
             return Answer(_answer(request, alter, state))
