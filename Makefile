@@ -26,24 +26,24 @@ lint: setup
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# $(call apt_install,PACKAGE,NAME[,OPTIONS]): Debian's package, installed (as root, with
+# apt-get, updating its lists only when the install fails); elsewhere, what the tests need
+apt_install = if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(3) $(1) </dev/null >/dev/null \
+	    || { apt-get update -q >/dev/null \
+	         && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(3) $(1) </dev/null >/dev/null; }; \
+	else echo "$(2) is required by the tests (Debian/Ubuntu: apt-get install $(strip $(3) $(1)))"; exit 1; fi
+
 # the usage report's test opens it in headless Chromium: Debian's package, installed when
 # missing on a machine where that is possible
 chromium:
-	@command -v chromium >/dev/null || { \
-	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium </dev/null >/dev/null \
-	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium </dev/null >/dev/null; }; \
-	  else echo "Chromium is required by the tests (Debian/Ubuntu: apt-get install chromium)"; exit 1; fi; }
+	@command -v chromium >/dev/null || { $(call apt_install,chromium,Chromium); }
 
 # the load balancer in front of a fleet (tests/integration/test_load_balancer.py): Debian's
 # HAProxy, installed when missing; its package starts no service where no init system runs,
 # and its default config binds no port
 haproxy:
-	@command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || { \
-	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy </dev/null >/dev/null \
-	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy </dev/null >/dev/null; }; \
-	  else echo "HAProxy is required by the tests (Debian/Ubuntu: apt-get install haproxy)"; exit 1; fi; }
+	@command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || { $(call apt_install,haproxy,HAProxy); }
 
 # the operators' view (deploy/) is proven against Debian's Prometheus (prometheus and
 # promtool; Debian 12's is 2.42.0, the version docker-compose.yml pins, and a test says so
@@ -64,19 +64,11 @@ prometheus:
 # the compose file is validated by a real compose implementation: Debian's docker-compose
 # (its `config` needs no container engine; the engine it recommends is not installed)
 docker-compose:
-	@command -v docker-compose >/dev/null || { \
-	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-compose </dev/null >/dev/null \
-	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-compose </dev/null >/dev/null; }; \
-	  else echo "docker-compose is required by the tests (Debian/Ubuntu: apt-get install --no-install-recommends docker-compose)"; exit 1; fi; }
+	@command -v docker-compose >/dev/null || { $(call apt_install,docker-compose,docker-compose,--no-install-recommends); }
 
 # `kafka-quota-proxy top` is driven as a person would, in a tmux pane: Debian's package
 tmux:
-	@command -v tmux >/dev/null || { \
-	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q tmux </dev/null >/dev/null \
-	      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q tmux </dev/null >/dev/null; }; \
-	  else echo "tmux is required by the tests (Debian/Ubuntu: apt-get install tmux)"; exit 1; fi; }
+	@command -v tmux >/dev/null || { $(call apt_install,tmux,tmux); }
 
 # the Helm chart (deploy/helm) is linted and rendered by Helm itself, built from the Go module
 # proxy (helm.sh/helm/v3) into .cache/helm when missing, as Prometheus is unpacked there
