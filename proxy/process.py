@@ -188,7 +188,7 @@ class ProxyProcess:
                 self.usage_files,
                 self.usage_kafka,
                 stats,
-                self.context.quotas.settlement.take_throttled,
+                self._throttled,
             )
         )
         sinks = [f"{self.usage_files.directory}/"] if self.usage_files is not None else []
@@ -197,6 +197,11 @@ class ProxyProcess:
         log.info(
             "usage samples every %gs to %s", usage.interval_s, " and ".join(sinks) or "nowhere"
         )
+
+    def _throttled(self) -> Callable[[str, str, int], int] | None:
+        """How long principals were held since the last window, on the quotas' clock."""
+        context = self.context
+        return context.quotas.settlement.take_throttled(context.clock.now_ms())
 
     def probes(self) -> Probes:
         """Ready while the instance serves as configured: its bootstrap listener open and

@@ -131,10 +131,10 @@ class QuotaManager:
             self._by_client[(user, client_id)] = sensors
         return sensors
 
-    def known_sensors(self, user: str, client_id: str) -> ClientSensors | None:
-        """The sensors this client resolved to, if it made a request since they last
-        changed: a lookup that makes none."""
-        return self._by_client.get((user, client_id))
+    def metric_tags(self, user: str, client_id: str) -> MetricTags:
+        """The tags this client's use is charged under as the quotas now stand, without
+        making its sensors."""
+        return self._quotas.metric_tags(user, client_id)
 
     def _new_sensors(self, tags: MetricTags, now_ms: int) -> ClientSensors:
         sensors = ClientSensors(tags, self._limit(tags), now_ms)

@@ -19,8 +19,8 @@ from typing import Final
 
 from proxy.enforcement.sensors import Sensors
 from proxy.handlers.base import Request, Route
-from quotas.entities import QuotaType
-from quotas.managers import ClientSensors
+from proxy.handlers.registry import ROUTES
+from quotas.entities import MetricTags, QuotaType
 from quotas.principal import Principal, sensors_of
 from quotas.topics import TopicQuotaManager
 from quotas.verdicts import Verdict
@@ -58,9 +58,11 @@ class Settlement:
         #: read what it charges beyond its principal (Handler.held_ms); read by the core
         #: for every request, so an attribute, not a method
         self.topic_holds_end_ms = 0
-        #: client sensors throttled since usage samples last took them, and for how long
-        #: (the union of their throttles); kept while usage samples are (ProxyContext)
-        self._throttled: dict[ClientSensors, int] = {}
+        #: (quota type, metric tags) -> how long its sensor held its principals since usage
+        #: samples last took it (the union of its throttles), and until when; kept while
+        #: usage samples are (ProxyContext). By tags, not sensors: a change of limits
+        #: rebuilds the clients' lookups, and a change of windows the sensors
+        self._throttled: dict[tuple[QuotaType, MetricTags], list[int]] = {}
         self.counting_throttled = False
 
     def settle(self, request: Request, request_time_ns: int, now: int) -> int:
@@ -134,32 +136,56 @@ class Settlement:
         once, however many requests or connections carry it."""
         sensors, until = verdict.sensors, now + verdict.throttle_ms
         if self.counting_throttled:
-            added = until - max(sensors.throttled_until_ms, now)
-            if added > 0:
-                sensors.throttled_until_ms = until
-                self._throttled[sensors] = self._throttled.get(sensors, 0) + added
+            self._count_throttled(verdict, now, until)
         if self.hold_principal:
             sensors.held_until_ms = max(sensors.held_until_ms, until)
             self._holds_end_ms = max(self._holds_end_ms, until)
             if isinstance(verdict.manager, TopicQuotaManager):
                 self.topic_holds_end_ms = max(self.topic_holds_end_ms, until)
 
-    def take_throttled(self) -> Callable[[str, str], int] | None:
-        """How long each (user, client_id) was throttled by its own quotas since the last
-        call (the longest of its sensors'), for usage samples; None when nobody was. A topic
-        quota's throttle is the topic's, not counted for a principal."""
+    def _count_throttled(self, verdict: Verdict, now: int, until: int) -> None:
+        """A principal's own quota held it until `until`: what that adds to the time its
+        sensor held it (a producer id's refusal and a topic's hold are not its own)."""
+        manager, sensors = verdict.manager, verdict.sensors
+        if manager.quota_type not in _HOLDING or isinstance(manager, TopicQuotaManager):
+            return
+        added = until - max(sensors.throttled_until_ms, now)
+        if added > 0:
+            sensors.throttled_until_ms = until
+            key = (manager.quota_type, sensors.tags)
+            counted = self._throttled.get(key)
+            if counted is None:
+                self._throttled[key] = [added, until]
+            else:
+                counted[0] += added
+                counted[1] = until
+
+    def take_throttled(self, now: int) -> Callable[[str, str, int], int] | None:
+        """How long each (user, client_id)'s requests of an API were held by its own quotas
+        until `now` since the last call, for usage samples: the longest of the sensors
+        those requests charge (as held_ms finds them). What runs past `now` is carried into
+        the next call's. None when nobody was held."""
         throttled, self._throttled = self._throttled, {}
-        if not throttled:
+        taken: dict[tuple[QuotaType, MetricTags], int] = {}
+        for key, (held, until) in throttled.items():
+            beyond = until - now
+            if beyond > 0:
+                self._throttled[key] = [beyond, until]
+                held -= beyond
+            if held > 0:
+                taken[key] = held
+        if not taken:
             return None
         engine = self._sensors.engine
-        managers = [engine.manager(quota_type) for quota_type in _HOLDING]
 
-        def held_ms(user: str, client_id: str) -> int:
+        def held_ms(user: str, client_id: str, api_key: int) -> int:
+            route = ROUTES[api_key]
+            charged = route.handler.quotas if route.handler is not None else ()
             longest = 0
-            for manager in managers:
-                sensors = manager.known_sensors(user, client_id)
-                if sensors is not None:
-                    longest = max(longest, throttled.get(sensors, 0))
+            for quota_type in (QuotaType.REQUEST, *charged) if route.request_time else charged:
+                if quota_type in _HOLDING:
+                    tags = engine.manager(quota_type).metric_tags(user, client_id)
+                    longest = max(longest, taken.get((quota_type, tags), 0))
             return longest
 
         return held_ms

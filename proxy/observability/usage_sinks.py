@@ -199,13 +199,13 @@ async def record_usage(
     files: UsageFileSink | None,
     kafka: UsageKafkaSink | None,
     stats: ProxyStats,
-    throttled: Callable[[], Callable[[str, str], int] | None] = lambda: None,
+    throttled: Callable[[], Callable[[str, str, int], int] | None] = lambda: None,
     now_ms: Callable[[], int] = wall_ms,
 ) -> None:
     """Close a sampling window at every multiple of the interval (so the windows of several
     proxies line up) and hand its samples to the sinks; the last window closes on cancel.
-    `throttled` gives how long each principal was throttled since it was last called
-    (Settlement.take_throttled)."""
+    `throttled` gives how long each principal's requests of each API were held since it
+    was last called (Settlement.take_throttled)."""
     interval_ms = int(settings.interval_s * 1000)
     writing: asyncio.Future[None] | None = None
     try:

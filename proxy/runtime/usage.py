@@ -55,11 +55,11 @@ class UsageRecorder:
         return self.counters(*counters.key) if counters.retired else counters
 
     def drain(
-        self, now_ms: int, held_ms: Callable[[str, str], int] | None = None
+        self, now_ms: int, held_ms: Callable[[str, str, int], int] | None = None
     ) -> list[UsageSample]:
         """Close the window at `now_ms`: a sample per key used in it, and a new window.
-        `held_ms` says how long each (user, client_id) was throttled in the window (None:
-        nobody was)."""
+        `held_ms` says how long each (user, client_id)'s requests of an API were held by its
+        quotas in the window (None: nobody's were)."""
         start, length = self.window_start_ms, max(now_ms - self.window_start_ms, 0)
         self.window_start_ms = now_ms
         samples = []
@@ -92,7 +92,7 @@ class UsageRecorder:
                     c.producer_ids_rejected,
                     client_ip,
                     connections.get((user, client_id, client_ip), 0),
-                    0 if held_ms is None else held_ms(user, client_id),
+                    0 if held_ms is None else held_ms(user, client_id, api_key),
                 )
             )
             c.zero()

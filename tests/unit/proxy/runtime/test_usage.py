@@ -12,7 +12,7 @@ from pathlib import Path
 from kafka.protocol.producer import ProduceResponse
 
 from config.usage import UsageSettings
-from protocol.apis import CREATE_TOPICS, PRODUCE
+from protocol.apis import CREATE_TOPICS, FETCH, METADATA, PRODUCE
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Answer, Forward
 from proxy.handlers.registry import HANDLERS
@@ -241,22 +241,57 @@ def test_a_connection_is_counted_under_the_principal_of_its_latest_request() -> 
     assert counted == {"app": 1}
 
 
-def test_a_throttled_principal_s_samples_say_how_long_it_was_throttled() -> None:
-    """The union of its throttles, however many requests carried them: what `top` divides
-    its use by to tell what it asks for."""
+def throttled_producer() -> tuple[Enforcement, UsageRecorder, VirtualClock, int]:
+    """A producer over its quota, its Produce throttled: the enforcement, its usage
+    recorder, the clock once the response went out (10 ms after the request), and the
+    throttle the response carried."""
     limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
     clock = VirtualClock()
     windows = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
     enforcement = Enforcement(QuotaEngine(QuotaConfig(windows, limits)))
     recorder = UsageRecorder("proxy-1", T0)
     core, client, _ = connect(enforcement, clock, usage=recorder)
-    settlement = enforcement.settlement
     core.requests_received(produce(1, 3000))
     clock.advance(10 * MS)
     core.responses_received(produce_response(1))
     throttle = struct.unpack(">i", client.written[-1][-4:])[0]
     assert throttle > 100
-    [sample] = recorder.drain(T0 + 10_000, settlement.take_throttled())
+    return enforcement, recorder, clock, throttle
+
+
+def test_a_throttled_principal_s_samples_say_how_long_it_was_throttled() -> None:
+    """The union of its throttles, however many requests carried them: what `top` divides
+    its use by to tell what it asks for."""
+    enforcement, recorder, clock, throttle = throttled_producer()
+    settlement = enforcement.settlement
+    clock.advance((throttle + 100) * MS)
+    [sample] = recorder.drain(T0 + 10_000, settlement.take_throttled(clock.now_ms()))
     # decided when the request was read and again when its response went out: once
     assert sample.held_ms == throttle + 10
-    assert settlement.take_throttled() is None  # taken: nobody was throttled since
+    assert settlement.take_throttled(clock.now_ms()) is None  # nobody held since
+
+
+def test_a_hold_past_the_windows_end_counts_in_the_next_window() -> None:
+    enforcement, _, clock, throttle = throttled_producer()
+    settlement = enforcement.settlement
+    half = throttle // 2
+    clock.advance(half * MS)
+    held = settlement.take_throttled(clock.now_ms())
+    assert held is not None and held("ANONYMOUS", "app", PRODUCE) == 10 + half
+    clock.advance(throttle * MS)
+    rest = settlement.take_throttled(clock.now_ms())
+    assert rest is not None and rest("ANONYMOUS", "app", PRODUCE) == throttle - half
+
+
+def test_held_time_survives_a_change_of_limits_and_is_the_apis_that_were_held() -> None:
+    """A change of limits rebuilds the clients' sensor lookups: the held time is kept by
+    the sensor's metric tags. Its Fetch and Metadata requests, which no Produce quota
+    holds, were not held."""
+    enforcement, _, clock, throttle = throttled_producer()
+    enforcement.apply_limits({QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}})
+    clock.advance((throttle + 100) * MS)
+    held = enforcement.settlement.take_throttled(clock.now_ms())
+    assert held is not None
+    assert [held("ANONYMOUS", "app", api) for api in (PRODUCE, FETCH, METADATA)] == [
+        throttle + 10, 0, 0,
+    ]  # fmt: skip
