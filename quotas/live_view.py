@@ -11,8 +11,8 @@ throttled client's use comes in bursts between its throttles). Request time is s
 request_percentage measures it: the percentage of one thread's time, per second.
 
 A principal its quota holds gets about its quota, which its use alone cannot tell from a
-principal that merely uses its quota; its demand can: its use on each proxy over the time
-that proxy did not hold it (the samples' held_ms).
+principal that merely uses its quota; its demand can: its use of each API on each proxy over
+the time that proxy did not hold those requests (the samples' held_ms).
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ class Usage:
     demand: list[float] = field(default_factory=lambda: [0.0] * len(Measure))
     throttle_time_ms: float = 0.0
     throttled_requests: int = 0
-    #: how long it was throttled over the span, summed over the proxies (on each, the union
-    #: of its throttles)
+    #: how long its quotas held it over the span, summed over the proxies (on each, the
+    #: longest any API's requests were held: the union of its throttles)
     held_ms: int = 0
     #: held for nearly all of the span on some proxy: its demand is a lower bound there
     demand_bounded: bool = False
@@ -269,12 +269,15 @@ class LiveView:
         for proxy, windows in self._windows.items():
             # the span up to the end of its newest window, or from the first window read
             # from it: a window without samples was a window without use
+            # from the start of the oldest window kept, which may begin before the span
             newest = max(windows)
             end = newest + windows[newest][0].window_ms
-            covered_ms = end - max(end - self.span_ms, self._first_start[proxy])
+            since = min(min(windows), end - self.span_ms)
+            covered_ms = end - max(since, self._first_start[proxy])
             per_second = 1000.0 / max(covered_ms, 1)
-            #: principal -> window start -> how long it was held in that window
-            held: dict[tuple[str, str], dict[int, int]] = {}
+            #: (principal, API) -> window start -> how long its requests of the API were
+            #: held in that window
+            held: dict[tuple[Principal, str], dict[int, int]] = {}
             for start in sorted(windows, reverse=True):  # the newest connection counts first
                 for sample in windows[start]:
                     principal = Principal(sample.user, sample.client_id)
@@ -293,8 +296,8 @@ class LiveView:
                         usage.addresses.add(address)
                     usage.members.add(proxy)
                     usage.connections_at.setdefault((proxy, address), sample.connections)
-                    if sample.held_ms:  # the same on each of the window's samples
-                        held.setdefault(principal, {})[start] = sample.held_ms
+                    if sample.held_ms:  # the same on each address's sample of the API
+                        held.setdefault((principal, sample.api), {})[start] = sample.held_ms
             if held:
                 self._add_demand(found, beyond, windows, held, covered_ms, per_second)
         for principal, usage in found.items():
@@ -313,24 +316,28 @@ class LiveView:
         found: dict[Principal, Usage],
         beyond: dict[Principal, list[float]],
         windows: dict[int, list[UsageSample]],
-        held: dict[tuple[str, str], dict[int, int]],
+        held: dict[tuple[Principal, str], dict[int, int]],
         covered_ms: int,
         per_second: float,
     ) -> None:
-        """What the principals one proxy held ask beyond what they got there: their use over
-        the time it did not hold them, less their use. Few are held, so their samples are
-        found again rather than every principal's use kept per proxy."""
-        scales: dict[tuple[str, str], float] = {}
-        for principal, per_window in held.items():
-            fraction = sum(per_window.values()) / max(covered_ms, 1)
-            usage = found[Principal(*principal)]
-            usage.held_ms += sum(per_window.values())
+        """What the principals one proxy held ask beyond what they got there: their use of
+        each API over the time it did not hold that API's requests, less their use. Few are
+        held, so their samples are found again rather than every principal's use kept per
+        proxy."""
+        scales: dict[tuple[str, str, str], float] = {}
+        longest: dict[Principal, int] = {}
+        for (principal, api), per_window in held.items():
+            held_ms = sum(per_window.values())
+            longest[principal] = max(longest.get(principal, 0), held_ms)
+            fraction = held_ms / max(covered_ms, 1)
             if fraction >= MOST_HELD:
-                usage.demand_bounded = True
-            scales[principal] = 1.0 / (1.0 - min(fraction, MOST_HELD)) - 1.0
+                found[principal].demand_bounded = True
+            scales[(*principal, api)] = 1.0 / (1.0 - min(fraction, MOST_HELD)) - 1.0
+        for principal, held_ms in longest.items():
+            found[principal].held_ms += held_ms
         for samples in windows.values():
             for sample in samples:
-                scale = scales.get((sample.user, sample.client_id))
+                scale = scales.get((sample.user, sample.client_id, sample.api))
                 if scale is not None:
                     principal = Principal(sample.user, sample.client_id)
                     extra = beyond.get(principal)

@@ -88,7 +88,7 @@ def feed_for(args: argparse.Namespace) -> LiveFeed:
     if config is not None:
         store.replace(FILE, config.quota_entries())
         usage = config.usage
-        if usage_topic is None and usage.kafka_bootstrap_servers and bootstrap is None:
+        if usage.kafka_bootstrap_servers and (bootstrap is None or usage_topic is None):
             raise ValueError(
                 f"{args.config}: [usage] kafka_bootstrap_servers: the samples go to another "
                 "cluster than the quota store and the fleet's bus; name --bootstrap-server "
@@ -96,8 +96,8 @@ def feed_for(args: argparse.Namespace) -> LiveFeed:
             )
         if bootstrap is None:
             bootstrap = ",".join(config.proxy.upstream_bootstrap_servers)
-            if args.command_config is None:
-                cluster = config.cluster
+        if args.command_config is None:
+            cluster = config.cluster
         usage_topic = usage.kafka_topic if usage_topic is None else usage_topic
         quota_topic = config.quota_store.topic if quota_topic is None else quota_topic
         fleet = config.fleet_name if fleet is None else fleet

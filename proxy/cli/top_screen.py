@@ -32,6 +32,9 @@ _HISTORY = 60
 SHOWN_ROWS = 100
 #: topics under a quota shown beneath the principals, the busiest first
 TOPIC_ROWS = 8
+#: a user's client-ids named in a principal's detail, the busiest first (ANONYMOUS may
+#: have thousands)
+DETAIL_CLIENT_IDS = 10
 #: the longest a refresh reads before it draws: a backlog is read over a few refreshes
 READ_BUDGET_S = 0.5
 
@@ -176,7 +179,13 @@ class TopApp(App[int]):
             ((-u.rate(self.measure), p.client_id) for p, u in usage_of.items()
              if p.user == principal.user),
         )  # fmt: skip
-        client_ids = ", ".join(f"{c or '(none)'} {human(-rate)}" for rate, c in clients)
+        client_ids = ", ".join(
+            f"{c or '(none)'} {human(-rate)}" for rate, c in clients[:DETAIL_CLIENT_IDS]
+        ) + (
+            f" and {len(clients) - DETAIL_CLIENT_IDS} more"
+            if len(clients) > DETAIL_CLIENT_IDS
+            else ""
+        )
         history = list(self.history.get(principal, ()))
         detail.update(
             f"{principal}\nAPIs: {apis}\nserved by: {members}\nfrom: {addresses}\n"

@@ -125,6 +125,34 @@ def test_a_principal_held_all_the_time_asks_at_most_twenty_times_what_it_got() -
     assert row.usage.demand_bounded
 
 
+def test_a_principal_held_on_its_fetches_asks_no_more_to_produce() -> None:
+    view = LiveView(span_ms=10_000)
+    view.add(
+        [
+            sample("a", "app", bytes_in=1_000_000)._replace(window_ms=10_000),
+            sample("a", "app", api="Fetch", bytes_out=1_000_000)._replace(
+                window_ms=10_000, held_ms=5_000
+            ),
+        ]
+    )
+    usage = view.usage()[Principal("ANONYMOUS", "app")]
+    assert usage.demand[Measure.PRODUCE.index] == 100_000.0
+    assert usage.demand[Measure.FETCH.index] == 200_000.0
+
+
+def test_a_window_reaching_back_past_the_span_counts_its_whole_length() -> None:
+    """Windows of 3 s over a 10 s span: the oldest one kept began 12 s before the newest
+    ended, and its use is spread over those 12 s, not 10."""
+    view = LiveView(span_ms=10_000)
+    view.add(
+        sample("a", "app", start=start, bytes_in=300_000)._replace(window_ms=3_000, held_ms=1_500)
+        for start in range(0, 15_000, 3_000)
+    )
+    usage = view.usage()[Principal("ANONYMOUS", "app")]
+    assert usage.rate(Measure.PRODUCE) == 100_000.0
+    assert usage.demand[Measure.PRODUCE.index] == 200_000.0  # held half the time
+
+
 def test_connections_are_each_proxys_latest_count_per_client_address() -> None:
     view = LiveView(span_ms=3 * WINDOW_MS)
     view.add(

@@ -67,8 +67,14 @@ def test_samples_on_another_cluster_need_the_options(tmp_path: Path) -> None:
         CONFIG.replace('kafka_topic = "kqp-usage"',
                        'kafka_topic = "kqp-usage"\nkafka_bootstrap_servers = ["metrics:9092"]')
     )  # fmt: skip
-    with pytest.raises(ValueError, match=r"proxy.toml: \[usage\] kafka_bootstrap_servers"):
-        feed_for(options("--config", str(config)))
+    for named in ((), ("--usage-topic", "kqp-usage"), ("--bootstrap-server", "metrics:9092")):
+        with pytest.raises(ValueError, match=r"proxy.toml: \[usage\] kafka_bootstrap_servers"):
+            feed_for(options("--config", str(config), *named))
+    feed = feed_for(
+        options("--config", str(config), "--bootstrap-server", "metrics:9092",
+                "--usage-topic", "kqp-usage")
+    )  # fmt: skip
+    assert feed.servers == ["metrics:9092"]
 
 
 def test_quotas_read_from_the_store_topic_reach_the_view_once_per_update() -> None:
