@@ -105,8 +105,9 @@ class SyntheticFeed(LiveFeed):
 def _window(
     rng: random.Random, principals: int, proxies: list[str], window: int, windows: int
 ) -> list[UsageSample]:
-    """Every principal's Produce and Fetch on every proxy; a tenth over their quota. The
-    windows are the latest ones of the wall clock (a view forgets windows a span old)."""
+    """Every principal's Produce and Fetch on every proxy; a tenth held at their produce
+    quota for 30 to 70 % of the window. The windows are the latest ones of the wall clock (a
+    view forgets windows a span old)."""
     backlog = windows - 1  # the last window arrives after the start, the others are there
     start = int(time.time() * 1000) // WINDOW_MS * WINDOW_MS + (window - backlog) * WINDOW_MS
     samples = []
@@ -115,22 +116,24 @@ def _window(
         hot = index % 10 == 0
         address = f"10.0.{index // 250}.{index % 250}"
         for proxy in proxies:
-            # bytes over the 10 s window: 1.2 to 3 times the quota's rate, or up to 0.3 of it
-            produced = int((rng.uniform(1.2, 3.0) if hot else rng.uniform(0.0, 0.3)) * QUOTA * 10)
+            # bytes over the 10 s window: about the quota's rate, held, or up to 0.3 of it
+            produced = int((rng.uniform(0.97, 1.06) if hot else rng.uniform(0.0, 0.3)) * QUOTA * 10)
+            if index == 0:  # orders-flood, under a quarter of the quota
+                produced //= 4
             throttled = hot
+            held = int(rng.uniform(0.3, 0.7) * WINDOW_MS) if hot else 0
             samples.append(
                 UsageSample(
                     SCHEMA_VERSION, proxy, start, WINDOW_MS, "ANONYMOUS", client_id, 0,
                     "Produce", 200, produced // len(proxies), 9000, 120.0,
                     800 if throttled else 0, 4 if throttled else 0, 0, 0, 0, 0, address, 2,
-                    WINDOW_MS // 3 if throttled else 0,
+                    held,
                 )
             )  # fmt: skip
             samples.append(
                 UsageSample(
                     SCHEMA_VERSION, proxy, start, WINDOW_MS, "ANONYMOUS", client_id, 1,
-                    "Fetch", 50, 4000, produced // 2, 60.0, 0, 0, 0, 0, 0, 0, address, 2,
-                    WINDOW_MS // 3 if throttled else 0,
+                    "Fetch", 50, 4000, produced // 2, 60.0, 0, 0, 0, 0, 0, 0, address, 2, 0,
                 )
             )  # fmt: skip
     return samples

@@ -136,9 +136,11 @@ async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
     measure = MEASURES[args.sort]
     if args.json:
         shown = snapshot(view, measure, now_ms(), args.filter)
+        shown["bus"] = feed.fleet_topic
         shown["problems"] = feed.problems
         print(json.dumps(shown, indent=2))
     else:
+        print(f"# {bus_state(view, feed)}")
         for problem in feed.problems:
             print(f"# {problem}")
         for line in table(view, measure, args.filter):
@@ -146,6 +148,18 @@ async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
         for line in topic_table(view, measure):
             print(line)
     return 0
+
+
+def bus_state(view: LiveView, feed: LiveFeed) -> str:
+    """The fleet's bus as read: its topic, and each member with how long ago it was last
+    heard (a member silent for LiveView's GONE_MS is gone)."""
+    if not view.members:
+        return f"bus {feed.fleet_topic or '(none)'}: no member heard"
+    now = now_ms()
+    heard = ", ".join(
+        f"{m} ({(now - t) / 1000:.1f} s ago)" for m, t in sorted(view.members.items())
+    )
+    return f"bus {feed.fleet_topic}: members {heard}"
 
 
 def now_ms() -> int:

@@ -19,7 +19,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
-from proxy.cli.top import COLUMNS, feed_view, human, now_ms, row_cells, view_of
+from proxy.cli.top import COLUMNS, bus_state, feed_view, human, now_ms, row_cells, view_of
 from proxy.control.live_feed import LiveFeed
 from proxy.control.own_topic import UNREACHABLE
 from quotas.live_view import MEASURES, Measure, Principal
@@ -148,13 +148,12 @@ class TopApp(App[int]):
 
     def _draw_header(self, count: int) -> None:
         totals = {m: sum(u.rate(m) for u in self.view.usage().values()) for m in Measure}
-        members = sorted(self.view.members) or ["(no bus read)"]
         lines = [
             f"sort: {self.measure.heading} | principals: {count}"
             + (f" | filter: {self.name_filter}" if self.name_filter else "")
             + (" | PAUSED" if self.paused else ""),
             "cluster: " + "  ".join(f"{m.heading} {human(totals[m])}" for m in Measure),
-            f"members: {', '.join(members)}"
+            bus_state(self.view, self.feed)
             + (f" | {'; '.join(self.feed.problems)}" if self.feed.problems else ""),
         ]
         self.query_one("#header", Static).update("\n".join(lines))

@@ -136,7 +136,8 @@ async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
         # more than it, and is throttled
         assert (flooder["share"] or 0) > 0.8 and (flooder["demand"] or 0) > 1.0, flooder
         assert (flooder["throttle_ms"] or 0) > 0 and (flooder["connections"] or 0) >= 1, flooder
-        members = next(line for line in screen.splitlines() if "members:" in line)
+        members = next(line for line in screen.splitlines() if "members " in line)
+        assert f"bus kafka-quota-proxy-fleet.{FLEET}: members" in members, members
         assert all(port in members for port in ports), members
         # as an operator on a proxy's host runs it: its config file says where to read
         once = await asyncio.to_thread(
