@@ -421,6 +421,13 @@ class ProxyServer:
         if node_id in self.listeners or self.context.sni is not None or self._stopping:
             return
         proxy_port = self.context.brokers.port(node_id)
+        if not 0 < proxy_port < 1 << 16:  # a node id past what broker_port_base leaves
+            self.unbound[node_id] = (
+                f"broker {node_id}'s port {proxy_port} is not a TCP port: lower [proxy] "
+                'broker_port_base, or route by name (routing = "sni")'
+            )
+            log.error("cannot open the listener for %s", self.unbound[node_id])
+            return
         try:
             self._listen(node_id, proxy_port)
         except OSError as exc:
