@@ -1,4 +1,6 @@
-"""`make run`: a local Kafka with a demo topic, and the proxy in front of it."""
+"""`make run`: a local Kafka with a demo topic, and the proxy in front of it. The proxy also
+writes its usage samples to a topic of that Kafka, so `kafka-quota-proxy top` can be tried
+on it."""
 
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from localkafka.cluster import KafkaCluster
 from proxy.network.loop import install_event_loop
 from proxy.observability.log_limit import configure_logging
 from proxy.process import ProxyProcess
+
+#: where the demo's proxy writes its usage samples when the config names no topic
+USAGE_TOPIC = "kafka-quota-proxy-usage"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,9 +34,13 @@ def main(argv: list[str] | None = None) -> int:
         proxy = dataclasses.replace(
             config.proxy, upstream_bootstrap_servers=tuple(cluster.bootstrap_servers.split(","))
         )
+        usage = config.usage
+        if usage.enabled and not usage.kafka_bootstrap_servers:
+            usage = dataclasses.replace(usage, kafka_topic=usage.kafka_topic or USAGE_TOPIC)
+            cluster.create_topic(usage.kafka_topic, partitions=1, replication=1)
         print(f"Kafka serving at {cluster.bootstrap_servers} (topic 'demo', 6 partitions)")
         install_event_loop(proxy.uvloop)
-        process = ProxyProcess(dataclasses.replace(config, proxy=proxy))
+        process = ProxyProcess(dataclasses.replace(config, proxy=proxy, usage=usage))
         asyncio.run(process.run(serving=what_to_try))
     except KeyboardInterrupt:
         pass
@@ -53,6 +62,14 @@ def what_to_try(process: ProxyProcess) -> None:
         f"  set one               .venv/bin/{quotas} --alter --entity-type users "
         "--entity-name ANONYMOUS --add-config producer_byte_rate=1024",
     ]
+    if config.usage.kafka_topic and not config.usage.kafka_bootstrap_servers:
+        kafka = ",".join(config.proxy.upstream_bootstrap_servers)
+        quota_topic = config.quota_store.topic
+        lines.append(
+            f"  who uses it, live     .venv/bin/kafka-quota-proxy top --bootstrap-server {kafka}"
+            f" --usage-topic {config.usage.kafka_topic}"
+            + (f" --quota-topic {quota_topic}" if quota_topic else "")
+        )
     if config.metrics.enabled:
         lines.append(
             f"  its metrics           http://{config.metrics.listen_host}:{config.metrics.port}"
