@@ -51,7 +51,6 @@ class ClientSensors:
         "shadow_throttles",
         "tags",
         "throttle_time",
-        "throttled_until_ms",
         "throttles",
         "weight",
     )
@@ -73,9 +72,6 @@ class ClientSensors:
         #: until when every connection charging these sensors is not read (a throttle applied
         #: to one of them holds the principal, not only that connection); 0 = not held
         self.held_until_ms = 0
-        #: the end of its latest applied throttle: what the next one adds to the time it
-        #: was throttled starts there (usage samples' held_ms)
-        self.throttled_until_ms = 0
         #: requests refused with no response to carry the refusal (acks=0), so dropped
         self.dropped_requests = 0
         self.dropped_logged_ms: int | None = None

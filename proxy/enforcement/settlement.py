@@ -146,19 +146,16 @@ class Settlement:
     def _count_throttled(self, verdict: Verdict, now: int, until: int) -> None:
         """A principal's own quota held it until `until`: what that adds to the time its
         sensor held it (a producer id's refusal and a topic's hold are not its own)."""
-        manager, sensors = verdict.manager, verdict.sensors
+        manager = verdict.manager
         if manager.quota_type not in _HOLDING or isinstance(manager, TopicQuotaManager):
             return
-        added = until - max(sensors.throttled_until_ms, now)
-        if added > 0:
-            sensors.throttled_until_ms = until
-            key = (manager.quota_type, sensors.tags)
-            counted = self._throttled.get(key)
-            if counted is None:
-                self._throttled[key] = [added, until]
-            else:
-                counted[0] += added
-                counted[1] = until
+        key = (manager.quota_type, verdict.sensors.tags)
+        counted = self._throttled.get(key)
+        if counted is None:
+            self._throttled[key] = [until - now, until]
+        elif until > counted[1]:
+            counted[0] += until - max(counted[1], now)
+            counted[1] = until
 
     def take_throttled(self, now: int) -> Callable[[str, str, int], int] | None:
         """How long each (user, client_id)'s requests of an API were held by its own quotas
