@@ -260,7 +260,8 @@ class LiveView:
 
     def usage(self) -> dict[Principal, Usage]:
         """Each principal's use over the windows shown (computed once per change). Its
-        demand is its use on each proxy over the time that proxy did not hold it back."""
+        demand is its use of each API on each proxy over the time that proxy did not hold
+        those requests back."""
         if self._usage is not None:
             return self._usage
         found: dict[Principal, Usage] = {}
