@@ -25,7 +25,8 @@ from typing import Final, NamedTuple
 
 from protocol.apis import REQUEST_QUOTA_EXEMPT, api_name
 from protocol.fleet_records import Publication
-from quotas.entities import DEFAULT, EntityQuotas, QuotaEntity, QuotaType
+from quotas.entities import EntityQuotas, QuotaEntity, QuotaType
+from quotas.topics import client_entities, topic_limit, topic_limits
 from quotas.usage import UsageSample
 
 
@@ -132,6 +133,14 @@ def _add_rates(rates: list[float], sample: UsageSample, per_second: float) -> No
     rates[4] += (sample.producer_ids_admitted + sample.producer_ids_rejected) * per_second
 
 
+def _drop_ended(windows: dict[int, list[UsageSample]], cutoff_ms: int) -> bool:
+    """Forget a proxy's windows that ended by `cutoff_ms`; whether any were."""
+    ended = [start for start, kept in windows.items() if start + kept[0].window_ms <= cutoff_ms]
+    for start in ended:
+        del windows[start]
+    return bool(ended)
+
+
 #: the span rates are averaged over, when a proxy's windows are shorter
 SPAN_MS: Final = 10_000
 #: a member not heard for this long is gone (the proxy's own rule is 4 bus intervals)
@@ -152,7 +161,8 @@ class LiveView:
         #: not known, so the span it covers starts there
         self._first_start: dict[str, int] = {}
         self._quotas: dict[QuotaType, EntityQuotas] = {}
-        self._limits: Mapping[QuotaType, Mapping[QuotaEntity, float]] = {}
+        #: per quota type, the topics' quotas (quotas.topics.topic_limits)
+        self._topic_limits: dict[QuotaType, dict[str, float]] = {}
         #: (principal, quota type) -> its quota, as resolved once per set of limits
         self._quota_of: dict[tuple[Principal, QuotaType], float | None] = {}
         #: fleet members and when each last published (their own clocks, ms)
@@ -181,22 +191,17 @@ class LiveView:
             self._usage = None
             windows = self._windows[proxy]
             newest = max(windows)
-            since = newest + windows[newest][0].window_ms - self.span_ms
-            for start in [s for s, kept in windows.items() if s + kept[0].window_ms <= since]:
-                del windows[start]
+            _drop_ended(windows, newest + windows[newest][0].window_ms - self.span_ms)
 
     def set_quotas(self, limits: Mapping[QuotaType, Mapping[QuotaEntity, float]]) -> None:
-        """The client quotas in force (the quota store's, over a config file's); the same
-        limits again change nothing."""
-        if limits == self._limits:
-            return
-        self._limits = {quota_type: dict(values) for quota_type, values in limits.items()}
+        """The client and topic quotas in force (the quota store's, over a config file's)."""
         self._quota_of.clear()
         self._quotas = {
-            quota_type: EntityQuotas(
-                {e: v for e, v in limits.get(quota_type, {}).items() if e.topic is None}
-            )
+            quota_type: EntityQuotas(client_entities(limits.get(quota_type, {})))
             for quota_type in QuotaType
+        }
+        self._topic_limits = {
+            quota_type: topic_limits(values) for quota_type, values in limits.items()
         }
 
     def add_publication(self, publication: Publication, received_ms: int) -> None:
@@ -229,11 +234,11 @@ class LiveView:
         for received_ms, topic, kind, value in self._topic_uses:
             if kind is measure and received_ms > now_ms - self.span_ms:
                 totals[topic] = totals.get(topic, 0.0) + value
-        limits = self._limits.get(measure.quota_type, {})
+        limits = self._topic_limits.get(measure.quota_type, {})
         rows = []
         for topic, total in totals.items():
             rate = total / covered_s
-            quota = limits.get(QuotaEntity(topic=topic), limits.get(QuotaEntity(topic=DEFAULT)))
+            quota = topic_limit(limits, topic)
             rows.append(TopicRow(topic, rate, quota, None if quota is None else rate / quota))
         rows.sort(key=lambda row: (-row.rate, row.topic))
         return rows
@@ -243,10 +248,7 @@ class LiveView:
         `wall_ms` (a proxy without traffic writes no samples, and a stopped one none), and a
         member that has not published for GONE_MS of the reader's clock."""
         for proxy, windows in list(self._windows.items()):
-            for start in [
-                s for s, kept in windows.items() if s + kept[0].window_ms <= wall_ms - self.span_ms
-            ]:
-                del windows[start]
+            if _drop_ended(windows, wall_ms - self.span_ms):
                 self._usage = None
             if not windows:
                 del self._windows[proxy]
@@ -351,10 +353,11 @@ class LiveView:
         if key in self._quota_of:
             return self._quota_of[key]
         quotas = self._quotas.get(measure.quota_type)
-        found = None
-        if quotas is not None:
-            entity = quotas.entity_for(quotas.metric_tags(principal.user, principal.client_id))
-            found = None if entity is None else quotas.limits[entity]
+        found = (
+            None
+            if quotas is None
+            else quotas.limit(quotas.metric_tags(principal.user, principal.client_id))
+        )
         self._quota_of[key] = found
         return found
 

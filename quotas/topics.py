@@ -26,6 +26,12 @@ def topic_limits(limits: Mapping[QuotaEntity, float]) -> dict[str, float]:
     return {entity.topic: limit for entity, limit in limits.items() if entity.topic is not None}
 
 
+def topic_limit(topics: Mapping[str, float], topic: str) -> float | None:
+    """A topic's quota among topic_limits: its own, else the default topic's."""
+    limit = topics.get(topic)
+    return topics.get(DEFAULT) if limit is None else limit
+
+
 class TopicQuotaManager(ClientQuotaManager):
     """One quota type's topic sensors; their metric tags are (topic, "")."""
 
@@ -41,17 +47,13 @@ class TopicQuotaManager(ClientQuotaManager):
         tags = (topic, "")
         sensors = self._sensors.get(tags)
         if sensors is None:
-            if self._topic_limit(topic) is None:
+            if topic_limit(self._topics, topic) is None:
                 return None
             sensors = self._sensors[tags] = self._new_sensors(tags, now_ms)
         return sensors
 
-    def _topic_limit(self, topic: str) -> float | None:
-        limit = self._topics.get(topic)
-        return self._topics.get(DEFAULT) if limit is None else limit
-
     def _limit(self, tags: MetricTags) -> float:
-        limit = self._topic_limit(tags[0])
+        limit = topic_limit(self._topics, tags[0])
         return UNLIMITED if limit is None else limit
 
     def update_limits(self, limits: Mapping[QuotaEntity, float]) -> None:
