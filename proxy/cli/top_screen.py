@@ -121,16 +121,29 @@ class TopApp(App[int]):
             return
         ranked = self.view.rows(self.measure, self.name_filter)
         rows = ranked[:SHOWN_ROWS]
+        # history for the principals shown and the one in detail: the others' is dropped
+        history = {}
         for row in rows:
-            history = self.history.setdefault(row.principal, deque(maxlen=_HISTORY))
-            history.append(row.usage.rate(self.measure))
+            kept = history[row.principal] = self.history.get(row.principal) or deque(
+                maxlen=_HISTORY
+            )
+            kept.append(row.usage.rate(self.measure))
+        if self.detail in self.history and self.detail not in history:
+            history[self.detail] = self.history[self.detail]
+        self.history = history
         self._draw_header(len(ranked))
         self._draw_topics()
         table = self.query_one("#rows", DataTable)
+        # clear() puts the cursor and the scroll back at the top: where the person left
+        # them, they stay, so a row can be walked to and opened while the ranks update
+        cursor, scrolled = table.cursor_row, table.scroll_y
         table.clear()
         self.shown = [row.principal for row in rows]
         for row in rows:
             table.add_row(*row_cells(row, self.measure))
+        if rows:
+            table.move_cursor(row=min(cursor, len(rows) - 1), scroll=False)
+            table.scroll_y = scrolled
         self._draw_detail()
 
     def _draw_topics(self) -> None:

@@ -6,7 +6,8 @@ little through the other and reads the flooder's topic. While they run, `top` ru
 pane: the flooder is on the first row, getting about its quota, asking for more than it (its
 demand's share above 1) and throttled, with its connections; the quiet one below it, both
 members listed, and the flooded topic (under a topic quota) below them; `s` sorts by fetch
-bytes and puts the quiet one first; `/` filters by name; enter opens the flooder's detail
+bytes and puts the quiet one first; the cursor walked to the flooder stays there through
+refreshes and Enter opens its detail; `/` filters by name; enter opens the flooder's detail
 with its user's client-ids; `--once --json`, run beside it, gives the same numbers as the
 screen before and after it, within what a live rate moves in those seconds.
 """
@@ -76,12 +77,14 @@ def screen_rows(screen: str) -> list[list[str]]:
     return [line.replace("│", " ").split() for line in screen.splitlines() if "ANONYMOUS" in line]
 
 
-def wait_for(*conditions: str, timeout_s: float = 20.0) -> str:
-    """The pane once it shows every one of `conditions` (or as it is after the timeout)."""
+def wait_for(*conditions: str, timeout_s: float = 20.0, absent: bool = False) -> str:
+    """The pane once it shows every one of `conditions` (with `absent`, none of them), or as
+    it is after the timeout."""
     deadline = time.monotonic() + timeout_s
     while True:
         screen = tmux("capture-pane", "-p", "-t", SESSION)
-        if all(c in screen for c in conditions) or time.monotonic() > deadline:
+        shown = [c in screen for c in conditions]
+        if (not any(shown) if absent else all(shown)) or time.monotonic() > deadline:
             return screen
         time.sleep(0.5)
 
@@ -151,6 +154,15 @@ async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
         sorted_by_fetch = await asyncio.to_thread(wait_for, "sort: fetch B/s")
         rows = screen_rows(sorted_by_fetch)
         assert rows and rows[0][1] == QUIET, sorted_by_fetch
+        # the cursor walked to the second row stays there through refreshes, and Enter
+        # opens the principal on it
+        tmux("send-keys", "-t", SESSION, "Down")
+        await asyncio.sleep(2.5)
+        tmux("send-keys", "-t", SESSION, "Enter")
+        opened = await asyncio.to_thread(wait_for, "client-ids of user ANONYMOUS")
+        assert f"user=ANONYMOUS client_id={FLOODER}" in opened, opened
+        tmux("send-keys", "-t", SESSION, "Escape")
+        await asyncio.to_thread(wait_for, "client-ids of user", absent=True)
         tmux("send-keys", "-t", SESSION, "/")
         await asyncio.to_thread(wait_for, "filter on user or client_id")
         tmux("send-keys", "-t", SESSION, "flood", "Enter")
