@@ -421,7 +421,7 @@ class ProxyServer:
         if node_id in self.listeners or self.context.sni is not None or self._stopping:
             return
         proxy_port = self.context.brokers.port(node_id)
-        if not 0 < proxy_port < 1 << 16:  # a node id past what broker_port_base leaves
+        if proxy_port >= 1 << 16:  # a node id past what broker_port_base leaves
             self.unbound[node_id] = (
                 f"broker {node_id}'s port {proxy_port} is not a TCP port: lower [proxy] "
                 'broker_port_base, or route by name (routing = "sni")'
