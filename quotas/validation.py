@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Final
 
+from protocol.quota_records import read_record
 from quotas.connections import canonical_ip
 from quotas.entities import DEFAULT, QuotaEntity
 from quotas.javamath import INT_MAX
@@ -163,3 +164,17 @@ def validate_value(entity: QuotaEntity, key: str, value: float) -> None:
         raise QuotaError(f"Proposed value for {key} is too large for a LONG.")
     if abs(math.fmod(value, 1.0)) > 1e-6:  # Java's %, which keeps the dividend's sign
         raise QuotaError(f"{key} cannot be a fractional value.")
+
+
+def record_change(key: bytes | None, value: bytes | None) -> tuple[QuotaEntity, str, float | None]:
+    """A quota store record as the change it makes (its entity, key, and value; None:
+    removed), validated as an alteration is: what the proxy's reader and `top` apply.
+    ValueError (a QuotaError, with Kafka's message, for a value) for a record no writer
+    could have meant."""
+    if key is None:
+        raise ValueError("no key")
+    pairs, quota_key, number = read_record(key, value)
+    entity = entity_of(pairs)
+    if number is not None:
+        validate_value(entity, quota_key, number)
+    return entity, quota_key, number

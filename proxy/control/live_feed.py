@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -16,11 +17,12 @@ from aiokafka.admin import AIOKafkaAdminClient
 from config.cluster import ClusterSettings
 from config.fleet import FLEET_TOPIC_PREFIX
 from protocol.fleet_records import Publication, decode
-from protocol.quota_records import read_record
 from proxy.control.own_topic import UNREACHABLE
+from quotas.admin import Changes
+from quotas.entities import QuotaEntity
 from quotas.store import ALTERED, QuotaStore
 from quotas.usage import UsageSample
-from quotas.validation import entity_of
+from quotas.validation import record_change
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,10 @@ class Update:
     skipped: int = 0
     #: quota records were read: the store changed
     quotas: bool = False
+
+
+#: how a running count of malformed records reads in the problems
+_SKIPPED: Final = " records skipped: not what their topic's writer writes"
 
 
 class LiveFeed:
@@ -60,6 +66,8 @@ class LiveFeed:
         self._ends: dict[TopicPartition, int] = {}
         #: a read failed: caught_up() waits for nothing more
         self.failed = False
+        #: records skipped as malformed, of any topic
+        self.skipped = 0
 
     async def start(self, since_ms: int) -> None:
         """Samples from `since_ms` (the broker's clock) on, the bus from its end, the quota
@@ -85,18 +93,22 @@ class LiveFeed:
                 )
             else:
                 self.problems.append("no fleet's bus: members are known only from the samples")
-        wanted = {
-            self.usage_topic: "usage samples: no principal is shown (name it with --usage-topic,"
-            " as the proxies' [usage] kafka_topic)",
-            self.quota_topic: "altered quotas: only a --config file's quotas are shown",
-            self.fleet_topic: "the fleet's bus: members are known only from the samples",
-        }
+        wanted = (
+            (
+                self.usage_topic,
+                "usage samples: no principal is shown (name it with --usage-topic, as the"
+                " proxies' [usage] kafka_topic)",
+            ),
+            (self.quota_topic, "altered quotas: only a --config file's quotas are shown"),
+            (self.fleet_topic, "the fleet's bus: members are known only from the samples"),
+        )
         assigned: dict[str, list[TopicPartition]] = {}
-        for topic, instead in wanted.items():
-            partitions = partitions_of.get(topic) if topic else None
+        for topic, instead in wanted:
+            if not topic:  # none named ([quota_store] without a topic; no fleet found)
+                continue
+            partitions = partitions_of.get(topic)
             if not partitions:
-                if topic or instead.startswith("usage"):
-                    self.problems.append(f"no topic {topic or '(unnamed)'} readable for {instead}")
+                self.problems.append(f"no topic {topic} readable for {instead}")
                 continue
             assigned[topic] = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign([tp for tps in assigned.values() for tp in tps])
@@ -131,13 +143,9 @@ class LiveFeed:
         finally:
             await admin.close()
         found: dict[str, list[int]] = {}
-        for topic in described:
-            if topic.get("error_code", 0) == 0:
-                name = topic.get("name", topic.get("topic"))
-                found[str(name)] = [
-                    int(p.get("partition_index", p.get("partition", 0)))
-                    for p in topic.get("partitions", ())
-                ]
+        for topic in described:  # aiokafka's Metadata response, as an object
+            if topic["error_code"] == 0:
+                found[topic["topic"]] = [p["partition"] for p in topic["partitions"]]
         return found
 
     async def caught_up(self) -> bool:
@@ -166,15 +174,34 @@ class LiveFeed:
                 self.problems.append(problem)
             self.failed = True
             return update
+        changes: dict[QuotaEntity, Changes] = {}
         for partition, records in batches.items():
             for record in records:
                 try:
-                    self._route(partition.topic, record.key, record.value, update)
+                    self._route(partition.topic, record.key, record.value, update, changes)
                 except Exception:  # any record a writer got wrong is skipped, never fatal
                     update.skipped += 1
+        if changes:
+            self.store.alter_many(ALTERED, changes)
+            update.quotas = True
+        if update.skipped:
+            self._skipped(update.skipped)
         return update
 
-    def _route(self, topic: str, key: bytes | None, value: bytes | None, update: Update) -> None:
+    def _skipped(self, count: int) -> None:
+        """Records no writer could have meant, said in the problems as a running count."""
+        self.skipped += count
+        self.problems[:] = [p for p in self.problems if not p.endswith(_SKIPPED)]
+        self.problems.append(f"{self.skipped}{_SKIPPED}")
+
+    def _route(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        update: Update,
+        changes: dict[QuotaEntity, Changes],
+    ) -> None:
         if topic == self.usage_topic:
             if value is None:
                 raise ValueError("an empty sample")
@@ -183,10 +210,9 @@ class LiveFeed:
             if value is None:
                 raise ValueError("an empty publication")
             update.publications.append(decode(value))
-        elif topic == self.quota_topic and key is not None:
-            pairs, quota_key, quota_value = read_record(key, value)
-            self.store.alter(ALTERED, entity_of(pairs, lambda ip: ip), {quota_key: quota_value})
-            update.quotas = True
+        elif topic == self.quota_topic:
+            entity, quota_key, number = record_change(key, value)
+            changes.setdefault(entity, {})[quota_key] = number
 
     async def close(self) -> None:
         if self._consumer is not None:

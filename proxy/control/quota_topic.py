@@ -24,13 +24,13 @@ from aiokafka.errors import KafkaError
 from config.cluster import ClusterSettings
 from config.loader import ProxyConfig
 from config.quota_store import QuotaStoreSettings
-from protocol.quota_records import read_record, record_key, record_value
+from protocol.quota_records import record_key, record_value
 from proxy.control.own_topic import UNREACHABLE, OwnTopic
 from proxy.runtime.stats import ProxyStats
 from quotas.admin import Changes
 from quotas.entities import QuotaEntity
 from quotas.store import ALTERED, FILE, QuotaStore
-from quotas.validation import QuotaError, entity_of, pairs_of, validate_value
+from quotas.validation import pairs_of, record_change
 
 log = logging.getLogger(__name__)
 
@@ -176,13 +176,8 @@ class QuotaTopic:
         self, key: bytes | None, value: bytes | None, changes: dict[QuotaEntity, Changes]
     ) -> None:
         try:
-            if key is None:
-                raise ValueError("no key")
-            pairs, quota_key, number = read_record(key, value)
-            entity = entity_of(pairs)
-            if number is not None:
-                validate_value(entity, quota_key, number)
-        except (ValueError, QuotaError) as exc:  # QuotaError is a ValueError with a message
+            entity, quota_key, number = record_change(key, value)
+        except ValueError as exc:  # QuotaError is a ValueError with Kafka's message
             log.warning("quota store topic %s: a record skipped: %s", self.topic, exc)
             return
         changes.setdefault(entity, {})[quota_key] = number

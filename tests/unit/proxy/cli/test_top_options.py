@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from protocol.quota_records import record_key, record_value
 from proxy.cli.top import add_arguments, feed_for, feed_view, view_of
 from proxy.control.live_feed import Update
 from quotas.entities import QuotaEntity
 from quotas.live_view import Measure, Principal
 from quotas.store import ALTERED
+from quotas.validation import record_change
 
 CONFIG = """\
 [proxy]
@@ -87,3 +89,24 @@ def test_quotas_read_from_the_store_topic_reach_the_view_once_per_update() -> No
     assert view.quota(flooder, Measure.PRODUCE) is None
     feed_view(view, feed, Update(quotas=True))
     assert view.quota(flooder, Measure.PRODUCE) == 5.0
+
+
+def test_records_the_feed_skips_are_counted_in_one_problem_line() -> None:
+    feed = feed_for(options("--bootstrap-server", "kafka:9092", "--usage-topic", "u"))
+    feed._skipped(2)
+    feed._skipped(1)
+    assert [p for p in feed.problems if "skipped" in p] == [
+        "3 records skipped: not what their topic's writer writes"
+    ]
+
+
+def test_a_quota_record_is_read_as_the_proxys_reader_reads_it() -> None:
+    """One decoding for both: the entity named as the proxy names it, the value validated."""
+    key = record_key([("ip", "0:0:0:0:0:0:0:1")], "connection_creation_rate")
+    assert record_change(key, record_value(5.0)) == (
+        QuotaEntity(ip="::1"), "connection_creation_rate", 5.0,
+    )  # fmt: skip
+    assert record_change(key, None)[2] is None  # removed
+    for bad in ((None, record_value(5.0)), (key, record_value(-1.0))):
+        with pytest.raises(ValueError):
+            record_change(*bad)
