@@ -15,6 +15,7 @@ from config.loader import ProxyConfig, load_config
 from proxy.cli.check_config import check_config
 from proxy.cli.quotas import add_arguments as add_quota_arguments
 from proxy.cli.quotas import run as run_quotas
+from proxy.cli.top import DESCRIPTION as TOP_DESCRIPTION
 from proxy.cli.top import add_arguments as add_top_arguments
 from proxy.cli.top import run as run_top
 from proxy.control.cluster import AuthenticationFailed
@@ -83,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_quota_arguments(quotas)
     top = sub.add_parser(
-        "top", help="who uses the cluster now, across the fleet, ranked (a full-screen view)"
+        "top",
+        help="who uses the cluster now, across the fleet, ranked (a full-screen view)",
+        description=TOP_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_top_arguments(top)
     args_list = list(sys.argv[1:] if argv is None else argv)

@@ -24,10 +24,11 @@ from typing import Final
 
 from config.errors import ConfigError
 from config.loader import load_config
+from config.usage import UsageSettings
 from proxy.cli.quotas import cluster_settings
 from proxy.control.live_feed import LiveFeed, Update
 from proxy.control.own_topic import UNREACHABLE
-from quotas.live_view import MEASURES, LiveView, Measure, Row, snapshot
+from quotas.live_view import MEASURES, SPAN_MS, LiveView, Measure, Row, snapshot
 from quotas.store import FILE, QuotaStore
 
 #: how long `--once` reads the fleet's bus: every member publishes several times a second,
@@ -37,6 +38,20 @@ BUS_READ_S = 2.5
 ONCE_TIMEOUT_S = 30.0
 #: the quota store topic's name in the docs' examples and `make run`'s config
 DEFAULT_QUOTA_TOPIC = "kafka-quota-proxy-quotas"
+
+
+#: `top --help`'s description
+DESCRIPTION = """\
+Who uses the cluster now, across the fleet: every principal (user, client-id) ranked by
+the measure chosen, with its rate, its quota, the share of it used and the share its demand
+is (its use over the time its quotas did not hold it), its throttles, connections and the
+proxies serving it; the topics under a topic quota below. It reads the proxies' usage
+samples topic, the quota store topic and the fleet's bus (docs/monitoring.md).
+
+Keys on the full screen: s / S the next / previous measure, / filter on names, p pause,
+Enter a principal's detail (its APIs, members, addresses, its user's client-ids and a
+sparkline), Escape back, q quit. --once prints one snapshot instead, a table or --json.
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,14 +66,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--usage-topic", help="the proxies' [usage] kafka_topic")
     parser.add_argument("--quota-topic", help=f"[quota_store] topic ({DEFAULT_QUOTA_TOPIC})")
     parser.add_argument("--fleet", help="[fleet] name (found when there is one)")
-    parser.add_argument("--sort", choices=sorted(MEASURES), default=Measure.PRODUCE.key)
+    parser.add_argument(
+        "--sort",
+        choices=sorted(MEASURES),
+        default=Measure.PRODUCE.key,
+        help="the measure ranked by: produce and fetch bytes, request time (as"
+        " request_percentage), partition mutations, new producer ids (default: produce)",
+    )
     parser.add_argument("--filter", default="", help="only principals whose names contain it")
     parser.add_argument(
         "--window-s",
         type=float,
-        default=20.0,
-        help="how far back to read samples at the start: the 10 s span the rates average over"
-        " and one sampling interval",
+        help="how far back to read samples at the start (default: the 10 s span the rates"
+        " average over and one sampling interval: the --config file's [usage] interval_s,"
+        " else 10 s)",
     )
     parser.add_argument("--once", action="store_true", help="print one snapshot and exit")
     parser.add_argument("--json", action="store_true", help="with --once: JSON, not a table")
@@ -107,6 +128,10 @@ def feed_for(args: argparse.Namespace) -> LiveFeed:
             "--usage-topic), or a proxy's config file that has them (--config; its [usage] "
             "kafka_topic)"
         )
+    read_back_s = args.window_s
+    if read_back_s is None:
+        interval_s = (UsageSettings() if config is None else config.usage).interval_s
+        read_back_s = SPAN_MS / 1000 + interval_s
     return LiveFeed(
         cluster,
         bootstrap.split(","),
@@ -114,13 +139,14 @@ def feed_for(args: argparse.Namespace) -> LiveFeed:
         DEFAULT_QUOTA_TOPIC if quota_topic is None else quota_topic,
         fleet or "",
         store,
+        read_back_s,
     )
 
 
 async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
     view = view_of(feed)
     try:
-        await feed.start(int(time.time() * 1000 - args.window_s * 1000))
+        await feed.start(int(time.time() * 1000 - feed.read_back_s * 1000))
         # what was there at the start, and BUS_READ_S of the bus
         started = time.monotonic()
         while not await feed.caught_up() or time.monotonic() - started < BUS_READ_S:

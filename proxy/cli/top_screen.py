@@ -89,7 +89,7 @@ class TopApp(App[int]):
         table = self.query_one("#rows", DataTable)
         table.add_columns(*COLUMNS)
         try:
-            await self.feed.start(int(time.time() * 1000 - self.args.window_s * 1000))
+            await self.feed.start(int(time.time() * 1000 - self.feed.read_back_s * 1000))
         except UNREACHABLE as exc:
             self.exit(2, message=f"the cluster cannot be read: {exc!r}")
             return

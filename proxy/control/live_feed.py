@@ -50,6 +50,7 @@ class LiveFeed:
         quota_topic: str,
         fleet: str,
         store: QuotaStore,
+        read_back_s: float = 20.0,
     ) -> None:
         self._cluster = cluster
         #: the cluster's bootstrap servers
@@ -59,6 +60,9 @@ class LiveFeed:
         self.fleet_topic = f"{FLEET_TOPIC_PREFIX}{fleet}" if fleet else ""
         #: the quotas in force: altered ones are applied to it as they are read
         self.store = store
+        #: how far back the samples are read at the start: the span the rates average over
+        #: and one sampling interval
+        self.read_back_s = read_back_s
         #: what cannot be read, each said with what the view shows instead
         self.problems: list[str] = []
         self._consumer: AIOKafkaConsumer | None = None

@@ -110,3 +110,12 @@ def test_a_quota_record_is_read_as_the_proxys_reader_reads_it() -> None:
     for bad in ((None, record_value(5.0)), (key, record_value(-1.0))):
         with pytest.raises(ValueError):
             record_change(*bad)
+
+
+def test_samples_are_read_back_the_span_and_one_sampling_interval(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text(CONFIG.replace("[usage]\n", "[usage]\ninterval_s = 30\n"))
+    assert feed_for(options("--config", str(config))).read_back_s == 40.0
+    named = ("--bootstrap-server", "kafka:9092", "--usage-topic", "u")
+    assert feed_for(options(*named)).read_back_s == 20.0  # the default 10 s interval
+    assert feed_for(options(*named, "--window-s", "5")).read_back_s == 5.0
