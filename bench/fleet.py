@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import ssl
 import statistics
 import struct
 import sys
@@ -160,8 +161,9 @@ async def _connection(
     deadline: float,
     in_flight: int,
     answered: list[int],
+    context: ssl.SSLContext | None,
 ) -> None:
-    reader, writer = await asyncio.open_connection(host, port)
+    reader, writer = await asyncio.open_connection(host, port, ssl=context)
     correlation = 0
     pending = 0
     try:
@@ -184,15 +186,22 @@ async def _connection(
         writer.close()
 
 
-async def drive(address: str, seconds: float, connections: int = 8, in_flight: int = 8) -> int:
-    """Produce requests of 1,000 principals in turn for `seconds`: how many were answered."""
+async def drive(
+    address: str,
+    seconds: float,
+    connections: int = 8,
+    in_flight: int = 8,
+    context: ssl.SSLContext | None = None,
+) -> int:
+    """Produce requests of 1,000 principals in turn for `seconds` (over TLS with a
+    `context`): how many were answered."""
     host, port = address.rsplit(":", 1)
     shared = frames(PRINCIPALS)
     answered = [0]
     deadline = time.monotonic() + seconds
     await asyncio.gather(
         *(
-            _connection(host, int(port), shared, c * 97, deadline, in_flight, answered)
+            _connection(host, int(port), shared, c * 97, deadline, in_flight, answered, context)
             for c in range(connections)
         )
     )
@@ -228,10 +237,12 @@ SIMULATED_RATE = 20_000.0
 QUOTAS = f'[clients."<default>"]\nproducer_byte_rate = {LIMIT}\n'
 
 
-def _cpu_per_request_us(proxy: RunningProxy, address: str, seconds: float) -> tuple[float, float]:
+def cpu_per_request_us(
+    proxy: RunningProxy, address: str, seconds: float, context: ssl.SSLContext | None = None
+) -> tuple[float, float]:
     """(the proxy's CPU per answered request in us, requests answered per second)."""
     before = cpu_ms(proxy.process.pid)
-    answered = asyncio.run(drive(address, seconds))
+    answered = asyncio.run(drive(address, seconds, context=context))
     return (cpu_ms(proxy.process.pid) - before) / answered * 1000, answered / seconds
 
 
@@ -252,8 +263,8 @@ def bus_cpu(cluster: KafkaCluster, work: Path, rounds: int, seconds: float) -> f
         time.sleep(seconds)  # no client: the bus alone, the shares of 1,000 principals live
         bus_ms = (cpu_ms(on.process.pid) - before) / seconds
         for _ in range(rounds):  # taking turns, so both see the same machine
-            runs["off"].append(_cpu_per_request_us(off, off.broker_address(node), seconds))
-            runs["on"].append(_cpu_per_request_us(on, on.broker_address(node), seconds))
+            runs["off"].append(cpu_per_request_us(off, off.broker_address(node), seconds))
+            runs["on"].append(cpu_per_request_us(on, on.broker_address(node), seconds))
     finally:
         members.kill()
         off.stop()

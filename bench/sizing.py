@@ -41,14 +41,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.fleet import bus, frames
+from bench.fleet import TOPIC as FLEET_TOPIC
+from bench.fleet import bus, cpu_per_request_us, frames
 from bench.throughput import consume, cpu_ms, produce
 from localkafka.cluster import KafkaCluster
 from localkafka.ports import LOOPBACK
 from localkafka.proxy_process import RunningProxy, start_proxy, tls_sections
 
 TOPIC = "bench-sizing"
-SMALL_TOPIC = "bench-fleet"  # bench.fleet's frames write there
 PARTITIONS = 6
 MB = 1_000_000
 RECORD = 1024
@@ -79,10 +79,6 @@ def _client_context(cluster: KafkaCluster) -> ssl.SSLContext | None:
     return context
 
 
-def _rss(proxy: RunningProxy) -> int:
-    return proxy.rss_bytes()
-
-
 async def _send_each(address: str, sent: list[bytearray], context: ssl.SSLContext | None) -> int:
     """Each frame once, 8 in flight, on one connection: how many were answered."""
     host, port = address.rsplit(":", 1)
@@ -102,32 +98,6 @@ async def _send_each(address: str, sent: list[bytearray], context: ssl.SSLContex
         answered += 1
     writer.close()
     return answered
-
-
-async def _small_requests(address: str, seconds: float, context: ssl.SSLContext | None) -> int:
-    """bench.fleet's drive, on TLS too: 1,000 principals' Produce in turn, 8 x 8 in flight."""
-    host, port = address.rsplit(":", 1)
-    shared = frames(1000)
-    answered = [0]
-    deadline = time.monotonic() + seconds
-
-    async def connection(start: int) -> None:
-        reader, writer = await asyncio.open_connection(host, int(port), ssl=context)
-        correlation = pending = 0
-        while time.monotonic() < deadline or pending:
-            while pending < 8 and time.monotonic() < deadline:
-                frame = shared[(start + correlation) % len(shared)]
-                struct.pack_into(">i", frame, 8, correlation)
-                writer.write(frame)
-                correlation += 1
-                pending += 1
-            await reader.readexactly(_INT32.unpack(await reader.readexactly(4))[0])
-            pending -= 1
-            answered[0] += 1
-        writer.close()
-
-    await asyncio.gather(*(connection(c * 97) for c in range(8)))
-    return answered[0]
 
 
 async def _idle(
@@ -184,12 +154,11 @@ def measure(mode: Mode, args: argparse.Namespace) -> dict[str, float]:
             out[f"{label}_mb_s_{target}"] = result.mb_per_s
             if target == "proxy":
                 out[f"{label}_core"] = (cpu_ms(pid) - before) / 1000 / elapsed
-    # small requests
-    cluster.create_topic(SMALL_TOPIC, 1)
-    before = cpu_ms(pid)
-    answered = asyncio.run(_small_requests(proxy.bootstrap, args.seconds, mode.context))
-    out["small_us_per_request"] = (cpu_ms(pid) - before) / answered * 1000
-    out["small_requests_s_driven"] = answered / args.seconds
+    # small requests: bench.fleet's, 1,000 principals' Produce in turn
+    cluster.create_topic(FLEET_TOPIC, 1)
+    out["small_us_per_request"] = cpu_per_request_us(
+        proxy, proxy.bootstrap, args.seconds, mode.context
+    )[0]
     # memory
     out.update(asyncio.run(_memory(mode, args)))
     return out
@@ -199,14 +168,14 @@ async def _memory(mode: Mode, args: argparse.Namespace) -> dict[str, float]:
     """Principals first: memory freed by closed connections would be reused by them."""
     proxy = mode.proxy
     await asyncio.sleep(1)
-    at_rest = _rss(proxy)
+    at_rest = proxy.rss_bytes()
     answered = await _send_each(proxy.bootstrap, frames(args.principals), mode.context)
     assert answered == args.principals
     await asyncio.sleep(1)
-    with_principals = _rss(proxy)
+    with_principals = proxy.rss_bytes()
     writers = await _idle(proxy.bootstrap, args.connections, mode.context)
     await asyncio.sleep(2)
-    with_connections = _rss(proxy)
+    with_connections = proxy.rss_bytes()
     for writer in writers:
         writer.close()
     return {
