@@ -35,18 +35,18 @@ def read_record(key: bytes, value: bytes | None) -> tuple[Pairs, str, float | No
     try:
         parsed = json.loads(key)
         if not isinstance(parsed, dict):
-            raise ValueError("a quota record's key is an object")
+            raise ValueError("a quota record's key is not a JSON object")
         pairs = [(str(entity_type), name) for entity_type, name in parsed["entity"]]
         quota_key = parsed["key"]
         if not isinstance(quota_key, str) or not all(
             name is None or isinstance(name, str) for _, name in pairs
         ):
-            raise ValueError("entity names and the key are strings")
+            raise ValueError("an entity name or the key is not a string")
         if value is None:
             return pairs, quota_key, None
         body = json.loads(value)
         if not isinstance(body, dict):
-            raise ValueError("a quota record's value is an object")
+            raise ValueError("a quota record's value is not a JSON object")
         if body.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"schema {body.get('schema')!r}, this proxy reads {SCHEMA_VERSION}")
         number = body["value"]
