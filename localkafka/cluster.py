@@ -33,6 +33,21 @@ _SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTH_LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 
+#: Kafka's request log to a file of its own, buffered (merged over localkafka's log4j2 config)
+_REQUEST_LOG = """appender.requests.type = File
+appender.requests.name = REQUESTS
+appender.requests.fileName = {path}
+appender.requests.bufferedIo = true
+appender.requests.immediateFlush = false
+appender.requests.layout.type = PatternLayout
+appender.requests.layout.pattern = %m%n
+logger.requests.name = kafka.request.logger
+logger.requests.level = DEBUG
+logger.requests.additivity = false
+logger.requests.appenderRef.requests.ref = REQUESTS
+"""
+
+
 def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -88,6 +103,10 @@ class KafkaCluster:
     #: adds an SSL listener (and, with sasl_users, a SASL_SSL one) whose certificates a
     #: throwaway CA made at start signs (`ca`: it issues more, for a proxy in front)
     tls: bool = False
+    #: writes Kafka's request log (kafka.request.logger at DEBUG: every request's queue, local,
+    #: remote and send times) of node N to this path with N in place of "{node}"; a path in
+    #: memory (/dev/shm) keeps its writes from stalling the broker's disk
+    request_log: str | None = None
     brokers: list[Broker] = field(default_factory=list)
     ca: ThrowawayCA | None = None
     _tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -222,9 +241,19 @@ class KafkaCluster:
     def _launch(self, broker: Broker) -> None:
         node_dir = broker.log_dir.parent
         log = (node_dir / "server.log").open("ab")
+        logging = []
+        if self.request_log is not None:
+            logging.append(node_dir / "request-log.properties")
+            logging[0].write_text(
+                _REQUEST_LOG.format(path=self.request_log.format(node=broker.node_id))
+            )
         broker.process = subprocess.Popen(
             java_command(
-                "kafka.Kafka", [str(node_dir / "server.properties")], heap=self.heap, server=True
+                "kafka.Kafka",
+                [str(node_dir / "server.properties")],
+                heap=self.heap,
+                server=True,
+                logging=logging,
             ),
             stdout=log,
             stderr=subprocess.STDOUT,
