@@ -77,7 +77,7 @@ def run(principals: int, decisions: int, rounds: int) -> list[float]:
             enforcement.produce.charge(request, 1024)
         elif api_key == FETCH:
             enforcement.fetch.charge(request, 512)
-        elapsed_ns = costs.charge(api_key, 1100, round_trip_ns, request.waits)
+        elapsed_ns = costs.charge(api_key, 1100, round_trip_ns, request.waits, request.route.bound)
         return settlement.settle(request, elapsed_ns, now)
 
     for user, client_id, requests in connections:  # every principal has live sensors

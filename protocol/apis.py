@@ -138,6 +138,23 @@ MAY_WAIT: Final = frozenset(
     )
 )
 
+#: A group member's requests that carry no partitions: the group coordinator's own threads
+#: do the work, and a request thread only reads the request and hands it on, which Kafka's
+#: request log shows as the cheapest of the requests that are not answered from memory
+#: (quotas/thread_time.py bounds their request time lower).
+MEMBERSHIP: Final = frozenset(
+    ApiKey[name].value
+    for name in (
+        "JoinGroup",
+        "SyncGroup",
+        "Heartbeat",
+        "LeaveGroup",
+        "ConsumerGroupHeartbeat",
+        "ShareGroupHeartbeat",
+        "StreamsGroupHeartbeat",
+    )
+)
+
 #: api_key -> (request class, response class) for every API whose bodies the proxy reads.
 DECODED: Final[dict[int, tuple[Any, Any]]] = {
     PRODUCE: (ProduceRequest, ProduceResponse),

@@ -19,11 +19,21 @@ JoinGroup and the leader's SyncGroup are answered at once; a transaction's coord
 requests wait only while something is left to replicate), show what the work costs; a flood
 of requests that never wait is charged close to its round trips.
 
-Where most requests of a class wait (idle consumers' long polls, acks=all to replicas, the
-JoinGroups of a large group), the quartile is a wait too. A request that may wait
-(protocol.apis.MAY_WAIT, an acks=all Produce, a long-poll Fetch) is therefore charged at most
-WAIT_CAP times what the dearest request of its size that cannot wait costs the broker (the
-largest of those APIs' quartiles in its size class, or in the nearest class learned).
+Where most requests of a class wait (idle consumers' long polls, the JoinGroups of a large
+group), the quartile is a wait too. A request that may wait (protocol.apis.MAY_WAIT, a
+long-poll Fetch) is therefore charged at most WAIT_CAP times what the dearest request of its
+size that cannot wait costs the broker (the largest of those APIs' quartiles in its size
+class, or in the nearest class learned).
+
+On a busy broker every round trip waits: in the request queue behind bursts of requests
+(which the proxy's own holds make, when a principal's connections resume at once), behind a
+stall of the broker, and for a core. Kafka charges none of that, and the quartile cannot
+leave it out when every request of a class waited. So a round trip counts towards its class
+at most what a busy broker's threads spend on a request of its kind (its Bound): a time for
+the request, and one per byte of request and response by what the threads do with the
+bytes (read and answer them or hand them on, send them as the log holds them, validate and
+append records). An acks=all Produce's wait for its followers is bounded so too. Below its
+bound, a request's round trips decide: an idle broker's requests cost less than a busy one's.
 
 No charge is more than the request's own round trip. The figures behind the choices (the
 broker's own request log replayed, and the differential runs) are in docs/request-time.md.
@@ -31,7 +41,7 @@ broker's own request log replayed, and the differential runs) are in docs/reques
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NamedTuple
 
 #: round trips kept per (broker, API, size class)
 SAMPLES: Final = 16
@@ -40,6 +50,30 @@ SAMPLES: Final = 16
 #: coordinator requests and a long poll's own work took 1-2.5 times a Metadata's local time
 #: (docs/request-time.md)
 WAIT_CAP: Final = 2
+
+
+class Bound(NamedTuple):
+    """What a busy broker's threads spend on a request of a kind: a time for the request,
+    and one per byte of request and response. Each is about what Kafka's request log showed
+    such requests cost on average on a busy 2-core broker (docs/request-time.md): from the
+    few microseconds most of them take to the stalls some of them wait through."""
+
+    request_ns: int
+    ns_per_byte: int
+
+
+#: read, then answered, or handed to a coordinator or the controller (a Metadata of every
+#: topic, an OffsetCommit of a large group, an EndTxn, a CreateTopics)
+HANDLED: Final = Bound(400_000, 100)
+#: read and handed to the group coordinator, with no partitions (protocol.apis.MEMBERSHIP)
+HANDED_ON: Final = Bound(150_000, 100)
+#: answered with a response Kafka keeps (ApiVersions)
+KEPT: Final = Bound(50_000, 0)
+#: records sent as the log holds them (Fetch; a TLS listener encrypts them)
+SENT: Final = Bound(200_000, 10)
+#: records validated and appended (Produce)
+APPENDED: Final = Bound(400_000, 200)
+
 #: a full ring's quartile is worked out again after this many new samples (sorting 16
 #: integers is about 1 us; one request in four pays it)
 _REFRESH: Final = 4
@@ -95,17 +129,21 @@ class BrokerCosts:
         #: size class -> the largest estimate among them, kept as they change
         self.dearest: dict[int, int] = {}
         #: size class -> what caps a request of it that may wait (its dearest, or the nearest
-        #: class's), worked out once and forgotten whenever `dearest` changes: an acks=all
-        #: Produce's class usually has no request that cannot wait, and every one would
+        #: class's), worked out once and forgotten whenever `dearest` changes: a large
+        #: request's class usually has no request that cannot wait, and every one would
         #: search the classes again
         self.caps: dict[int, int] = {}
 
-    def charge(self, api_key: int, size: int, round_trip_ns: int, waits: bool) -> int:
+    def charge(self, api_key: int, size: int, round_trip_ns: int, waits: bool, bound: Bound) -> int:
         """The request time to charge, in ns, for a request answered after `round_trip_ns`
         (the time it queued behind the connection's earlier requests already taken out).
 
-        `waits`: the broker may hold this request without working on it (MAY_WAIT, an
-        acks=all Produce, a long-poll Fetch). `size`: request and response bytes."""
+        `size`: request and response bytes. `waits`: the broker may hold this request
+        without working on it (MAY_WAIT, a long-poll Fetch). `bound`: what a busy broker's
+        threads spend on a request of its kind (HANDLED, ...)."""
+        request_ns, ns_per_byte = bound
+        most = request_ns + size * ns_per_byte
+        sample = round_trip_ns if round_trip_ns < most else most
         cls = size.bit_length() >> 1  # size_class, inline: every answered request comes here
         key = api_key << 7 | waits << 6 | cls
         own = self.by_api.get(key)
@@ -114,7 +152,7 @@ class BrokerCosts:
             if not waits:
                 self.by_size.setdefault(cls, []).append(own)
         before = own.estimate
-        estimate = own.add(round_trip_ns)
+        estimate = own.add(sample)
         if waits:
             cap = self.caps.get(cls)
             if cap is None:

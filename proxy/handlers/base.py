@@ -21,6 +21,7 @@ from quotas.admin import Changes
 from quotas.entities import QuotaEntity, QuotaType
 from quotas.principal import Principal
 from quotas.store import QuotaStore
+from quotas.thread_time import HANDLED, Bound
 from quotas.usage import UsageCounters
 from quotas.verdicts import Verdict
 
@@ -54,6 +55,8 @@ class Route(NamedTuple):
     stage: Stage
     #: the broker may answer after its threads are done with it (protocol.apis.MAY_WAIT)
     waits: bool = False
+    #: what a busy broker's threads spend on one (quotas/thread_time.py)
+    bound: Bound = HANDLED
 
 
 class Request:
@@ -151,8 +154,8 @@ class Forward:
     frame: bytes
     #: read nothing more from the client until this request's response has been written
     stops_reading: bool = False
-    #: the broker may hold the request without working on it (a long-poll Fetch, an
-    #: acks=all Produce), beyond what its API says (Route.waits)
+    #: the broker may hold the request without working on it (a long-poll Fetch), beyond
+    #: what its API says (Route.waits)
     waits: bool = False
     #: False for a Produce with acks=0, which the broker never answers
     expects_response: bool = True

@@ -46,9 +46,10 @@ class ProduceHandler(Handler):
             over_quota = quotas.produce.charge_topics(request, written) or over_quota
         if produce.acks == 0:  # no response will carry the throttle: it is applied as a mute
             return Forward(frame, expects_response=False)
-        # acks=all: the broker answers once the replicas have the records, and waiting for
-        # them holds no thread
-        return Forward(frame, stops_reading=over_quota, waits=produce.acks == -1)
+        # acks=all: the broker answers once its followers have the records; the wait holds no
+        # thread, and what the round trip counts is bounded as an append
+        # (quotas/thread_time.py)
+        return Forward(frame, stops_reading=over_quota)
 
     def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
         return advertised(session, frame, request)

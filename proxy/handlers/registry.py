@@ -24,6 +24,7 @@ from protocol.apis import (
     INCREMENTAL_ALTER_CONFIGS,
     MAX_DECODABLE_VERSION,
     MAY_WAIT,
+    MEMBERSHIP,
     METADATA,
     PRODUCE,
     REQUEST_QUOTA_EXEMPT,
@@ -40,6 +41,7 @@ from proxy.handlers.mutations import MutationsHandler
 from proxy.handlers.produce import ProduceHandler
 from proxy.handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 from proxy.handlers.topic_configs import AlterConfigsHandler, DescribeConfigsHandler
+from quotas.thread_time import APPENDED, HANDED_ON, HANDLED, KEPT, SENT
 
 _ADDRESSES = AddressesHandler()
 _MUTATIONS = MutationsHandler()
@@ -69,13 +71,21 @@ _HANDLERS[API_VERSIONS] = ApiVersionsHandler(DECODED_VERSIONS)
 
 #: api_key -> its handler; get() gives None for an API forwarded untouched
 HANDLERS: Final[dict[int, Handler]] = _HANDLERS
+#: what a busy broker's threads do with a request, where it is not reading it and answering
+#: or handing it on (quotas/thread_time.py)
+_BOUNDS: Final = {
+    PRODUCE: APPENDED,
+    FETCH: SENT,
+    API_VERSIONS: KEPT,
+    **{api_key: HANDED_ON for api_key in MEMBERSHIP},
+}
 
 
 def _route(api_key: int) -> Route:
     charged = api_key not in REQUEST_QUOTA_EXEMPT
     handler = HANDLERS.get(api_key)
     stage = Stage.SESSION if handler is None else handler.stage
-    return Route(handler, charged, stage, api_key in MAY_WAIT)
+    return Route(handler, charged, stage, api_key in MAY_WAIT, _BOUNDS.get(api_key, HANDLED))
 
 
 #: every api_key a request header can carry (a non-negative int16), routed here once

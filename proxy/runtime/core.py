@@ -584,7 +584,13 @@ class ConnectionCore:
         self._last_answered_ns = now
         share = self._share_ns
         round_trip = share if share >= 0 else max(now - started, 0)
-        return self._costs.charge(request.header.api_key, size, round_trip, request.waits)
+        return self._costs.charge(
+            request.header.api_key,
+            size,
+            round_trip,
+            request.waits,
+            request.route.bound,
+        )
 
     def _shared_round_trip(self, now: int, answered: int) -> int:
         """The round trip of each of `answered` responses read at once, -1 for one alone.

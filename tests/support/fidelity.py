@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
-from kafka.protocol.metadata import MetadataResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from protocol.apis import FETCH, METADATA, PRODUCE
@@ -58,6 +58,10 @@ PARTITION_FETCH_BYTES = 2**20
 #: broker thread time for one Produce or Fetch, and for one Metadata request
 DATA_SERVICE_NS = 100_000
 METADATA_SERVICE_NS = 2 * MS
+#: the Metadata requests' topics: so many that a busy broker's threads may take
+#: METADATA_SERVICE_NS to answer one (quotas.thread_time.HANDLED bounds what the proxy
+#: charges by the request's bytes), and the proxy's estimate of it is its round trip
+METADATA_TOPICS = 1500
 #: the span the quota must hold over, after the first quota.window.num windows
 SPAN_S = 30
 #: the long run, where a greedy client's first burst no longer weighs
@@ -203,7 +207,7 @@ class Request(Workload):
     largest_use = METADATA_SERVICE_NS * 100 / SECOND
 
     def request_body(self) -> bytes:
-        return struct.pack(">i?", 0, False)  # no topics, no auto-creation
+        return _METADATA_REQUEST
 
     def service_ns(self, frame: bytes) -> int:
         return METADATA_SERVICE_NS
@@ -222,6 +226,16 @@ WORKLOADS: tuple[Workload, ...] = (Produce(), Fetch(), Request())
 
 _PRODUCE_RESPONSE = bytes(
     ProduceResponse(version=7, responses=[], throttle_time_ms=0).encode(version=7)
+)
+_METADATA_REQUEST = bytes(
+    MetadataRequest(
+        version=4,
+        topics=[
+            MetadataRequest.MetadataRequestTopic(version=4, name=f"topic-{index:04d}")
+            for index in range(METADATA_TOPICS)
+        ],
+        allow_auto_topic_creation=False,
+    ).encode(version=4)
 )
 _METADATA_RESPONSE = bytes(
     MetadataResponse(
