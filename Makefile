@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BROKERS ?= 1
 
-.PHONY: setup run test lint bench clean chromium haproxy prometheus docker-compose helm tmux
+.PHONY: setup run test lint bench clean chromium haproxy prometheus docker-compose helm tmux franz-go
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is required (the local Kafka runs on it)"; exit 1; }
@@ -79,7 +79,20 @@ helm:
 	  echo "building Helm $(HELM_VERSION) from the Go module proxy into $(HELM)"; \
 	  GOBIN=$(abspath .cache/helm/$(HELM_VERSION)) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
 
-test: lint chromium haproxy prometheus docker-compose helm tmux
+# a real client's own workloads (tests/integration/test_client_chains.py, bench.request_time):
+# franz-go's kgo integration tests, whose consumer-group and transactional chains run against
+# whatever broker KGO_SEEDS names, built from the Go module proxy into .cache/franz-go (the
+# module is read-only in Go's cache, so it is built from a copy)
+FRANZ_GO_VERSION := v1.22.3
+KGO_TEST := .cache/franz-go/$(FRANZ_GO_VERSION)/kgo.test
+franz-go:
+	@[ -x $(KGO_TEST) ] || { command -v go >/dev/null || { echo "Go is required to build franz-go's tests for the client chains"; exit 1; }; \
+	  echo "building franz-go $(FRANZ_GO_VERSION)'s kgo tests from the Go module proxy into $(KGO_TEST)"; \
+	  module=$$(go mod download -json github.com/twmb/franz-go@$(FRANZ_GO_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p') \
+	  && [ -n "$$module" ] && copy=$$(mktemp -d) && cp -R "$$module/." "$$copy" && chmod -R u+w "$$copy" \
+	  && (cd "$$copy/pkg/kgo" && go test -c -o $(abspath $(KGO_TEST)) .); status=$$?; rm -rf "$${copy:-/nonexistent}"; exit $$status; }
+
+test: lint chromium haproxy prometheus docker-compose helm tmux franz-go
 	$(PY) -m pytest
 
 bench: setup
