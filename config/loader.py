@@ -122,13 +122,11 @@ def load_config(path: Path | str) -> ProxyConfig:
     fleet = parse_fleet(_table(document, "fleet", problems), problems)
     proxy_protocol = parse_proxy_protocol(_table(document, "proxy_protocol", problems), problems)
     sni = _sni(proxy, listener, _table(document, "sni", problems), problems)
-    on_upstream = usage.kafka_topic and not usage.kafka_bootstrap_servers
-    if on_upstream and upstream.sasl and not cluster.sasl:
-        problems.append(
-            "[usage] key 'kafka_topic': the upstream cluster speaks "
-            f"{upstream.security_protocol} and the proxy holds no SASL credentials of its "
-            "own; give it some in [cluster], or name a PLAINTEXT listener of a cluster it "
-            "can write to in kafka_bootstrap_servers"
+    if upstream.sasl and not cluster.sasl:
+        problems.extend(
+            _needs_credentials(
+                usage, quota_store.topic, fleet.name, proxy.workers, upstream.security_protocol
+            )
         )
     if problems:
         raise ConfigError(path, problems)
@@ -150,6 +148,36 @@ def load_config(path: Path | str) -> ProxyConfig:
         proxy_protocol=proxy_protocol,
         sni=sni,
     )
+
+
+def _needs_credentials(
+    usage: UsageSettings, store_topic: str, fleet_name: str, workers: int, protocol: str
+) -> list[str]:
+    """What the proxy would ask a SASL cluster for itself without credentials of its own:
+    refused here, since the cluster would only close the connection, at start-up or later."""
+    own = "the proxy holds no SASL credentials of its own; give it some in [cluster]"
+    problems = []
+    if usage.kafka_topic and not usage.kafka_bootstrap_servers:
+        problems.append(
+            f"[usage] key 'kafka_topic' = {usage.kafka_topic!r}: the upstream cluster speaks "
+            f"{protocol} and {own}, or name a PLAINTEXT listener of a cluster it can write to "
+            "in kafka_bootstrap_servers"
+        )
+    if store_topic:
+        problems.append(
+            f"[quota_store] key 'topic' = {store_topic!r}: the upstream cluster speaks "
+            f"{protocol} and {own}"
+        )
+    if fleet_name:
+        problems.append(
+            f"[fleet] key 'name' = {fleet_name!r}: the upstream cluster speaks {protocol} and {own}"
+        )
+    elif workers > 1:
+        problems.append(
+            f"[proxy] key 'workers' = {workers}: workers share one budget through a topic on "
+            f"the cluster, which speaks {protocol}, and {own}"
+        )
+    return problems
 
 
 def _sni(

@@ -290,7 +290,13 @@ def _load_keystore(
     except SecretError as exc:
         problems.append(f"[{name}] key 'ssl.key.password': {exc}")
         return False
-    except (OSError, ssl.SSLError) as exc:
+    except ssl.SSLError as exc:  # OpenSSL's text names its own source line
+        problems.append(
+            f"[{name}] key 'ssl.keystore.location': cannot load {path}: not a PEM certificate "
+            f"chain with its private key, or the key's password is wrong{_reason(exc)}"
+        )
+        return False
+    except OSError as exc:
         problems.append(f"[{name}] key 'ssl.keystore.location': cannot load {path}: {exc}")
         return False
     return True
@@ -299,7 +305,18 @@ def _load_keystore(
 def _load_truststore(name: str, context: ssl.SSLContext, path: str, problems: list[str]) -> bool:
     try:
         context.load_verify_locations(cafile=path)
-    except (OSError, ssl.SSLError) as exc:
+    except ssl.SSLError as exc:
+        problems.append(
+            f"[{name}] key 'ssl.truststore.location': cannot load {path}: no PEM certificate "
+            f"in it{_reason(exc)}"
+        )
+        return False
+    except OSError as exc:
         problems.append(f"[{name}] key 'ssl.truststore.location': cannot load {path}: {exc}")
         return False
     return True
+
+
+def _reason(exc: ssl.SSLError) -> str:
+    """OpenSSL's name for what it refused, when it gives one (not its source line)."""
+    return f" ({exc.reason})" if exc.reason else ""

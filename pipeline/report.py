@@ -172,7 +172,7 @@ def run(namespace: argparse.Namespace) -> int:
         current = load_config(args.config) if args.config else None
         candidate = load_config(args.quotas) if args.quotas else None
     except ConfigError as exc:
-        print(f"kafka-quota-proxy report: invalid config\n{exc}", file=sys.stderr)
+        print(exc.report("kafka-quota-proxy report"), file=sys.stderr)
         return 2
     settings = current.quotas.settings if current else QuotaSettings()
     spark = session(args)

@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from config.errors import ConfigError
+from config.errors import ConfigError, StartupError
 from config.fleet import FLEET_TOPIC_PREFIX
 from config.loader import load_config
 from config.proxy_protocol import HeaderMode
@@ -19,21 +19,23 @@ from quotas.settings import QuotaConfig
 from quotas.store import FILE, QuotaStore
 
 
-def check_config(path: Path) -> int:
+def check_config(path: Path, offline: bool = False) -> int:
+    """`offline`: the file alone, without reading what kafka-configs altered in the quota
+    store (a CI job, a chart rendered where the cluster is not)."""
     try:
         config = load_config(path)
     except ConfigError as exc:
-        print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 2
     file_only = QuotaStore()  # the file's layer: its client, ips and topic quotas
     file_only.replace(FILE, config.quota_entries())
     quotas, sources = QuotaConfig(config.quotas.settings, file_only.limits()), None
-    if config.quota_store.topic:  # what kafka-configs altered, read from the cluster
+    if config.quota_store.topic and not offline:  # what kafka-configs altered, in the cluster
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # the error below says it
         try:
             store = asyncio.run(read_quota_store(config))
         except StoreUnreachable as exc:
-            print(f"kafka-quota-proxy: {exc}", file=sys.stderr)
+            print(StartupError(path, [str(exc)]).report(), file=sys.stderr)
             return 2
         quotas, sources = QuotaConfig(config.quotas.settings, store.limits()), store.source
     print(f"{path}: valid")
@@ -54,7 +56,8 @@ def check_config(path: Path) -> int:
         listeners = ", ".join(f"{name} {mode.value}" for name, mode in modes.items())
         print(f"PROXY protocol headers ({listeners}) from {trusted}")
     if config.quota_store.topic:
-        print(f"altered quotas: read from the quota store topic {config.quota_store.topic}")
+        read = "not read (--offline)" if offline else "read"
+        print(f"altered quotas: {read} from the quota store topic {config.quota_store.topic}")
     if config.proxy.workers > 1:
         print(f"workers: {config.proxy.workers}, sharing every listener port")
     if config.fleet_name:

@@ -10,7 +10,7 @@ import resource
 import sys
 from pathlib import Path
 
-from config.errors import ConfigError
+from config.errors import ConfigError, StartupError
 from config.loader import ProxyConfig, load_config
 from proxy.cli.check_config import check_config
 from proxy.cli.quotas import add_arguments as add_quota_arguments
@@ -72,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         "check-config", help="validate a config file and print each entity's effective quotas"
     )
     check.add_argument("file", type=Path, help="TOML config file")
+    check.add_argument(
+        "--offline",
+        action="store_true",
+        help="the file alone: do not read the quota store's altered quotas from the cluster",
+    )
     report = sub.add_parser(
         "report",
         help="per-principal usage, recommended quotas and a what-if, from usage samples "
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         return _report(report, args_list[1:])
     args = parser.parse_args(args_list)
     if args.command == "check-config":
-        return check_config(args.file)
+        return check_config(args.file, args.offline)
     if args.command == "quotas":
         return run_quotas(args)
     if args.command == "top":
@@ -104,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 2
     loop_name = install_event_loop(config.proxy.uvloop)
     log.info("event loop: %s; open files: up to %d", loop_name, raise_open_file_limit())
@@ -122,18 +127,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(config: ProxyConfig, worker: Worker | None) -> int:
     """One proxy process to its end: the exit code."""
+    path = config.path or "config"
     try:
         asyncio.run(ProxyProcess(config, worker).run())
     except ConfigError as exc:
-        print(f"kafka-quota-proxy: invalid config\n{exc}", file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 2
     except (StoreUnreachable, FleetUnreachable) as exc:
-        print(f"kafka-quota-proxy: {exc}", file=sys.stderr)
+        print(StartupError(path, [str(exc)]).report(), file=sys.stderr)
         return 2
     except AuthenticationFailed as exc:
-        print(
-            f"kafka-quota-proxy: the cluster refused the proxy's own client: {exc}", file=sys.stderr
-        )
+        refused = f"[cluster] key '{exc.key}': the cluster refused the proxy's own client, {exc}"
+        print(StartupError(path, [refused]).report(), file=sys.stderr)
         return 2
     return 0
 

@@ -35,7 +35,12 @@ _AUTHENTICATE_VERSION: Final = 2
 
 
 class AuthenticationFailed(Exception):
-    """The cluster refused the [cluster] credentials: a config error, not a passing fault."""
+    """The cluster refused the [cluster] credentials: a config error, not a passing fault.
+    `key` is the one to look at: the mechanism the cluster does not take, else the password."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class ClusterClient:
@@ -100,29 +105,31 @@ class ClusterClient:
         settings = self._settings
         assert settings.sasl_mechanism is not None and settings.username is not None
         assert settings.password is not None
-        who = f"[cluster] {settings.sasl_mechanism} as User:{settings.username}"
+        who = f"{settings.sasl_mechanism} as User:{settings.username}"
         try:
             password = settings.password.value()
         except SecretError as exc:
-            raise AuthenticationFailed(f"{who}: {exc}") from exc
+            raise AuthenticationFailed("sasl.password", f"{who}: {exc}") from exc
         client = SaslClient(settings.sasl_mechanism, settings.username, password)
         handshake = await self._call(
             SASL_HANDSHAKE, _HANDSHAKE_VERSION, mechanism=settings.sasl_mechanism
         )
         if handshake.error_code:
             raise AuthenticationFailed(
-                f"{who}: the cluster takes only {', '.join(handshake.mechanisms)}"
+                "sasl.mechanism", f"{who}: the cluster takes only {', '.join(handshake.mechanisms)}"
             )
         token = client.next_token(None)
         while token is not None:
             answer = await self._call(SASL_AUTHENTICATE, _AUTHENTICATE_VERSION, auth_bytes=token)
             if answer.error_code:
-                raise AuthenticationFailed(f"{who}: {answer.error_message or 'refused'}")
+                raise AuthenticationFailed(
+                    "sasl.password", f"{who}: {answer.error_message or 'refused'}"
+                )
             try:
                 token = client.next_token(bytes(answer.auth_bytes or b""))
             except ProtocolError as exc:
-                raise AuthenticationFailed(f"{who}: {exc}") from exc
-        log.info("the proxy's own client is authenticated to the cluster: %s", who[10:])
+                raise AuthenticationFailed("sasl.password", f"{who}: {exc}") from exc
+        log.info("the proxy's own client is authenticated to the cluster: %s", who)
 
     async def _call(self, api_key: int, version: int, **fields: Any) -> Any:
         body = bytes(DECODED[api_key][0](**fields).encode(version=version))

@@ -94,7 +94,9 @@ class ProxyServer:
             self._idle_check = asyncio.get_running_loop().create_task(self._close_idle())
         if not await self._try_discovery():
             log.warning(
-                "no broker listeners opened at start-up (%s): asking again every %gs",
+                "no broker listeners opened at start-up ([proxy] upstream_bootstrap_servers "
+                "= [%s]: %s): asking again every %gs, not ready until then",
+                ", ".join(self.settings.upstream_bootstrap_servers),
                 self.metadata_problem,
                 METADATA_RETRY_S,
             )

@@ -3,8 +3,8 @@
 The proxy reaches the three brokers only through their SASL_PLAINTEXT listener (PLAIN and
 SCRAM). With the proxy's own SCRAM credentials, read from the environment, it opens every
 broker's listener before its first client, and writes usage samples to a topic of that
-cluster; bad credentials stop it at start-up with an error that names [cluster], and no
-password is ever echoed.
+cluster, and no password is ever echoed (tests/integration/test_startup_errors.py has bad
+credentials stopping it at start-up).
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from localkafka.cluster import KafkaCluster
-from localkafka.ports import free_port
-from localkafka.proxy_process import RunningProxy, free_port_block, start_proxy
+from localkafka.proxy_process import RunningProxy, start_proxy
 from tests.integration.support.clients import IDENTITY_USERS
 from tests.integration.support.scrape import value, wait_for_metric
 
@@ -120,29 +119,6 @@ async def test_every_broker_listener_is_open_before_the_first_client_and_samples
     assert any(
         sample["user"] == "alice" and sample["client_id"] == "identity-app" for sample in samples
     )
-
-
-def test_bad_credentials_are_a_clear_start_up_error_naming_cluster(
-    kafka_sasl3: KafkaCluster, tmp_path: Path
-) -> None:
-    config = tmp_path / "proxy.toml"
-    config.write_text(
-        f'[proxy]\nupstream_bootstrap_servers = ["{kafka_sasl3.brokers[0].sasl_address}"]\n'
-        f"bootstrap_port = {free_port()}\nbroker_port_base = {free_port_block(3)}\n"
-        f"{CLUSTER}\n[metrics]\nenabled = false\n"
-    )
-    wrong = "not-the-secret-at-all"
-    run = subprocess.run(
-        [sys.executable, "-m", "proxy", "run", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, PASSWORD_ENV: wrong},
-    )
-    assert run.returncode == 2
-    assert "[cluster] SCRAM-SHA-512 as User:kqp" in run.stderr
-    assert "Authentication failed" in run.stderr
-    assert wrong not in run.stderr + run.stdout
 
 
 def test_check_config_never_echoes_a_password(tmp_path: Path) -> None:

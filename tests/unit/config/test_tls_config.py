@@ -172,7 +172,7 @@ def test_usage_samples_cannot_go_to_a_sasl_cluster_without_credentials(tmp_path:
     )
     assert len(problems) == 1
     assert problems[0].startswith(
-        "[usage] key 'kafka_topic': the upstream cluster speaks SASL_PLAINTEXT"
+        "[usage] key 'kafka_topic' = 'usage': the upstream cluster speaks SASL_PLAINTEXT"
     )
     _, problems = load(
         tmp_path,
