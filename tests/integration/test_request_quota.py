@@ -114,7 +114,10 @@ async def test_metadata_hammer_is_held_to_its_request_share(
         assert 0 < mean <= SHARE * 1.5, (client, series)
     # aiokafka saw throttle_time_ms, ignored it, and was held anyway
     assert sum(1 for ms in throttles if ms > 0) > 5
-    assert answered / seconds < control_count / 4.0 / 3, (answered, control_count)
+    # and answered about as often as its share allows of what it took unheld (not by a fixed
+    # factor: the control's share depends on the machine, 23.6 % in one run, 29.6 % in another)
+    held_rate = control_count / 4.0 * SHARE * 1.5 / control_share
+    assert answered / seconds < held_rate, (answered, control_count, control_share)
     # kafka-python saw it too, and honoured it
     assert any("throttled by broker" in r.getMessage() for r in caplog.records)
     final = scrape(url)
