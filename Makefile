@@ -4,14 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BROKERS ?= 1
 
-.PHONY: setup run test lint bench clean chromium haproxy prometheus docker-compose helm tmux franz-go
+.PHONY: setup run test lint bench clean chromium haproxy prometheus docker-compose helm tmux franz-go podman images
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 is required (the local Kafka runs on it)"; exit 1; }
 	@command -v mvn >/dev/null || { echo "Maven is required (it fetches the Kafka jars)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,pipeline]'
+	$(PY) -m pip install -q -e '.[test,pipeline,top]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -66,6 +66,25 @@ prometheus:
 docker-compose:
 	@command -v docker-compose >/dev/null || { $(call apt_install,docker-compose,docker-compose,--no-install-recommends); }
 
+# docker-compose.yml is brought up by the suite (tests/deploy/test_compose_up.py) in podman
+# with runc, as Debian 12 packages them, with netavark for the compose network's service
+# names; debootstrap makes the base image where no registry is reachable. containers.conf is
+# written only when the machine has none: the limits runc needs here, runc, netavark.
+CONTAINERS_CONF := /etc/containers/containers.conf
+podman:
+	@{ command -v podman >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null \
+	   && [ -x /usr/lib/podman/netavark ] && [ -x /usr/lib/podman/aardvark-dns ]; } \
+	  || { $(call apt_install,podman runc netavark aardvark-dns debootstrap uidmap,podman,--no-install-recommends); }
+	@[ -f $(CONTAINERS_CONF) ] || { [ "$$(id -u)" = 0 ] && mkdir -p $(dir $(CONTAINERS_CONF)) && printf '%s\n' \
+	  '[containers]' 'default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]' '' \
+	  '[engine]' 'runtime = "runc"' '' '[network]' 'network_backend = "netavark"' > $(CONTAINERS_CONF); } \
+	  || { echo "podman needs $(CONTAINERS_CONF) (see localkafka/engine.py)"; exit 1; }
+
+# the images docker-compose.yml names, made from Debian's packages and Maven Central into
+# .cache/images and podman's storage (localkafka/engine.py)
+images: setup podman prometheus
+	$(PY) -m localkafka images
+
 # `kafka-quota-proxy top` is driven as a person would, in a tmux pane: Debian's package
 tmux:
 	@command -v tmux >/dev/null || { $(call apt_install,tmux,tmux); }
@@ -92,7 +111,7 @@ franz-go:
 	  && [ -n "$$module" ] && copy=$$(mktemp -d) && cp -R "$$module/." "$$copy" && chmod -R u+w "$$copy" \
 	  && (cd "$$copy/pkg/kgo" && go test -c -o $(abspath $(KGO_TEST)) .); status=$$?; rm -rf "$${copy:-/nonexistent}"; exit $$status; }
 
-test: lint chromium haproxy prometheus docker-compose helm tmux franz-go
+test: lint chromium haproxy prometheus docker-compose helm tmux franz-go images
 	$(PY) -m pytest
 
 bench: setup

@@ -1,4 +1,5 @@
-"""`python -m localkafka fetch | start [--brokers N]`: the project's own local Kafka."""
+"""`python -m localkafka fetch | images | start [--brokers N]`: the project's own local Kafka,
+and the images docker-compose.yml runs in the suite."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 import threading
 
 from localkafka.cluster import KafkaCluster
+from localkafka.engine import ensure_images
 from localkafka.jars import ensure_jars, ensure_spark_kafka_jars, kafka_version
 
 
@@ -17,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "fetch", help="download the pinned Kafka jars, and Spark's Kafka source, into .cache/"
     )
+    sub.add_parser(
+        "images", help="make the images docker-compose.yml runs in the suite (localkafka/engine.py)"
+    )
     start = sub.add_parser("start", help="run a local KRaft cluster until interrupted")
     start.add_argument("--brokers", type=int, default=1)
     start.add_argument("--topic", action="append", default=[], metavar="NAME:PARTITIONS")
@@ -24,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "fetch":
         print(ensure_jars())
         print(ensure_spark_kafka_jars()[0].parent)
+        return 0
+    if args.command == "images":
+        for variable, image in ensure_images().items():
+            print(f"{variable}={image}")
         return 0
     cluster = KafkaCluster(brokers_count=args.brokers).start()
     try:

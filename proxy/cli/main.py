@@ -23,6 +23,7 @@ from proxy.control.fleet_bus import FleetUnreachable
 from proxy.control.quota_topic import StoreUnreachable
 from proxy.network.loop import install_event_loop
 from proxy.network.workers import Worker, run_workers
+from proxy.observability.build_info import version_line
 from proxy.observability.log_limit import configure_logging
 from proxy.process import ProxyProcess
 
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="kafka-quota-proxy",
         description="A Kafka-protocol proxy enforcing Kafka's client quotas per principal.",
     )
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="serve clients in front of the configured cluster")
     run.add_argument("--config", "-c", type=Path, required=True, help="TOML config file")

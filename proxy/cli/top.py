@@ -93,8 +93,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.once:
         return asyncio.run(_once(feed, args))
-    from proxy.cli.top_screen import TopApp  # textual is imported only for the screen
-
+    try:  # textual, the `top` extra, is imported only for the screen
+        from proxy.cli.top_screen import TopApp
+    except ImportError as exc:
+        print(
+            f"kafka-quota-proxy top needs the top extra for its screen ({exc}): "
+            "pip install 'kafka-quota-proxy[top]', or use --once",
+            file=sys.stderr,
+        )
+        return 2
     return TopApp(feed, args).run() or 0
 
 

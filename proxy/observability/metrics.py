@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from proxy.observability.build_info import BuildInfo
 from proxy.runtime.memory_pool import MemoryPool
 from proxy.runtime.stats import FleetStats, ProxyStats
 from quotas.engine import QuotaEngine
@@ -402,7 +403,7 @@ PROXY_FAMILIES: tuple[Family, ...] = (
 def build_registry(collector: QuotaCollector, worker: int | None = None) -> CollectorRegistry:
     """The registry a scrape reads; a worker's series carry its index (proxy/network/workers.py)."""
     registry = CollectorRegistry(auto_describe=False)
-    collectors: list[Collector] = [collector, ProcessCollector(registry=None)]
+    collectors: list[Collector] = [collector, ProcessCollector(registry=None), BuildInfo()]
     for each in collectors:
         registry.register(each if worker is None else _Labelled(each, "worker", str(worker)))
     return registry

@@ -1,20 +1,15 @@
 """docker-compose.yml as a real compose implementation reads it (Debian's docker-compose
 `config`, which needs no engine), held against the files it mounts: every proxy's config
 exists and validates, Prometheus scrapes each proxy where its config serves metrics and
-loads the rules promtool tests, and Grafana finds its datasource and dashboard. Then the
-Dockerfile's install path, run here as the image runs it: a wheel built from what the
-Dockerfile copies, installed into a clean venv, and its `check-config` on the configs the
-compose file gives the proxies."""
+loads the rules promtool tests, and Grafana finds its datasource and dashboard. The image
+itself is built and run in test_image.py, and the whole file brought up in
+test_compose_up.py."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
-import sys
-import tomllib
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -158,62 +153,3 @@ def test_grafana_provisions_the_datasource_and_opens_the_dashboard(compose: Any)
     variables = json.loads(home.read_text())["templating"]["list"]
     (chosen,) = [v["current"]["value"] for v in variables if v["type"] == "datasource"]
     assert chosen == datasource["uid"]
-
-
-#: the Dockerfile's steps, which this test runs with the image's paths under a temporary one
-BUILD = "pip wheel --no-deps --no-cache-dir --wheel-dir /wheels ."
-VENV = "python -m venv /opt/kafka-quota-proxy"
-INSTALL = "/opt/kafka-quota-proxy/bin/pip install --no-cache-dir /wheels/*.whl"
-
-
-def copied_into_the_wheel_stage(dockerfile: str) -> list[str]:
-    """The checkout's paths the Dockerfile's first stage copies before it builds the wheel."""
-    first_stage = dockerfile.split("\nFROM ")[1]
-    sources = []
-    for line in first_stage.splitlines():
-        words = line.split()
-        if words[:1] == ["COPY"] and not words[1].startswith("--"):
-            sources.extend(words[1:-1])
-    return sources
-
-
-def run(*command: str | Path) -> str:
-    result = subprocess.run(
-        [str(word) for word in command], capture_output=True, text=True, timeout=240
-    )
-    assert result.returncode == 0, f"{command}:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
-def test_the_image_installs_a_wheel_that_checks_the_compose_configs(
-    compose: Any, tmp_path: Path
-) -> None:
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    for step in (BUILD, VENV, INSTALL):
-        assert step in dockerfile, f"the Dockerfile no longer runs {step!r}"
-    context = tmp_path / "src"
-    for source in copied_into_the_wheel_stage(dockerfile):
-        path = ROOT / source
-        if path.is_dir():
-            shutil.copytree(path, context / source, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            context.mkdir(exist_ok=True)
-            shutil.copy(path, context / source)
-    # pip's own cache is used here (the image keeps none): the same packages, fetched once
-    wheels = tmp_path / "wheels"
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", wheels, context)
-    (wheel,) = wheels.glob("*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        packaged = set(archive.namelist())
-    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    packages = {pattern.rstrip("*") for pattern in find["packages"]["find"]["include"]}
-    tracked = run("git", "-C", ROOT, "ls-files", "*.py").split()
-    modules = {module for module in tracked if module.split("/")[0] in packages}
-    assert modules and modules - packaged == set(), "modules the image would lack"
-    venv = tmp_path / "opt" / "kafka-quota-proxy"
-    run(sys.executable, "-m", "venv", venv)
-    run(venv / "bin" / "pip", "install", "-q", wheel)
-    for name, service in proxies(compose).items():
-        config = config_file(service)
-        checked = run(venv / "bin" / "kafka-quota-proxy", "check-config", config)
-        assert checked.startswith(f"{config}: valid\n"), (name, checked)
