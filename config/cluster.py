@@ -83,7 +83,7 @@ def parse_cluster(
         if key in values and secret(values[key]) is None:
             problems.append(
                 f"[cluster] key '{key}': write where the secret is, "
-                "${env:NAME} or ${file:PATH:KEY}, not the secret itself"
+                "${env:NAME}, ${file:PATH:KEY} or ${directory:DIR:FILE}, not the secret itself"
             )
             values.pop(key)
     sasl_values = {key: values.pop(key) for key in SASL_KEYS if key in values}

@@ -1,7 +1,9 @@
 """Secrets in the config file are references, never values: Kafka's config providers'
-syntax, `${env:NAME}` (KIP-887's EnvVarConfigProvider) and `${file:PATH:KEY}` (KIP-297's
-FileConfigProvider, a properties file). The value is read when it is used, so a rotated
-secret is taken by the next connection, and it is never logged, printed or echoed in an error.
+syntax, `${env:NAME}` (KIP-887's EnvVarConfigProvider), `${file:PATH:KEY}` (KIP-297's
+FileConfigProvider, a properties file) and `${directory:DIR:FILE}` (KIP-632's
+DirectoryConfigProvider: the whole file is the value, as Kubernetes mounts a Secret's key).
+The value is read when it is used, so a rotated secret is taken by the next connection, and
+it is never logged, printed or echoed in an error.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_REFERENCE = re.compile(r"^\$\{(env|file):([^}]+)\}$")
+_REFERENCE = re.compile(r"^\$\{(env|file|directory):([^}]+)\}$")
 
 
 class SecretError(ValueError):
@@ -43,11 +45,15 @@ class Secret:
             return value
         path, _, key = where.rpartition(":")
         if not path:
-            raise SecretError(f"{self.reference}: expected ${{file:PATH:KEY}}")
+            raise SecretError(f"{self.reference}: expected ${{{provider}:PATH:KEY}}")
+        if provider == "directory":  # a file named KEY in the directory, read whole
+            path = str(Path(path) / key)
         try:
             text = Path(path).read_text()
         except OSError as exc:
             raise SecretError(f"{self.reference}: cannot read {path}: {exc.strerror}") from exc
+        if provider == "directory":  # `echo` and editors end a file with a newline
+            return text.removesuffix("\n")
         for line in text.splitlines():
             name, separator, value = line.partition("=")
             if separator and name.strip() == key and not name.lstrip().startswith("#"):

@@ -43,7 +43,7 @@ def test_a_server_that_cannot_prove_the_password_is_refused() -> None:
     assert plain.next_token(b"") is None and plain.done
 
 
-def test_secrets_are_read_from_the_environment_or_a_properties_file(
+def test_secrets_are_read_from_the_environment_a_properties_file_or_a_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KQP_TEST_SECRET", "from-env")
@@ -51,10 +51,15 @@ def test_secrets_are_read_from_the_environment_or_a_properties_file(
     properties = tmp_path / "cluster.properties"
     properties.write_text("# the proxy's own credentials\nusername = kqp\npassword = s3cr=t\n")
     assert Secret(f"${{file:{properties}:password}}").value() == "s3cr=t"
+    mounted = tmp_path / "credentials"  # a Kubernetes Secret mounted as a volume
+    mounted.mkdir()
+    (mounted / "password").write_text("s3cr=t # not a comment\n")
+    assert Secret(f"${{directory:{mounted}:password}}").value() == "s3cr=t # not a comment"
     for reference, problem in (
         ("${env:KQP_NOT_SET}", "the environment variable KQP_NOT_SET is not set"),
         (f"${{file:{properties}:missing}}", "has no key 'missing'"),
         (f"${{file:{tmp_path / 'none'}:password}}", "cannot read"),
+        (f"${{directory:{mounted}:username}}", "cannot read"),
     ):
         with pytest.raises(SecretError, match=problem):
             Secret(reference).value()
