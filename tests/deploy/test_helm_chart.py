@@ -90,22 +90,30 @@ def test_the_pods_drain_before_they_are_killed_and_probe_the_proxy(values: Path 
 
 
 def test_no_secret_is_in_values_or_rendered() -> None:
-    """The proxy's password reaches it from a Secret through its environment, TLS files
-    through Secret volumes; the config holds references only."""
+    """The proxy's password reaches it from a Secret mounted as files, which it reads at each
+    connection (a rotated one is taken without a restart), TLS files through Secret volumes;
+    the config holds references only, and no environment variable holds a secret."""
     manifests = render(DEPLOY / "helm" / "values" / "tls-sasl.yaml")
     assert not by_kind(manifests, "Secret")
     config = by_kind(manifests, "ConfigMap")[0]["data"]["proxy.toml"]
-    assert 'sasl.password = "${env:KQP_CLUSTER_PASSWORD}"' in config
+    reference = "${directory:/etc/kafka-quota-proxy/cluster-credentials:password}"
+    assert f'sasl.password = "{reference}"' in config
     (deployment,) = by_kind(manifests, "Deployment")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    (env,) = container["env"]
-    assert env["valueFrom"]["secretKeyRef"] == {
-        "name": "kafka-quota-proxy-credentials",
-        "key": "password",
-    }
+    assert "env" not in container
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["cluster-credentials"] == {
+        "name": "cluster-credentials",
+        "mountPath": "/etc/kafka-quota-proxy/cluster-credentials",
+        "readOnly": True,
+    }  # no subPath: the kubelet updates the files of a rotated Secret only without one
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     assert volumes["listener-tls"]["secret"]["secretName"] == "kafka-quota-proxy-tls"
     assert volumes["cluster-tls"]["secret"]["secretName"] == "kafka-cluster-ca"
+    assert volumes["cluster-credentials"]["secret"] == {
+        "secretName": "kafka-quota-proxy-credentials",
+        "items": [{"key": "password", "path": "password"}],
+    }
 
 
 def test_the_services_carry_every_broker_or_the_one_sni_port() -> None:
@@ -113,7 +121,17 @@ def test_the_services_carry_every_broker_or_the_one_sni_port() -> None:
         name: [p["port"] for p in by_kind(render(path), "Service")[0]["spec"]["ports"]]
         for name, path in (("ports", None), ("sni", DEPLOY / "helm" / "values" / "sni.yaml"))
     }
-    assert ports == {"ports": [9192, 9201, 9202, 9203], "sni": [9093]}
+    assert ports == {"ports": [9192, *range(9201, 9210)], "sni": [9093]}
+
+
+def test_broker_ranges_open_a_port_per_id_and_roll_no_pod() -> None:
+    """A broker added within a range is served with no upgrade, and widening a range rolls no
+    pod: the Service targets numbered ports, which the pods need not declare."""
+    narrow = render(None, "cluster.brokerIds={0-2}")
+    wide = render(None, "cluster.brokerIds={0-5,7,3}")
+    ports = [p["port"] for p in by_kind(wide, "Service")[0]["spec"]["ports"]]
+    assert ports == [9192, 9200, 9201, 9202, 9203, 9204, 9205, 9207]
+    assert by_kind(narrow, "Deployment") == by_kind(wide, "Deployment")
 
 
 def test_the_rules_are_deploys_alerts_and_pass_promtool(tmp_path: Path) -> None:
@@ -159,3 +177,62 @@ def test_a_wrong_value_is_refused_at_install(assignment: str, complaint: str) ->
     assert result.returncode != 0, f"{assignment} was accepted"
     assert "values don't meet the specifications of the schema" in result.stderr
     assert complaint in result.stderr, result.stderr
+
+
+def config_of(manifests: list[dict[str, Any]]) -> str:
+    (config_map,) = [m for m in by_kind(manifests, "ConfigMap") if "proxy.toml" in m["data"]]
+    text: str = config_map["data"]["proxy.toml"]
+    return text
+
+
+@pytest.mark.parametrize(
+    ("extra", "section"),
+    [("[usage]\ninterval_s = 5\n", "[usage]"), ("  [proxy] # again\nworkers = 2\n", "[proxy]")],
+)
+def test_extra_config_never_declares_a_rendered_section_twice(extra: str, section: str) -> None:
+    """TOML refuses a table declared twice: the pod would crash-loop, so Helm refuses first."""
+    result = helm(
+        *("template", "kqp", ".", "--kube-version", KUBERNETES[-1]),
+        *("--set", "cluster.bootstrapServers[0]=kafka:9092"),
+        *("--set-string", f"extraConfig={extra}"),
+    )
+    assert result.returncode != 0, f"extraConfig {extra!r} was accepted"
+    assert f"extraConfig: {section} is already rendered from the chart's values" in result.stderr
+
+
+def test_extra_config_adds_sections_the_chart_does_not_render() -> None:
+    config = config_of(render(DEPLOY / "helm" / "values" / "usage-samples.yaml"))
+    assert config.count("[broker]") == 1 and config.count("[usage]") == 1
+    assert 'kafka_topic = "kafka-quota-proxy-usage"' in config
+
+
+def test_usage_samples_go_to_a_topic_and_a_claim_that_outlive_the_pods() -> None:
+    manifests = render(DEPLOY / "helm" / "values" / "usage-samples.yaml")
+    (deployment,) = by_kind(manifests, "Deployment")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["usage"] == {
+        "name": "usage",
+        "persistentVolumeClaim": {"claimName": "kafka-quota-proxy-usage"},
+    }
+    assert "emptyDir" in {v["name"]: v for v in render_volumes(None)}["usage"]
+
+
+def render_volumes(values: Path | None) -> list[dict[str, Any]]:
+    (deployment,) = by_kind(render(values, "cluster.bootstrapServers[0]=kafka:9092"), "Deployment")
+    volumes: list[dict[str, Any]] = deployment["spec"]["template"]["spec"]["volumes"]
+    return volumes
+
+
+def test_client_certificates_need_the_acknowledgement_the_proxy_asks_for() -> None:
+    """The proxy refuses ssl.client.auth without acknowledge.broker.sees.proxy: rendered
+    together, or refused by Helm, never a pod that crash-loops."""
+    mtls = DEPLOY / "helm" / "values" / "mtls.yaml"
+    config = config_of(render(mtls))
+    assert 'ssl.client.auth = "required"' in config
+    assert "acknowledge.broker.sees.proxy = true" in config
+    result = helm(
+        *("template", "kqp", ".", "--kube-version", KUBERNETES[-1], "--values", str(mtls)),
+        *("--set", "listener.tls.acknowledgeBrokerSeesProxy=false"),
+    )
+    assert result.returncode != 0
+    assert "set listener.tls.acknowledgeBrokerSeesProxy=true" in result.stderr

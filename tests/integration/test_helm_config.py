@@ -3,7 +3,7 @@
 For the chart's defaults and each value set of deploy/helm/values/, `helm template` renders
 the ConfigMap as an install would, pointed at the session's broker; the files the pod would
 mount from Secrets are put where the config names them (a certificate of a throwaway CA, the
-cluster's CA) and the password is in the environment, as the Deployment gives it. check-config
+cluster's CA, the password's file). check-config
 then loads the file, opens its TLS files and reads the quota store topic from the cluster.
 """
 
@@ -33,9 +33,13 @@ def test_the_rendered_config_passes_check_config(
     name = "defaults" if values is None else values.stem
     overrides = {"quotaStore.topic": f"helm-{name}-quotas"}
     chosen = yaml.safe_load(values.read_text()) if values is not None else {}
-    sasl = chosen.get("cluster", {}).get("securityProtocol") == "SASL_SSL"
+    protocol = chosen.get("cluster", {}).get("securityProtocol", "PLAINTEXT")
+    sasl = protocol == "SASL_SSL"
     broker = kafka1.brokers[0]
-    overrides["cluster.bootstrapServers[0]"] = broker.sasl_ssl_address if sasl else broker.address
+    overrides["cluster.bootstrapServers[0]"] = {
+        "SASL_SSL": broker.sasl_ssl_address,
+        "SSL": broker.ssl_address,
+    }.get(protocol, broker.address)
     if sasl:
         overrides["cluster.sasl.username"] = USER
         overrides["cluster.sasl.mechanism"] = "SCRAM-SHA-512"
@@ -57,7 +61,11 @@ def test_the_rendered_config_passes_check_config(
     (mounts / "cluster").mkdir()
     keystore = ThrowawayCA(tmp_path / "ca").server("proxy", "127.0.0.1", ["kqp-kafka-quota-proxy"])
     (mounts / "listener" / "proxy.pem").write_bytes(keystore.read_bytes())
+    # mtls.yaml's clients' CA (clientAuth), beside the keystore in the listener's Secret
+    (mounts / "listener" / "clients-ca.pem").write_bytes(kafka1.ca_certificate.read_bytes())
     (mounts / "cluster" / "ca.crt").write_bytes(kafka1.ca_certificate.read_bytes())
+    (mounts / "cluster-credentials").mkdir()
+    (mounts / "cluster-credentials" / "password").write_text(SASL_USERS[USER])
     config = config_map["data"]["proxy.toml"].replace(MOUNTED, f"{mounts}/")
     path = tmp_path / "proxy.toml"
     path.write_text(config.replace("/var/lib/kafka-quota-proxy/usage", str(tmp_path / "usage")))
@@ -66,7 +74,7 @@ def test_the_rendered_config_passes_check_config(
         capture_output=True,
         text=True,
         timeout=120,
-        env={"KQP_CLUSTER_PASSWORD": SASL_USERS[USER], "PATH": "/usr/bin:/bin"},
+        env={"PATH": "/usr/bin:/bin"},
     )
     assert checked.returncode == 0, config + checked.stderr
     assert f"{path}: valid" in checked.stdout

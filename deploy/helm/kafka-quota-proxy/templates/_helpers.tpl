@@ -54,8 +54,25 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- end -}}
 
-{{/* The proxy's config file, from the values. */}}
+{{/* The proxy's config file: the values' sections, then extraConfig's, none of them twice
+     (TOML refuses a table declared twice, and the pod would crash-loop on it). */}}
 {{- define "kqp.config" -}}
+{{- $rendered := include "kqp.renderedSections" . -}}
+{{- $rendered }}
+{{- with .Values.extraConfig }}
+{{- range $line := regexFindAll `(?m)^[ \t]*\[[^\[\]]+\]` . -1 }}
+{{- $header := regexFind `\[[^\[\]]+\]` $line }}
+{{- if regexMatch (printf `(?m)^%s` (regexQuoteMeta $header)) $rendered }}
+{{- fail (printf "extraConfig: %s is already rendered from the chart's values; set its keys through them (values.yaml), not in extraConfig" $header) }}
+{{- end }}
+{{- end }}
+
+{{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* The sections the chart renders from its values. */}}
+{{- define "kqp.renderedSections" -}}
 {{- $tlsUpstream := include "kqp.tls" .Values.cluster.securityProtocol -}}
 {{- $tlsListener := include "kqp.tls" .Values.listener.securityProtocol -}}
 # Rendered by the kafka-quota-proxy chart from its values (docs/configuration.md).
@@ -85,8 +102,12 @@ listen_host = "0.0.0.0"
 port = {{ .Values.ports.metrics | toJson }}
 
 [usage]
-# the pod's emptyDir: samples for `kafka-quota-proxy report`
+# samples for `kafka-quota-proxy report`: the pod's emptyDir, or the claim usage.existingClaim
 directory = "/var/lib/kafka-quota-proxy/usage"
+{{- with .Values.usage.kafkaTopic }}
+# and a topic of the cluster, which `top` and `report` read from anywhere
+kafka_topic = {{ . | toJson }}
+{{- end }}
 {{- if ne .Values.listener.securityProtocol "PLAINTEXT" }}
 
 [listener]
@@ -95,7 +116,11 @@ security.protocol = {{ .Values.listener.securityProtocol | toJson }}
 ssl.keystore.type = "PEM"
 ssl.keystore.location = "/etc/kafka-quota-proxy/listener/{{ .Values.listener.tls.keystoreKey }}"
 {{- if ne .Values.listener.tls.clientAuth "none" }}
+{{- if not .Values.listener.tls.acknowledgeBrokerSeesProxy }}
+{{- fail "listener.tls.clientAuth: the brokers see the proxy's certificate, not the client's, so certificate ACLs on the brokers no longer tell clients apart; set listener.tls.acknowledgeBrokerSeesProxy=true to run so (docs/principals-and-tls.md)" }}
+{{- end }}
 ssl.client.auth = {{ .Values.listener.tls.clientAuth | toJson }}
+acknowledge.broker.sees.proxy = true
 ssl.truststore.type = "PEM"
 ssl.truststore.location = "/etc/kafka-quota-proxy/listener/{{ .Values.listener.tls.truststoreKey }}"
 {{- end }}
@@ -120,8 +145,9 @@ security.protocol = {{ .Values.cluster.securityProtocol | toJson }}
 {{- if .Values.cluster.sasl.mechanism }}
 sasl.mechanism = {{ .Values.cluster.sasl.mechanism | toJson }}
 sasl.username = {{ .Values.cluster.sasl.username | toJson }}
-# from the Secret named in the values, through the pod's environment
-sasl.password = "${env:KQP_CLUSTER_PASSWORD}"
+# the Secret named in the values, mounted as files: read at each connection, so a rotated
+# password is taken without a restart
+sasl.password = "${directory:/etc/kafka-quota-proxy/cluster-credentials:{{ .Values.cluster.sasl.passwordKey }}}"
 {{- end }}
 {{- if and $tlsUpstream .Values.cluster.tls.existingSecret }}
 ssl.truststore.type = "PEM"
@@ -152,8 +178,26 @@ shadow = {{ .Values.shadow | toJson }}
 {{ include "kqp.quotaTable" (list (printf "%s.%s" $type (include "kqp.string" $name)) $values) }}
 {{- end }}
 {{- end }}
-{{- with .Values.extraConfig }}
+{{- end -}}
 
-{{ . }}
-{{- end }}
+{{/* cluster.brokerIds with each "FIRST-LAST" range spelled out: the ids a Service port is
+     opened for, as a list of integers. */}}
+{{- define "kqp.brokerIds" -}}
+{{- $ids := list -}}
+{{- range .Values.cluster.brokerIds -}}
+{{- if kindIs "string" . -}}
+{{- $bounds := splitList "-" . -}}
+{{- $first := int (first $bounds) -}}
+{{- $last := int (last $bounds) -}}
+{{- if lt $last $first -}}
+{{- fail (printf "cluster.brokerIds: %q runs backwards; write FIRST-LAST" .) -}}
+{{- end -}}
+{{- range $offset := until (int (add1 (sub $last $first))) -}}
+{{- $ids = append $ids (int (add $first $offset)) -}}
+{{- end -}}
+{{- else -}}
+{{- $ids = append $ids (int .) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson ($ids | uniq) -}}
 {{- end -}}
