@@ -89,24 +89,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
             assert not [name for name in left if name.startswith(PROJECT)]
 
 
-def test_every_service_is_healthy_and_prometheus_scrapes_both_proxies(
-    stack: dict[str, str],
-) -> None:
-    states = compose(stack, "ps")
-    for service in ("kafka", "proxy", "proxy-b"):
-        line = next(line for line in states.splitlines() if f"_{service}_1" in line)
-        assert "(healthy)" in line, states
-    deadline = time.monotonic() + 60
-    while True:
-        with urllib.request.urlopen("http://localhost:9090/api/v1/targets", timeout=5) as answer:
-            targets = json.load(answer)["data"]["activeTargets"]
-        health = {target["labels"]["instance"]: target["health"] for target in targets}
-        if set(health.values()) == {"up"} or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert health == {"proxy:9464": "up", "proxy-b:9465": "up"}
-
-
 async def test_records_through_one_proxy_are_read_back_exactly_once_through_the_other(
     stack: dict[str, str],
 ) -> None:
@@ -233,3 +215,22 @@ async def test_top_and_report_read_the_usage_samples_topic(
     assert report.returncode == 0, report.stderr[-3000:]
     assert client_id in (out / "quotas.toml").read_text()
     assert (out / "report.html").is_file()
+
+
+def test_every_service_is_healthy_and_prometheus_scrapes_both_proxies(
+    stack: dict[str, str],
+) -> None:
+    """Last: by now Prometheus has scraped every proxy (its first scrape waits an interval)."""
+    states = compose(stack, "ps")
+    for service in ("kafka", "proxy", "proxy-b"):
+        line = next(line for line in states.splitlines() if f"_{service}_1" in line)
+        assert "(healthy)" in line, states
+    deadline = time.monotonic() + 60
+    while True:
+        with urllib.request.urlopen("http://localhost:9090/api/v1/targets", timeout=5) as answer:
+            targets = json.load(answer)["data"]["activeTargets"]
+        health = {target["labels"]["instance"]: target["health"] for target in targets}
+        if set(health.values()) == {"up"} or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert health == {"proxy:9464": "up", "proxy-b:9465": "up"}
