@@ -22,8 +22,7 @@ from pathlib import Path
 from config.errors import ConfigError, StartupError
 from config.loader import ProxyConfig
 from config.tls import unencrypted_upstream
-from protocol.errors import ProtocolError
-from proxy.control.cluster import ClusterClient
+from proxy.control.cluster import reach_cluster
 from proxy.control.fleet_bus import FleetBus, member_id
 from proxy.control.quota_topic import QuotaTopic
 from proxy.control.reload import ConfigReloader
@@ -159,7 +158,7 @@ class ProxyProcess:
             await self._start_endpoint()
         open_timeout_s = 2 * config.proxy.connect_timeout_s
         if self.quota_topic is not None or self.fleet is not None:
-            await self._reach_cluster()
+            await reach_cluster(config)
         if self.quota_topic is not None:
             await self.quota_topic.start(open_timeout_s)
             self._reading["quota_store"] = None
@@ -173,48 +172,14 @@ class ProxyProcess:
         try:
             await self.server.start()
         except OSError as exc:  # the bootstrap listener (broker listeners wait for their port)
-            settings = config.proxy
-            raise self._cannot_listen(
-                "proxy", settings.listen_host, settings.bootstrap_port, "bootstrap_port", exc
-            ) from exc
+            host, port = config.proxy.listen_host, config.proxy.bootstrap_port
+            raise cannot_listen(config, "proxy", host, port, "bootstrap_port", exc) from exc
         self._start_usage()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, self.reloader.reload, "SIGHUP")
         self._run_beside(self.reloader.watch(config.proxy.config_poll_interval_s))
         self._run_beside(self._expire_sensors())
         self._run_beside(self._forget_producer_ids())
-
-    async def _reach_cluster(self) -> None:
-        """The cluster answers the proxy's own client, before its topics are opened: aiokafka
-        would say only that the quota store or the bus timed out, where the operator needs the
-        key to fix, the addresses tried, and whether the credentials were refused."""
-        settings = self.config.proxy
-        addresses = settings.upstream_addresses()
-        try:
-            async with ClusterClient(self.config.cluster, addresses, settings.connect_timeout_s):
-                pass
-        except (OSError, TimeoutError, EOFError, ProtocolError) as exc:
-            servers = ", ".join(settings.upstream_bootstrap_servers)
-            raise StartupError(
-                self.config.path or "config",
-                [f"[proxy] key 'upstream_bootstrap_servers' = [{servers}]: {exc or repr(exc)}"],
-            ) from exc
-
-    def _cannot_listen(
-        self, section: str, host: str, port: int, port_key: str, exc: OSError
-    ) -> StartupError:
-        """A port in use or not ours to take names the port; an address not of this machine
-        names the host."""
-        names_host = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
-        key, value = ("listen_host", host) if names_host else (port_key, port)
-        if isinstance(exc, socket.gaierror) or not exc.errno:
-            reason = exc.strerror or str(exc)
-        else:  # uvloop's text repeats the address
-            reason = os.strerror(exc.errno)
-        return StartupError(
-            self.config.path or "config",
-            [f"[{section}] key '{key}' = {value!r}: cannot listen on {host}:{port}: {reason}"],
-        )
 
     def _run_beside(self, work: Coroutine[object, object, None]) -> None:
         self._background.append(asyncio.get_running_loop().create_task(work))
@@ -289,7 +254,7 @@ class ProxyProcess:
         try:
             self._endpoint = await serve_endpoint(registry, self.probes(), host, port)
         except OSError as exc:
-            raise self._cannot_listen("metrics", host, port, "port", exc) from exc
+            raise cannot_listen(config, "metrics", host, port, "port", exc) from exc
         host, port = self._endpoint.sockets[0].getsockname()[:2]
         which = f" (worker {worker.index})" if worker is not None else ""
         _announce(f"kafka-quota-proxy metrics{which}: http://{host}:{port}/metrics")
@@ -377,3 +342,20 @@ def _announce(line: str) -> None:
     announce themselves at once, on one stdout, and print() writes its newline apart."""
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+def cannot_listen(
+    config: ProxyConfig, section: str, host: str, port: int, port_key: str, exc: OSError
+) -> StartupError:
+    """A port in use or not ours to take names the port; an address not of this machine
+    names the host."""
+    names_host = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
+    key, value = ("listen_host", host) if names_host else (port_key, port)
+    if isinstance(exc, socket.gaierror) or not exc.errno:
+        reason = exc.strerror or str(exc)
+    else:  # uvloop's text repeats the address
+        reason = os.strerror(exc.errno)
+    return StartupError(
+        config.path or "config",
+        [f"[{section}] key '{key}' = {value!r}: cannot listen on {host}:{port}: {reason}"],
+    )

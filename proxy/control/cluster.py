@@ -15,6 +15,8 @@ from struct import Struct
 from typing import Any, Final
 
 from config.cluster import ClusterSettings
+from config.errors import StartupError
+from config.loader import ProxyConfig
 from config.secrets import SecretError
 from protocol.apis import DECODED, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from protocol.codec import decode_response
@@ -137,3 +139,22 @@ class ClusterClient:
         return decode_response(
             frame, response_body_offset(frame, api_key, version), api_key, version
         )
+
+
+async def reach_cluster(config: ProxyConfig) -> None:
+    """The cluster answers the proxy's own client, before its topics are opened: aiokafka
+    would say only that the quota store or the bus timed out, where the operator needs the
+    key to fix, the addresses tried, and whether the credentials were refused (raised as
+    AuthenticationFailed)."""
+    settings = config.proxy
+    try:
+        async with ClusterClient(
+            config.cluster, settings.upstream_addresses(), settings.connect_timeout_s
+        ):
+            pass
+    except (OSError, TimeoutError, EOFError, ProtocolError) as exc:
+        servers = ", ".join(settings.upstream_bootstrap_servers)
+        raise StartupError(
+            config.path or "config",
+            [f"[proxy] key 'upstream_bootstrap_servers' = [{servers}]: {exc or repr(exc)}"],
+        ) from exc

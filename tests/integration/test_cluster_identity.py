@@ -23,19 +23,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration.support.clients import IDENTITY_USERS
+from tests.integration.support.clients import CLUSTER as OWN_CLIENT
+from tests.integration.support.clients import IDENTITY_USERS, PASSWORD_ENV
 from tests.integration.support.scrape import value, wait_for_metric
 
 SAMPLES = "identity-usage"
 TOPIC = "identity-traffic"
-PASSWORD_ENV = "KQP_CLUSTER_PASSWORD"
-CLUSTER = f"""
-[cluster]
-security.protocol = "SASL_PLAINTEXT"
-sasl.mechanism = "SCRAM-SHA-512"
-sasl.username = "kqp"
-sasl.password = "${{env:{PASSWORD_ENV}}}"
-
+CLUSTER = f"""{OWN_CLIENT}
 [usage]
 interval_s = 1
 directory = ""

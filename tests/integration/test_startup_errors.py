@@ -21,9 +21,8 @@ import pytest
 
 from localkafka.cluster import KafkaCluster
 from localkafka.ports import free_port
-from tests.integration.support.clients import IDENTITY_USERS
+from tests.integration.support.clients import CLUSTER, IDENTITY_USERS, PASSWORD_ENV
 
-PASSWORD_ENV = "KQP_CLUSTER_PASSWORD"
 #: a port nothing listens on: connection refused at once
 REFUSED = "127.0.0.1:1"
 #: TEST-NET-1 (RFC 5737): an address of no machine's interface
@@ -81,15 +80,6 @@ def sasl(setting: Setting, workers: int = 1) -> str:
         '\n[listener]\nsecurity.protocol = "SASL_PLAINTEXT"\n'
         '\n[upstream]\nsecurity.protocol = "SASL_PLAINTEXT"\n'
     )
-
-
-CLUSTER = f"""
-[cluster]
-security.protocol = "SASL_PLAINTEXT"
-sasl.mechanism = "SCRAM-SHA-512"
-sasl.username = "kqp"
-sasl.password = "${{env:{PASSWORD_ENV}}}"
-"""
 
 
 def usage_under_a_file(setting: Setting) -> str:

@@ -29,6 +29,16 @@ SASL_USERS = {
 #: the session's three brokers' users (conftest.py kafka3): the proxy's own identity on the
 #: cluster ([cluster]), and a client beside it
 IDENTITY_USERS = {"kqp": "kqp-secret", "alice": "alice-secret"}
+#: where the proxy's own password is read from in CLUSTER
+PASSWORD_ENV = "KQP_CLUSTER_PASSWORD"
+#: the proxy's own identity on kafka3's SASL listener, as User:kqp
+CLUSTER = f"""
+[cluster]
+security.protocol = "SASL_PLAINTEXT"
+sasl.mechanism = "SCRAM-SHA-512"
+sasl.username = "kqp"
+sasl.password = "${{env:{PASSWORD_ENV}}}"
+"""
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 6, replication: int = 3) -> None:
