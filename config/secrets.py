@@ -47,11 +47,15 @@ class Secret:
         if not path:
             raise SecretError(f"{self.reference}: expected ${{{provider}:PATH:KEY}}")
         if provider == "directory":  # a file named KEY in the directory, read whole
+            if "/" in key or key in (".", ".."):  # as Kafka's provider: nothing outside it
+                raise SecretError(f"{self.reference}: {key!r} is not a file name")
             path = str(Path(path) / key)
         try:
             text = Path(path).read_text()
         except OSError as exc:
             raise SecretError(f"{self.reference}: cannot read {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise SecretError(f"{self.reference}: {path} is not UTF-8 text") from exc
         if provider == "directory":  # `echo` and editors end a file with a newline
             return text.removesuffix("\n")
         for line in text.splitlines():

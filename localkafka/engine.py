@@ -16,6 +16,7 @@ PYTHON_IMAGE (the proxy's base, a build argument), each defaulting to the public
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -32,7 +33,6 @@ from localkafka.jars import ensure_jars, kafka_version
 CACHE: Final = JARS_CACHE / "images"
 HERE: Final = Path(__file__).resolve().parent
 BASE: Final = "localhost/kqp-debian:bookworm"
-KAFKA: Final = f"localhost/kqp-kafka:{kafka_version()}"
 PROMETHEUS_DEB: Final = JARS_CACHE / "prometheus" / "usr" / "bin"
 #: the packages of the base: the proxy's Python, Kafka's Java, pip's certificates
 _PACKAGES: Final = "python3,python3-venv,ca-certificates,openjdk-17-jre-headless"
@@ -53,18 +53,33 @@ def _exists(image: str) -> bool:
     return subprocess.run(["podman", "image", "exists", image], check=False).returncode == 0
 
 
+def _recipe(*names: str) -> str:
+    """A tag suffix from what an image is made of here, so that an edited Containerfile or
+    script makes a new image rather than a stale one found by its name."""
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update((HERE / "images" / name).read_bytes())
+    return digest.hexdigest()[:10]
+
+
+def kafka_image() -> str:
+    recipe = _recipe("kafka.Containerfile", "kafka-run.sh", "kafka-broker-api-versions.sh")
+    return f"localhost/kqp-kafka:{kafka_version()}-{recipe}"
+
+
+def prometheus_version() -> str:
+    """Debian's Prometheus, as `prometheus --version` names it ("2.42.0+ds" is 2.42.0)."""
+    words = subprocess.run(
+        [str(PROMETHEUS_DEB / "prometheus"), "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return words[2].split("+")[0]
+
+
 def prometheus_image() -> str:
-    version = (
-        subprocess.run(
-            [str(PROMETHEUS_DEB / "prometheus"), "--version"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        .stdout.split()[2]
-        .split("+")[0]
-    )
-    return f"localhost/kqp-prometheus:{version}"
+    return f"localhost/kqp-prometheus:{prometheus_version()}-{_recipe('prometheus.Containerfile')}"
 
 
 def ensure_base() -> str:
@@ -125,10 +140,11 @@ def _build(image: str, containerfile: str, files: dict[str, Path]) -> None:
 def ensure_images() -> dict[str, str]:
     """Every substitute image, made when missing; what docker-compose.yml reads to use them."""
     ensure_base()
-    if not _exists(KAFKA):
+    kafka = kafka_image()
+    if not _exists(kafka):
         images = HERE / "images"
         _build(
-            KAFKA,
+            kafka,
             "kafka.Containerfile",
             {
                 "libs": ensure_jars(),
@@ -149,7 +165,11 @@ def ensure_images() -> dict[str, str]:
 
 def substitutes() -> dict[str, str]:
     """The environment docker-compose.yml takes the suite's images from."""
-    return {"KAFKA_IMAGE": KAFKA, "PROMETHEUS_IMAGE": prometheus_image(), "PYTHON_IMAGE": BASE}
+    return {
+        "KAFKA_IMAGE": kafka_image(),
+        "PROMETHEUS_IMAGE": prometheus_image(),
+        "PYTHON_IMAGE": BASE,
+    }
 
 
 @contextmanager
@@ -157,11 +177,12 @@ def docker_socket(directory: Path) -> Iterator[str]:
     """podman's Docker-compatible API on a socket of its own while the block runs: the
     DOCKER_HOST for docker-compose."""
     socket = directory / "podman.sock"
-    service = subprocess.Popen(
-        ["podman", "system", "service", "--time=0", f"unix://{socket}"],
-        stdout=subprocess.DEVNULL,
-        stderr=(directory / "podman-service.log").open("wb"),
-    )
+    with (directory / "podman-service.log").open("wb") as log:
+        service = subprocess.Popen(
+            ["podman", "system", "service", "--time=0", f"unix://{socket}"],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     try:
         deadline = time.monotonic() + 30
         while not socket.exists():
@@ -171,7 +192,11 @@ def docker_socket(directory: Path) -> Iterator[str]:
         yield f"unix://{socket}"
     finally:
         service.terminate()
-        service.wait(timeout=30)
+        try:
+            service.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            service.wait()
 
 
 def environment(docker_host: str) -> dict[str, str]:

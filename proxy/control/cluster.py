@@ -77,10 +77,14 @@ class ClusterClient:
                     self._timeout_s,
                 )
             except (OSError, TimeoutError) as exc:
-                errors.append(f"{host}:{port}: {exc or type(exc).__name__}")
+                errors.append(f"{host}:{port}: {str(exc) or type(exc).__name__}")
                 continue
             if self._settings.sasl:
-                await self._authenticate()
+                try:
+                    await self._authenticate()
+                except BaseException:  # __aexit__ does not run when __aenter__ fails
+                    self.close()
+                    raise
             return
         raise OSError(f"no bootstrap server of the cluster reachable ({'; '.join(errors)})")
 
@@ -156,5 +160,5 @@ async def reach_cluster(config: ProxyConfig) -> None:
         servers = ", ".join(settings.upstream_bootstrap_servers)
         raise StartupError(
             config.path or "config",
-            [f"[proxy] key 'upstream_bootstrap_servers' = [{servers}]: {exc or repr(exc)}"],
+            [f"[proxy] key 'upstream_bootstrap_servers' = [{servers}]: {str(exc) or repr(exc)}"],
         ) from exc

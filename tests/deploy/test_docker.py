@@ -8,6 +8,7 @@ test_compose_up.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -22,12 +23,18 @@ from tests.deploy.tools import DEPLOY, ROOT, read_yaml, tool
 
 @pytest.fixture(scope="module")
 def compose() -> Any:
+    public = {  # the file as a user reads it: the public images, not the suite's
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("KAFKA_IMAGE", "PROMETHEUS_IMAGE", "PYTHON_IMAGE")
+    }
     result = subprocess.run(
         [tool("docker-compose"), "--file", "docker-compose.yml", "config"],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=ROOT,
+        env=public,
     )
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)

@@ -132,6 +132,12 @@ def test_broker_ranges_open_a_port_per_id_and_roll_no_pod() -> None:
     ports = [p["port"] for p in by_kind(wide, "Service")[0]["spec"]["ports"]]
     assert ports == [9192, 9200, 9201, 9202, 9203, 9204, 9205, 9207]
     assert by_kind(narrow, "Deployment") == by_kind(wide, "Deployment")
+    for ranges, complaint in (("9-3", "runs backwards"), ("0-999", "at most 200")):
+        result = helm(
+            *("template", "kqp", ".", "--kube-version", KUBERNETES[-1]),
+            *("--set", f"cluster.brokerIds={{{ranges}}}"),
+        )
+        assert result.returncode != 0 and complaint in result.stderr, result.stderr
 
 
 def test_the_rules_are_deploys_alerts_and_pass_promtool(tmp_path: Path) -> None:

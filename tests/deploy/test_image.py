@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from importlib import metadata
 
 import pytest
 
@@ -115,7 +116,8 @@ def test_the_compose_configs_check_offline_in_the_image(image: str) -> None:
 
 def test_the_image_says_its_version_and_leaves_tops_screen_out(image: str) -> None:
     version = in_image(image, "--version")
-    assert version.returncode == 0 and version.stdout.startswith("kafka-quota-proxy 0.1.0 (")
+    assert version.returncode == 0
+    assert version.stdout.startswith(f"kafka-quota-proxy {metadata.version('kafka-quota-proxy')} (")
     screen = in_image(image, "top", "--bootstrap-server", "kafka:9092", "--usage-topic", "usage")
     assert screen.returncode == 2
     assert "pip install 'kafka-quota-proxy[top]', or use --once" in screen.stderr

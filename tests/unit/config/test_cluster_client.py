@@ -60,6 +60,7 @@ def test_secrets_are_read_from_the_environment_a_properties_file_or_a_directory(
         (f"${{file:{properties}:missing}}", "has no key 'missing'"),
         (f"${{file:{tmp_path / 'none'}:password}}", "cannot read"),
         (f"${{directory:{mounted}:username}}", "cannot read"),
+        (f"${{directory:{mounted}:../credentials/password}}", "is not a file name"),
     ):
         with pytest.raises(SecretError, match=problem):
             Secret(reference).value()

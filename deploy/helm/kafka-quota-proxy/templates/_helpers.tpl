@@ -199,5 +199,14 @@ shadow = {{ .Values.shadow | toJson }}
 {{- $ids = append $ids (int .) -}}
 {{- end -}}
 {{- end -}}
-{{- toJson ($ids | uniq) -}}
+{{- $ids = $ids | uniq -}}
+{{- if gt (len $ids) 200 -}}
+{{- fail (printf "cluster.brokerIds: %d ids, a Service port each; at most 200" (len $ids)) -}}
+{{- end -}}
+{{- range $ids -}}
+{{- if gt (add $.Values.ports.brokerBase .) 65535 -}}
+{{- fail (printf "cluster.brokerIds: broker %d would be served at port %d, above 65535" . (add $.Values.ports.brokerBase .)) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $ids -}}
 {{- end -}}
