@@ -154,6 +154,21 @@ def test_the_rules_are_deploys_alerts_and_pass_promtool(tmp_path: Path) -> None:
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics-0", "metrics-1"]
 
 
+def test_each_alerts_runbook_url_is_joined_to_where_the_docs_are_served() -> None:
+    base = "https://git.example.com/kafka-quota-proxy/blob/v1.0/"
+    (rule,) = by_kind(
+        render(
+            DEPLOY / "helm" / "values" / "fleet.yaml",
+            f"metrics.prometheusRule.runbookBaseUrl={base}",
+        ),
+        "PrometheusRule",
+    )
+    links = [r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert links and all(
+        link == f"{base}docs/monitoring.md#{link.rpartition('#')[2]}" for link in links
+    ), links
+
+
 def test_the_dashboard_is_deploys_for_grafanas_sidecar() -> None:
     (dashboard,) = [
         m for m in by_kind(render(), "ConfigMap") if m["metadata"]["name"].endswith("-dashboard")

@@ -3,9 +3,10 @@ alert fires when its written-out series say it should (alerts-test.yml)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
-from tests.deploy.tools import DEPLOY, read_yaml, tool
+from tests.deploy.tools import DEPLOY, ROOT, read_yaml, tool
 
 PROMETHEUS = DEPLOY / "prometheus"
 
@@ -38,3 +39,19 @@ def test_every_alert_passes_its_unit_tests() -> None:
         if case.get("exp_alerts")
     }
     assert fired == alerts, f"alerts no test sees firing: {sorted(alerts - fired)}"
+
+
+def test_every_alert_links_its_runbook_entry() -> None:
+    """runbook_url is the entry's path in the repository; the anchor is the heading's, as
+    Git hosts and doc sites make it (lower case)."""
+    headings = {
+        line.removeprefix("#### ").strip().lower()
+        for line in (ROOT / "docs" / "monitoring.md").read_text().splitlines()
+        if line.startswith("#### ")
+    }
+    for group in read_yaml(PROMETHEUS / "alerts.yml")["groups"]:
+        for rule in group["rules"]:
+            link = rule["annotations"].get("runbook_url", "")
+            assert re.fullmatch(r"docs/monitoring\.md#[a-z]+", link), (rule["alert"], link)
+            anchor = link.partition("#")[2]
+            assert anchor == rule["alert"].lower() and anchor in headings, rule["alert"]
