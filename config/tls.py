@@ -13,8 +13,10 @@ proxy serves with are the ones validated.
 
 from __future__ import annotations
 
+import hashlib
 import ssl
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from config.quotas import flatten_dotted
@@ -68,6 +70,9 @@ class TlsSettings:
     principal_mapper: SslPrincipalMapper | None = field(default=None, compare=False)
     #: the section's keys as written (Kafka's names), valid ones only
     keys: tuple[tuple[str, Any], ...] = ()
+    #: of the files' contents as the context was built from them: a renewal replaces a file
+    #: under the same name, so the keys stay equal and this does not
+    digest: str = ""
 
     def value(self, key: str) -> Any:
         return dict(self.keys).get(key)
@@ -188,10 +193,26 @@ def _parse_side(
             )
         return TlsSettings(protocol, keys=keys)
     if name != "listener":
-        return TlsSettings(protocol, _client_context(name, values, problems), keys=keys)
+        context = _client_context(name, values, problems)
+        return TlsSettings(protocol, context, keys=keys, digest=_digest(values))
     context = _server_context(values, problems)
     mapper = _principal_mapper(values, problems) if context is not None else None
-    return TlsSettings(protocol, context, mapper, keys)
+    return TlsSettings(protocol, context, mapper, keys, _digest(values))
+
+
+def _digest(values: dict[str, Any]) -> str:
+    """Read after the context was built: a file replaced in between is seen changed by the
+    reloader's next look, and read again."""
+    digest = hashlib.sha256()
+    for key in ("ssl.keystore.location", "ssl.truststore.location"):
+        path = values.get(key)
+        if path is None:
+            continue
+        try:
+            digest.update(Path(path).read_bytes())
+        except OSError:  # the context's load has said why
+            continue
+    return digest.hexdigest()
 
 
 def _principal_mapper(values: dict[str, Any], problems: list[str]) -> SslPrincipalMapper | None:

@@ -261,11 +261,14 @@ class ProxyProcess:
 
     def reload(self, new: ProxyConfig) -> None:
         """A new config that passed validation, applied to every part it touches."""
+        renewed = new.cluster != self.context.own_client  # files' contents compared too
         if not self.context.reconfigure(new):
             log.warning("quota window settings changed: every quota sensor starts afresh")
         self.server.slot_freed()  # a raised max.connections lets waiting acceptors go on at once
-        if self.usage_kafka is not None:
-            self.usage_kafka.renew(new.cluster)
+        if renewed:
+            own_clients = (self.usage_kafka, self.quota_topic, self.fleet)
+            for own in (own for own in own_clients if own is not None):
+                own.renew(new.cluster)
 
     async def stop(self) -> None:
         """Clients first (drained up to drain_timeout_s), then the last usage window, which

@@ -111,6 +111,8 @@ class FleetBus:
         try:
             while True:
                 try:
+                    if self._own.renewed:
+                        await self._own.close()
                     if not self._own.is_open:
                         await self._open()
                         opened = loop.time()
@@ -125,6 +127,10 @@ class FleetBus:
         finally:
             publishing.cancel()
             await asyncio.gather(publishing, return_exceptions=True)
+
+    def renew(self, cluster: ClusterSettings) -> None:
+        """Followed with the reloaded [cluster] from the next turn on, from its end."""
+        self._own.renew(cluster)
 
     async def close(self) -> None:
         for task in list(self._sends):

@@ -50,15 +50,30 @@ class OwnTopic:
         self._admin: AIOKafkaAdminClient | None = None
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        #: the settings changed since the clients were made (see renew)
+        self._renewed = False
 
     @property
     def is_open(self) -> bool:
         return self._consumer is not None
 
+    @property
+    def renewed(self) -> bool:
+        return self._renewed
+
+    def renew(self, cluster: ClusterSettings) -> None:
+        """A reload renewed the [cluster] files or credentials: aiokafka keeps the context
+        and password it was made with for every connection it opens, so the owner closes
+        the clients at its next turn and opens them again with these (a connection that
+        keeps the old certificate fails once that expires, until a restart)."""
+        self._cluster = cluster
+        self._renewed = True
+
     async def open(self) -> bool:
         """Connect, making the topic if it is missing; True when this call made it (its
         owner may have something to put back). The consumer is assigned the partition,
         positioned by the caller (seek_to_beginning, seek_to_time)."""
+        self._renewed = False
         options = self._cluster.aiokafka_options()
         common = {"bootstrap_servers": self._servers, "client_id": self._client_id, **options}
         admin = self._admin = AIOKafkaAdminClient(**common)

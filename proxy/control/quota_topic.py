@@ -131,6 +131,8 @@ class QuotaTopic:
         loop = asyncio.get_running_loop()
         while True:
             try:
+                if self._own.renewed:
+                    await self._own.close()
                 if not self._own.is_open:
                     await self._open()
                     self._set_problem(None)
@@ -142,6 +144,10 @@ class QuotaTopic:
                 self._set_problem(repr(exc))
                 await self.close()
                 await asyncio.sleep(_RETRY_S)
+
+    def renew(self, cluster: ClusterSettings) -> None:
+        """Read with the reloaded [cluster] from the next turn on, from the beginning."""
+        self._own.renew(cluster)
 
     async def close(self) -> None:
         await self._own.close()

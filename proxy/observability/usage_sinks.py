@@ -120,12 +120,11 @@ class UsageKafkaSink:
             self._ready.set()
 
     def renew(self, cluster: ClusterSettings) -> None:
-        """A reload re-read the TLS files: aiokafka keeps the context it was made with for
-        every connection it opens, so the producer is made again with the new one, as the
-        proxy's own connections use it from now on. A sink made without TLS (a plaintext
-        cluster, or kafka_bootstrap_servers) has none to renew, and a reload cannot turn
-        TLS on (it refuses a new security.protocol)."""
-        if self._cluster is None or self._cluster.tls.context is None:
+        """A reload renewed the [cluster] files or credentials: aiokafka keeps the context
+        and password it was made with for every connection it opens, so the producer is
+        made again with these. A sink writing to another cluster (kafka_bootstrap_servers)
+        does not use [cluster]."""
+        if self._cluster is None:
             return
         self._cluster = cluster
         self._renewed.set()

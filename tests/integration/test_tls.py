@@ -21,15 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from localkafka import workloads
 from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, kafka_python_flood
 from localkafka.ports import LOOPBACK
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy, tls_sections
 from localkafka.tls import ThrowawayCA
+from protocol.client_quotas import AlterEntry
 from tests.integration.support import clients
 from tests.integration.support.clients import SASL_USERS
 from tests.integration.support.scrape import scrape, value, wait_for_metric
@@ -363,9 +366,7 @@ async def test_every_client_library_produces_and_consumes_through_the_tls_proxy(
     await asyncio.to_thread(
         clients.confluent_produce, bootstrap, topic, values["confluent"], **librdkafka
     )
-    await asyncio.to_thread(
-        clients.java_produce, kafka1, bootstrap, topic, values["java"], java
-    )
+    await asyncio.to_thread(clients.java_produce, kafka1, bootstrap, topic, values["java"], java)
     everything = sorted(v for produced in values.values() for v in produced)
     by_confluent, brokers = await asyncio.to_thread(
         clients.confluent_consume, bootstrap, topic, "tls-confluent", 400, **librdkafka
@@ -388,9 +389,7 @@ async def test_a_renewed_certificate_is_served_without_dropping_connections(
     os.replace(kafka1.ca.server("before-renewal", LOOPBACK), keystore)
     ca = str(kafka1.ca_certificate)
     config = f"config_poll_interval_s = 0.2\n{tls_sections(keystore, kafka1.ca_certificate)}"
-    proxy = await asyncio.to_thread(
-        start_proxy, tmp_path, kafka1.brokers[0].ssl_address, 1, config
-    )
+    proxy = await asyncio.to_thread(start_proxy, tmp_path, kafka1.brokers[0].ssl_address, 1, config)
     try:
         trusting = ssl.create_default_context(cafile=ca)
         assert await asyncio.to_thread(handshake, proxy.bootstrap, trusting) == "before-renewal"
@@ -429,9 +428,7 @@ async def test_a_client_stalled_in_its_handshake_does_not_hold_up_the_drain(
     config = f"""connect_timeout_s = 120
 drain_timeout_s = 120
 {tls_sections(keystore, kafka1.ca_certificate)}"""
-    proxy = await asyncio.to_thread(
-        start_proxy, tmp_path, kafka1.brokers[0].ssl_address, 1, config
-    )
+    proxy = await asyncio.to_thread(start_proxy, tmp_path, kafka1.brokers[0].ssl_address, 1, config)
     try:
         host, port = proxy.bootstrap.rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port))  # says nothing
@@ -471,9 +468,7 @@ interval_s = 1
 directory = ""
 kafka_topic = "tls-usage"
 """
-    proxy = await asyncio.to_thread(
-        start_proxy, tmp_path, kafka1.brokers[0].ssl_address, 1, config
-    )
+    proxy = await asyncio.to_thread(start_proxy, tmp_path, kafka1.brokers[0].ssl_address, 1, config)
     ssl_settings = {"security_protocol": "SSL", "ssl_context": create_ssl_context(cafile=ca)}
 
     async def produce_and_await_samples(client_id: str) -> None:
@@ -511,4 +506,85 @@ kafka_topic = "tls-usage"
             await asyncio.sleep(0.2)
         await produce_and_await_samples("after-renewal")
     finally:
+        proxy.stop()
+
+
+async def test_the_quota_store_and_the_fleet_bus_read_on_with_a_renewed_cluster_truststore(
+    kafka1: KafkaCluster, tmp_path: Path
+) -> None:
+    """[cluster]'s truststore replaced while a producer goes through the proxy: the quota
+    store's reader and the fleet's bus reconnect with the file as renewed. One that trusts a
+    stranger CA takes both down (the renewal reached them: before, they kept the context
+    they were made with, and failed only once an old certificate expired); the right one
+    back, both read again, and an alteration through the proxy is stored and read back. The
+    clients' connections ([upstream]) never notice."""
+    assert kafka1.ca is not None
+    await asyncio.to_thread(
+        clients.create_topic, kafka1.brokers[0].address, "renewal-traffic", 1, 1
+    )
+    truststore = tmp_path / "cluster-ca.pem"
+    shutil.copyfile(kafka1.ca_certificate, truststore)
+    config = f"""config_poll_interval_s = 0.2
+[listener]
+allow.plaintext.clients = true
+[upstream]
+security.protocol = "SSL"
+ssl.truststore.location = "{kafka1.ca_certificate}"
+[cluster]
+security.protocol = "SSL"
+ssl.truststore.location = "{truststore}"
+[quota_store]
+topic = "renewal-quotas"
+[fleet]
+name = "renewal"
+"""
+    proxy = await asyncio.to_thread(start_proxy, tmp_path, kafka1.brokers[0].ssl_address, 1, config)
+    store_up, bus_up = "kafka_quota_proxy_quota_store_up", "kafka_quota_proxy_fleet_bus_up"
+
+    def alter(client_id: str) -> None:
+        entry = AlterEntry([("client-id", client_id)], [("producer_byte_rate", 1_000_000.0)])
+        workloads.alter_client_quotas(proxy.bootstrap, [entry])
+
+    async def both(up: float, timeout_s: float) -> None:
+        await wait_for_metric(
+            proxy.metrics_url,
+            lambda s: value(s, store_up) == up and value(s, bus_up) == up,
+            timeout_s,
+        )
+
+    stop = asyncio.Event()
+
+    async def produce() -> int:
+        """Records acknowledged through the proxy until stopped (bounded: 120 s)."""
+        producer = AIOKafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="renewal")
+        await producer.start()
+        acknowledged, deadline = 0, time.monotonic() + 120
+        try:
+            while not stop.is_set() and time.monotonic() < deadline:
+                await producer.send_and_wait("renewal-traffic", b"x" * 100)
+                acknowledged += 1
+                await asyncio.sleep(0.01)
+        finally:
+            await producer.stop()
+        return acknowledged
+
+    load = asyncio.create_task(produce())
+    try:
+        await both(1, 30)
+        await asyncio.to_thread(alter, "before-renewal")
+        os.replace(ThrowawayCA(tmp_path / "stranger").certificate_path, truststore)
+        await both(0, 30)
+        with pytest.raises(RuntimeError, match="AlterClientQuotas refused"):
+            await asyncio.to_thread(alter, "while-untrusted")
+        shutil.copyfile(kafka1.ca_certificate, truststore)
+        await both(1, 30)
+        await asyncio.to_thread(alter, "after-renewal")
+        stop.set()
+        assert await load > 0
+        log = proxy.log()
+        assert log.count("config reloaded") == 2, log
+        assert "Traceback" not in log, log
+    finally:
+        stop.set()
+        await asyncio.gather(load, return_exceptions=True)
         proxy.stop()

@@ -236,6 +236,26 @@ def test_a_reload_takes_renewed_files_but_refuses_a_new_protocol(
     assert reloader.config.listener.security_protocol == "SSL" and len(applied) == 1
 
 
+def test_cluster_settings_differ_once_a_file_under_the_same_name_is_renewed(
+    tmp_path: Path, ca: ThrowawayCA
+) -> None:
+    """What tells the proxy's own clients (quota store, fleet bus, usage sink) to reconnect
+    on a reload: a renewed truststore, not a reload that changed something else."""
+    truststore = tmp_path / "cluster-ca.pem"
+    truststore.write_bytes(ca.certificate_path.read_bytes())
+    path = tmp_path / "proxy.toml"
+    path.write_text(
+        '[upstream]\nsecurity.protocol = "SSL"\n'
+        f'ssl.truststore.location = "{truststore}"\n'
+        "[listener]\nallow.plaintext.clients = true\n"
+    )
+    first = load_config(path).cluster
+    assert load_config(path).cluster == first
+    os.replace(ThrowawayCA(tmp_path / "renewed").certificate_path, truststore)
+    renewed = load_config(path).cluster
+    assert renewed != first and renewed.tls.keys == first.tls.keys
+
+
 def test_tls_clients_in_front_of_a_plaintext_cluster_are_warned_about(
     tmp_path: Path, ca: ThrowawayCA
 ) -> None:
