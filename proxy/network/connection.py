@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
 from proxy.runtime.context import ProxyContext
-from proxy.runtime.core import ConnectionCore, Pause
+from proxy.runtime.core import ConnectionCore
 from proxy.runtime.read_budget import READ_BYTES
+from proxy.runtime.read_gate import Pause
 
 if TYPE_CHECKING:
     from asyncio import BaseTransport, Transport
@@ -159,7 +160,7 @@ class _UpstreamProtocol(asyncio.Protocol):
         self._core.upstream_lost(exc)
 
     def pause_writing(self) -> None:
-        self._core.pause_reading(Pause.UPSTREAM_BUSY)
+        self._core.gate.pause(Pause.UPSTREAM_BUSY)
 
     def resume_writing(self) -> None:
-        self._core.resume_reading(Pause.UPSTREAM_BUSY)
+        self._core.gate.resume(Pause.UPSTREAM_BUSY)

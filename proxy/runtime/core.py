@@ -6,101 +6,35 @@ to, paused, resumed and closed. proxy/network/connection.py connects it to async
 unit tests and the fidelity simulation drive it with recording peers on a virtual clock.
 
 The core knows no API: the registry routes each request to its handler, the handler decides,
-and the core carries out the outcome, keeps the connection's order, pauses reading for the
-reasons below, and has the enforcement settle each response's throttle.
+and the core carries out the outcome and has the enforcement settle each response's throttle.
+What it keeps, each in a room of its own: the order of requests awaiting responses
+(in_flight.py), every reason not to read the client (read_gate.py), and the round trips that
+become request time (round_trips.py). Their hot data are plain attributes the core reads
+directly (the gate's `pauses`, the queue's `entries`): a method call there would cost each
+request instructions (bench.core_cost --instructions).
 """
 
 from __future__ import annotations
 
 import logging
 import struct
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from enum import Enum
-from typing import ClassVar, Final, Protocol
+from collections.abc import Callable, Sequence
 
 from protocol.errors import ProtocolError
 from protocol.frames import FrameSplitter
-from protocol.headers import (
-    OWN_CLIENT_ID,
-    encode_request,
-    parse_request_header,
-    response_correlation_id,
-)
+from protocol.headers import OWN_CLIENT_ID, encode_request, parse_request_header
 from protocol.throttle import with_throttle_time
 from proxy.handlers.base import Answer, Defer, Forward, Request, Session, Stage
 from proxy.handlers.registry import ROUTES
-from proxy.runtime.clock import Timer
 from proxy.runtime.context import ProxyContext
+from proxy.runtime.in_flight import InFlight, OwnRequest
+from proxy.runtime.peer import Peer
 from proxy.runtime.read_budget import READ_BYTES, ReadBudget
+from proxy.runtime.read_gate import Item, Pause, ReadGate
+from proxy.runtime.round_trips import RoundTrips
 from quotas.principal import Principal
 
 log = logging.getLogger(__name__)
-
-
-#: the proxy's own requests are numbered from here, apart from what clients use in practice
-_OWN_CORRELATION_IDS: Final = 0x7F000000
-
-
-class Peer(Protocol):
-    """One side of the connection as the core uses it: an asyncio transport's subset."""
-
-    def write(self, data: bytes) -> None: ...
-
-    def writelines(self, data: Iterable[bytes]) -> None: ...
-
-    def pause_reading(self) -> None: ...
-
-    def resume_reading(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
-#: requests of one connection awaiting responses before the proxy stops reading it. A broker
-#: handles one request of a connection at a time; clients pipeline a few (Java producers 5),
-#: and a client that would pipeline thousands past a throttle is held here instead. Every
-#: request in flight is charged its request time when it is answered, even after the first
-#: answer throttled the connection, and Kafka caps a request-time throttle at one window:
-#: with 64 a raw pipelining client got 1.15 x its request_percentage (tests/support/fidelity.py).
-MAX_IN_FLIGHT: Final = 5
-
-
-class Pause(Enum):
-    """Why the client is not being read; reading resumes when no reason is left."""
-
-    #: the upstream connection is not up yet
-    CONNECTING = "connecting"
-    #: requests already read wait for an earlier pause to end
-    BACKLOG = "backlog"
-    #: a request that stops reading has no response written yet (Forward.stops_reading)
-    UNTIL_RESPONSE = "until_response"
-    #: a throttle is being served (KIP-219's mute)
-    THROTTLED = "throttled"
-    #: MAX_IN_FLIGHT requests await their responses
-    IN_FLIGHT = "in-flight"
-    #: the upstream connection's write buffer is full
-    UPSTREAM_BUSY = "upstream-busy"
-    #: a handler waits for the cluster to answer what it asked (Defer)
-    DEFERRED = "deferred"
-    #: the client does not read its responses, and the proxy would add answers of its own
-    CLIENT_BUSY = "client-busy"
-    #: the memory pool granted nothing for the frame being read (queued.max.request.bytes)
-    MEMORY = "memory"
-    #: the proxy is shutting down: requests already sent upstream are answered, no more read
-    DRAINING = "draining"
-
-
-class OwnRequest:
-    """A request of the proxy's own in the in-flight queue: its response is the asker's."""
-
-    __slots__ = ("correlation_id", "on_answer")
-    #: as a client's Request: it holds no reading, and the proxy does not answer it
-    stops_reading: ClassVar[bool] = False
-    local_response: ClassVar[None] = None
-
-    def __init__(self, correlation_id: int, on_answer: Callable[[bytes], object]) -> None:
-        self.correlation_id = correlation_id
-        self.on_answer = on_answer
 
 
 class ConnectionCore:
@@ -115,10 +49,7 @@ class ConnectionCore:
         self._clock = clock = context.clock
         self._sensors = context.quotas.sensors
         self._settlement = context.quotas.settlement
-        self._thread_times = context.thread_times
-        #: what requests cost the broker this connection's upstream reached: the request-time
-        #: estimate learns it and charges by it
-        self._costs = context.thread_times.broker("")
+        self._round_trips = RoundTrips(context.thread_times)
         #: where this connection's requests are counted for usage samples (None: not counted)
         self._usage = context.usage
         #: opens the upstream connection; called at the client's first bytes, so a client
@@ -136,62 +67,43 @@ class ConnectionCore:
         self._principal: Principal | None = None
         #: (user, client_id, client_ip) this connection is counted under in usage samples
         self._counted: tuple[str, str, str] | None = None
-        #: the clock's time (ns) until which reading stays paused for a throttle (KIP-219)
-        self._muted_until_ns = 0
-        self._unmute: Timer | None = None
+        self.gate = gate = ReadGate(client, clock, self._handle_requests)
         self._requests = FrameSplitter(context.settings.max_frame_bytes)
         #: queued.max.request.bytes; None: every read takes READ_BYTES
         self._budget = None
         if context.memory_pool is not None:
             self._budget = ReadBudget(
-                context.memory_pool, self._requests, clock, self._wait_for_memory, self._granted
+                context.memory_pool, self._requests, clock, gate.wait_for_memory, gate.granted
             )
         # upstream responses are trusted; Fetch responses may legitimately be large
         self._responses = FrameSplitter()
-        self._in_flight: deque[Request | OwnRequest] = deque()
-        self._read_pauses: set[Pause] = set()
-        #: requests read but not yet handled because reading is paused: before the upstream
-        #: connection is up (uvloop reads accepted sockets even while paused), while muted,
-        #: or at the in-flight limit; at most one socket read's worth. A deferred request
-        #: waits here as its Request, handled again first.
-        self._backlog: deque[bytes | Request] = deque()
+        self._in_flight = InFlight()
         self.closed = False
         #: the largest throttle among the responses being written now
         self._throttle_ms = 0
-        #: when the last upstream response arrived, or the upstream connection was made
-        #: (clock ns): a request cannot start upstream before, for request time
-        self._last_answered_ns = 0
-        #: the round trip each of the responses read at once is given, -1 for a response
-        #: read alone (see _shared_round_trip)
-        self._share_ns = -1
         #: requests bound upstream while a read is being handled, written together after it
         self._forward: list[bytes] | None = None
         #: whether the proxy may send requests of its own on the upstream connection: once
         #: the client has sent a request of the session, and not while it authenticates
         #: again (a broker takes nothing else in the middle of an exchange)
         self._authenticated = False
-        self._own_correlation_id = _OWN_CORRELATION_IDS
         #: requests of the proxy's own awaiting their answers
         self._asked = 0
         #: the request a handler deferred until its questions are answered
         self._deferred: Request | None = None
-        #: the client's write buffer is over its high-water mark
-        self._client_busy = False
 
     def upstream_connected(self, upstream: Peer, broker: str = "") -> None:
         self._upstream = upstream
-        self._costs = self._thread_times.broker(broker)
-        # requests read while the proxy connected reach the broker only now: the time they
-        # waited for the connection is not request time (see _request_time_ns)
-        self._last_answered_ns = self._clock.now_ns()
-        self.resume_reading(Pause.CONNECTING)
+        self._round_trips.connected(broker, self._clock.now_ns())
+        self.gate.resume(Pause.CONNECTING)
 
     # client side ---------------------------------------------------------------------------
 
     def requests_received(self, data: bytes) -> None:
         self.activity += 1
-        if self._upstream is None and Pause.CONNECTING not in self._read_pauses:
-            self.pause_reading(Pause.CONNECTING)
+        gate = self.gate
+        if self._upstream is None and Pause.CONNECTING not in gate.pauses:
+            gate.pause(Pause.CONNECTING)
             if self._connect_upstream is not None:
                 self._connect_upstream()
         requests = self._requests
@@ -203,8 +115,8 @@ class ConnectionCore:
         budget = self._budget
         if budget is not None and (budget.granted or requests.buffered):
             budget.account(bool(frames))
-        if self._backlog:
-            self._backlog.extend(frames)
+        if gate.backlog:
+            gate.backlog.extend(frames)
         else:
             self._handle_requests(frames)
 
@@ -212,14 +124,15 @@ class ConnectionCore:
         """How many bytes the next read of the client may take (see ReadBudget)."""
         return READ_BYTES if self._budget is None else self._budget.read_limit()
 
-    def _handle_requests(self, items: Sequence[bytes | Request]) -> None:
+    def _handle_requests(self, items: Sequence[Item]) -> None:
         """Handle requests in order until something pauses reading; keep the rest for later,
         so a pause (a mute, the in-flight limit) holds even the requests of the same read."""
         forward = self._forward = []
+        pauses = self.gate.pauses
         index = 0
         try:
             while index < len(items):
-                if self._read_pauses:
+                if pauses:
                     break
                 item = items[index]
                 request = self._again(item) if isinstance(item, Request) else self._read(item)
@@ -229,7 +142,7 @@ class ConnectionCore:
                     if handler is not None:
                         hold_ms = handler.held_ms(self.session, request)
                 if hold_ms:  # another connection crossed its principal's or a topic's quota
-                    self._mute(hold_ms)
+                    self.gate.mute(hold_ms)
                     break
                 upstream_frame = self._on_request(request)
                 if upstream_frame is not None:
@@ -250,8 +163,7 @@ class ConnectionCore:
         if forward and self._upstream is not None:
             self._upstream.writelines(forward)
         if index < len(items):
-            self._backlog.extend(items[index:])
-            self.pause_reading(Pause.BACKLOG)
+            self.gate.hold(items[index:])
 
     def _read(self, frame: bytes) -> Request:
         """A request as its handler sees it: the header parsed, the principal resolved and
@@ -303,8 +215,8 @@ class ConnectionCore:
         a response. Requests read but not sent are dropped with the connection; the client
         sends them again elsewhere."""
         self._draining = True
-        self.pause_reading(Pause.DRAINING)
-        if not self._in_flight:
+        self.gate.pause(Pause.DRAINING)
+        if not self._in_flight.entries:
             self.close()
 
     def _refuse(self, exc: ProtocolError) -> None:
@@ -331,9 +243,8 @@ class ConnectionCore:
         connection, in the in-flight queue like the client's, its response consumed."""
         if self.closed or self._upstream is None or not self._authenticated:
             return False
-        self._own_correlation_id = correlation_id = self._own_correlation_id % 0x7FFFFFFF + 1
+        correlation_id = self._in_flight.own(on_answer)
         frame = encode_request(api_key, api_version, correlation_id, OWN_CLIENT_ID, body)
-        self._in_flight.append(OwnRequest(correlation_id, on_answer))
         self._asked += 1
         if self._forward is not None:  # in order with the requests of the read being handled
             self._forward.append(frame)
@@ -356,12 +267,14 @@ class ConnectionCore:
             if usage is not None:
                 usage.requests += 1
                 usage.bytes_in += len(frame)
-            return self._in_flight_frame(request, frame)
+            if self._in_flight.add(request):
+                self.gate.pause(Pause.IN_FLIGHT)
+            return frame
         outcome = handler.on_request(self.session, request)
         if outcome.__class__ is Defer:
             if not request.refreshed and self._asked:
                 self._deferred = request
-                self.pause_reading(Pause.DEFERRED)
+                self.gate.pause(Pause.DEFERRED)
                 return None
             outcome = Forward(frame)  # nothing was asked: there is nothing to wait for
         if usage is not None:
@@ -373,10 +286,12 @@ class ConnectionCore:
                 if outcome.stops_reading:
                     # Kafka reads nothing more from a connection until its response has gone
                     request.stops_reading = True
-                    self.pause_reading(Pause.UNTIL_RESPONSE)
+                    self.gate.pause(Pause.UNTIL_RESPONSE)
                 if outcome.waits:
                     request.waits = True
-                return self._in_flight_frame(request, outcome.frame)
+                if self._in_flight.add(request):
+                    self.gate.pause(Pause.IN_FLIGHT)
+                return outcome.frame
             self._settle_now(request)
             return outcome.frame
         self._settle_now(request)
@@ -385,15 +300,7 @@ class ConnectionCore:
                 usage.answered_here(len(outcome.response))
             request.local_response = outcome.response
             self._answer_locally(request)
-            if len(self._in_flight) >= MAX_IN_FLIGHT:  # answers waiting behind a response
-                self.pause_reading(Pause.IN_FLIGHT)
         return None  # Drop
-
-    def _in_flight_frame(self, request: Request, frame: bytes) -> bytes:
-        self._in_flight.append(request)
-        if len(self._in_flight) >= MAX_IN_FLIGHT:
-            self.pause_reading(Pause.IN_FLIGHT)
-        return frame
 
     def _settle_now(self, request: Request) -> None:
         """A request no broker response will settle: its throttle applies as a mute at once."""
@@ -403,88 +310,38 @@ class ConnectionCore:
         if request.usage is not None:
             request.usage.throttled(throttle)
         if throttle:
-            self._mute(throttle)
+            self.gate.mute(throttle)
 
     def _end_deferral(self) -> None:
-        self.resume_reading(Pause.DEFERRED)
+        self.gate.resume(Pause.DEFERRED)
 
     def _answer_locally(self, request: Request) -> None:
-        if self._client_busy:
+        gate = self.gate
+        if gate.client_busy:
             # a client not reading its responses would have the proxy's answers pile up
-            self.pause_reading(Pause.CLIENT_BUSY)
-        self._in_flight.append(request)
+            gate.pause(Pause.CLIENT_BUSY)
+        in_flight = self._in_flight
+        in_flight.add(request)
         ready: list[bytes] = []
-        self._take_local_responses(ready)
+        in_flight.take_local_responses(ready)
         if ready:
             self._client.writelines(ready)
-
-    def _take_local_responses(self, out: list[bytes]) -> None:
-        """Move the proxy's own answers now at the head of the queue to `out`: every earlier
-        response is already there, so they go next, in order."""
-        in_flight = self._in_flight
-        while in_flight and (local_response := in_flight[0].local_response) is not None:
-            in_flight.popleft()
-            out.append(local_response)
+        if in_flight.full:  # answers waiting behind a response
+            gate.pause(Pause.IN_FLIGHT)
 
     def client_write_blocked(self) -> None:
         """The client reads slower than its responses come: stop reading upstream, so the
         broker's responses wait in socket buffers, not here (see _answer_locally for the
         proxy's own answers)."""
-        self._client_busy = True
+        self.gate.client_busy = True
         if self._upstream is not None:
             self._upstream.pause_reading()
 
     def client_write_unblocked(self) -> None:
-        self._client_busy = False
+        self.gate.client_busy = False
         if self._upstream is not None and not self.closed:
             self._upstream.resume_reading()
-        self.resume_reading(Pause.CLIENT_BUSY)
-
-    def pause_reading(self, reason: Pause) -> None:
-        if reason not in self._read_pauses:
-            self._client.pause_reading()
-        self._read_pauses.add(reason)
-
-    def resume_reading(self, reason: Pause) -> None:
-        if self.closed:
-            return
-        pauses = self._read_pauses
-        pauses.discard(reason)
-        if self._backlog and pauses == {Pause.BACKLOG}:
-            pauses.clear()
-            items = list(self._backlog)
-            self._backlog.clear()
-            self._handle_requests(items)
-        if not pauses:
-            self._client.resume_reading()
-
-    def _wait_for_memory(self) -> None:
-        self.pause_reading(Pause.MEMORY)
-
-    def _granted(self) -> None:
-        self.resume_reading(Pause.MEMORY)
-
-    def _mute(self, throttle_ms: int) -> None:
-        """Stop reading this client until the throttle has passed (Kafka mutes the channel).
-
-        The socket's receive buffer then fills and TCP flow control holds the client, so a
-        client that ignores throttle_time_ms is slowed without the proxy buffering for it.
-        """
-        if self.closed:
-            return
-        now = self._clock.now_ns()
-        delay = throttle_ms * 1_000_000
-        if now + delay <= self._muted_until_ns:
-            return
-        self._muted_until_ns = now + delay
-        if self._unmute is not None:
-            self._unmute.cancel()
-        self.pause_reading(Pause.THROTTLED)
-        self._unmute = self._clock.call_later(delay, self._end_mute)
-
-    def _end_mute(self) -> None:
-        self._unmute = None
-        self.resume_reading(Pause.THROTTLED)
+        self.gate.resume(Pause.CLIENT_BUSY)
 
     def close(self) -> None:
         if self.closed:
@@ -494,11 +351,9 @@ class ConnectionCore:
             assert self._usage is not None
             self._usage.disconnected(self._counted)
             self._counted = None
-        self._backlog.clear()
+        self.gate.close()
         if self._budget is not None:
             self._budget.close()
-        if self._unmute is not None:
-            self._unmute.cancel()
         self._client.close()
         if self._upstream is not None:
             self._upstream.close()
@@ -510,53 +365,48 @@ class ConnectionCore:
         self._throttle_ms = 0
         out: list[bytes] = []
         now_ns = self._clock.now_ns()
+        in_flight = self._in_flight
         try:
             frames = self._responses.feed(data)
-            self._share_ns = self._shared_round_trip(now_ns, len(frames))
+            self._round_trips.read(now_ns, len(frames), in_flight)
             for frame in frames:
                 response = self._on_response(frame, now_ns)
                 if response is not None:
                     out.append(response)
-                self._take_local_responses(out)
+                in_flight.take_local_responses(out)
         except ProtocolError as exc:
             log.warning("closing client %s: upstream response unusable: %s", self.session.peer, exc)
             self.close()
             return
         self._client.writelines(out)
-        if self._draining and not self._in_flight:
+        if self._draining and not in_flight.entries:
             self.close()
             return
+        gate = self.gate
         if self._throttle_ms:
-            self._mute(self._throttle_ms)
-        pauses = self._read_pauses
-        if Pause.UNTIL_RESPONSE in pauses and not any(
-            entry.stops_reading for entry in self._in_flight
-        ):
-            self.resume_reading(Pause.UNTIL_RESPONSE)
-        if Pause.IN_FLIGHT in pauses and len(self._in_flight) < MAX_IN_FLIGHT:
-            self.resume_reading(Pause.IN_FLIGHT)
+            gate.mute(self._throttle_ms)
+        pauses = gate.pauses
+        if Pause.UNTIL_RESPONSE in pauses and not in_flight.stops_reading():
+            gate.resume(Pause.UNTIL_RESPONSE)
+        if Pause.IN_FLIGHT in pauses and not in_flight.full:
+            gate.resume(Pause.IN_FLIGHT)
 
     def _on_response(self, frame: bytes, now_ns: int) -> bytes | None:
-        if not self._in_flight:
-            raise ProtocolError("response without an outstanding request")
-        entry = self._in_flight.popleft()
-        correlation_id = response_correlation_id(frame)
+        entry = self._in_flight.answered(frame)
         if entry.__class__ is OwnRequest:
             assert isinstance(entry, OwnRequest)
-            self._check_correlation(correlation_id, entry.correlation_id)
-            self._last_answered_ns = now_ns  # the broker was busy with it: see _request_time_ns
+            self._round_trips.own_answered(now_ns)
             entry.on_answer(frame)
             self._answered()
             return None
         assert isinstance(entry, Request)
         request = entry
-        self._check_correlation(correlation_id, request.header.correlation_id)
         now_ms = request.now_ms = now_ns // 1_000_000
         size = len(request.frame) + len(frame)
         handler = request.route.handler
         if handler is not None:
             frame = handler.on_response(self.session, frame, request)
-        request_time_ns = self._request_time_ns(request, size, now_ns)
+        request_time_ns = self._round_trips.charge(request, size, now_ns)
         throttle = self._settlement.settle(request, request_time_ns, now_ms)
         if throttle:
             header = request.header
@@ -569,41 +419,6 @@ class ConnectionCore:
                 usage = self._usage.current(usage)
             usage.answered(len(frame), request_time_ns, throttle)
         return frame
-
-    @staticmethod
-    def _check_correlation(got: int, expected: int) -> None:
-        if got != expected:
-            raise ProtocolError(f"response correlation id {got}, expected {expected}")
-
-    def _request_time_ns(self, request: Request, size: int, now: int) -> int:
-        """The thread time this request is charged (quotas/thread_time.py), from its round
-        trip without the time it queued behind this connection's earlier requests (a broker
-        handles one request of a connection at a time, so a pipelined request starts when
-        the previous response has come back)."""
-        started = max(request.received_ns, self._last_answered_ns)
-        self._last_answered_ns = now
-        share = self._share_ns
-        round_trip = share if share >= 0 else max(now - started, 0)
-        return self._costs.charge(
-            request.header.api_key,
-            size,
-            round_trip,
-            request.waits,
-            request.route.bound,
-        )
-
-    def _shared_round_trip(self, now: int, answered: int) -> int:
-        """The round trip of each of `answered` responses read at once, -1 for one alone.
-
-        A broker answered them one after another within the round trip of the first: each
-        is given an equal share of it. Otherwise the first would carry the time of all and
-        the others none, and a pipelining client's round trips, mostly 0, would teach the
-        estimate that its requests cost nothing."""
-        if answered < 2 or not self._in_flight:
-            return -1
-        first = self._in_flight[0]
-        received = first.received_ns if isinstance(first, Request) else 0
-        return max(now - max(received, self._last_answered_ns), 0) // answered
 
     def upstream_lost(self, exc: Exception | None) -> None:
         if not self.closed:

@@ -16,7 +16,8 @@ from protocol.apis import API_VERSIONS, FETCH, MAX_DECODABLE_VERSION, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
 from proxy.enforcement import Enforcement
 from proxy.runtime.context import ProxyContext
-from proxy.runtime.core import ConnectionCore, Pause
+from proxy.runtime.core import ConnectionCore
+from proxy.runtime.read_gate import Pause
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
@@ -83,10 +84,10 @@ def test_a_local_answer_goes_out_between_the_responses_around_it() -> None:
     assert not client.reading
     clock.advance(10**6)  # a millisecond: still muted, and the principal over quota
     assert not client.reading
-    conn.resume_reading(Pause.THROTTLED)  # as if the mute had passed
+    conn.gate.resume(Pause.THROTTLED)  # as if the mute had passed
     conn.requests_received(request(OTHER_API, 0, 10))
     conn.requests_received(fetch(11))  # answered by the proxy: the principal is over quota
-    conn.resume_reading(Pause.THROTTLED)
+    conn.gate.resume(Pause.THROTTLED)
     conn.requests_received(request(OTHER_API, 0, 12))
     conn.responses_received(response(10) + response(12))  # both in one read
     assert not client.closed
@@ -113,10 +114,10 @@ def test_a_throttled_produce_holds_the_requests_read_with_it() -> None:
 
 def test_nothing_is_forwarded_after_close() -> None:
     conn, _, upstream, _ = connection({})
-    conn.pause_reading(Pause.UPSTREAM_BUSY)
+    conn.gate.pause(Pause.UPSTREAM_BUSY)
     conn.requests_received(request(OTHER_API, 0, 1) + request(OTHER_API, 0, 2))
     conn.close()
-    conn.resume_reading(Pause.UPSTREAM_BUSY)  # the upstream drains its buffer after the close
+    conn.gate.resume(Pause.UPSTREAM_BUSY)  # the upstream drains its buffer after the close
     assert upstream.written == []
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import struct
 
 from proxy.enforcement import Enforcement
-from proxy.runtime.core import ConnectionCore, Pause
+from proxy.runtime.core import ConnectionCore
 from proxy.runtime.memory_pool import MemoryPool
 from proxy.runtime.read_budget import PRESSURE_READ_BYTES, READ_BYTES
+from proxy.runtime.read_gate import Pause
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
 from tests.support.harness import RecordingTransport, VirtualClock, connect, proxy_context
@@ -69,7 +70,7 @@ def test_an_exhausted_pool_stops_reading_until_memory_returns() -> None:
     assert pool.available == 1000 - 1504
     other = frame(100, 7)
     second.requests_received(other[:10])
-    assert not second_client.reading and Pause.MEMORY in second._read_pauses
+    assert not second_client.reading and Pause.MEMORY in second.gate.pauses
     third.requests_received(frame(50, 8)[:20])
     assert pool.waiting == 2
     first.requests_received(big[10:])  # completes: memory returns; waiters in order
