@@ -220,16 +220,10 @@ class ProxyProcess:
         so the instance stays ready: every instance shares that cluster, and all of them
         turning unready would be an outage), and no SIGTERM."""
         server = self.server
-
-        def listening() -> str | None:
-            bootstrap = server.listeners.get(None)
-            if bootstrap is None:
-                return "not listening yet"
-            if not bootstrap.serving:
-                return "closed: no upstream address answers"
-            return "; ".join(server.unbound.values()) or None
-
-        checks = {"listeners": listening, "cluster_metadata": lambda: server.metadata_read}
+        checks = {
+            "listeners": server.endpoints.not_listening,
+            "cluster_metadata": lambda: server.discovery.unread,
+        }
         for part in self._reading:
             checks[part] = partial(self._reading.get, part)
         checks["draining"] = lambda: "SIGTERM received: draining" if self.draining else None
@@ -243,7 +237,10 @@ class ProxyProcess:
                 context.clock.now_ms,
                 context.stats,
                 lambda: len(server.connections),
-                lambda: {listener.name: listener.serving for listener in server.listeners.values()},
+                lambda: {
+                    listener.name: listener.serving
+                    for listener in server.endpoints.listeners.values()
+                },
                 context.memory_pool,
                 self.fleet.member.local_rates if self.fleet is not None else None,
             ),
@@ -264,7 +261,8 @@ class ProxyProcess:
         renewed = new.cluster != self.context.own_client  # files' contents compared too
         if not self.context.reconfigure(new):
             log.warning("quota window settings changed: every quota sensor starts afresh")
-        self.server.slot_freed()  # a raised max.connections lets waiting acceptors go on at once
+        # a raised max.connections lets waiting acceptors go on at once
+        self.server.admission.slot_freed()
         if renewed:
             own_clients = (self.usage_kafka, self.quota_topic, self.fleet)
             for own in (own for own in own_clients if own is not None):

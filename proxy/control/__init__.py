@@ -1,2 +1,2 @@
 """State the proxy keeps in the cluster and the file: its own client, its topics, the fleet
-bus and config reload."""
+bus, broker discovery and config reload."""

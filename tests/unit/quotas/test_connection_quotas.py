@@ -3,7 +3,7 @@ proxy-wide maximum, and KIP-612's connection_creation_rate with Kafka's arithmet
 
 from __future__ import annotations
 
-from proxy.network.server import peer_ip
+from proxy.network.admission import peer_ip
 from quotas.connections import (
     ConnectionAdmission,
     ConnectionLimits,
