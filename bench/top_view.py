@@ -3,7 +3,7 @@
     python -m bench.top_view [--principals 10000] [--proxies 3] [--windows 3]
     python -m bench.top_view --screenshot docs/top-example.svg
 
-The real screen (proxy/cli/top_screen.py, headless through Textual's test pilot) on a feed
+The real screen (proxy/top/screen.py, headless through Textual's test pilot) on a feed
 that hands it what the usage topic would, as JSON records a fetch of about 2 MB at a time:
 every principal's samples (Produce and Fetch) from each proxy, a tenth of the principals
 over their quota. At the start, `--windows` windows of backlog (what top reads back);
@@ -28,10 +28,10 @@ from pathlib import Path
 
 from config.cluster import ClusterSettings
 from protocol.fleet_records import Publication, Use
-from proxy.cli.top_screen import TopApp
-from proxy.control.live_feed import LiveFeed, Update
+from proxy.top.feed import LiveFeed, Update
+from proxy.top.screen import TopApp
+from proxy.top.view import LiveView, Measure
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
-from quotas.live_view import LiveView, Measure
 from quotas.store import FILE, QuotaStore
 from quotas.usage import SCHEMA_VERSION, UsageSample
 

@@ -1,1 +1,1 @@
-"""Per-principal quota engine: sensors, entities and throttle decisions (sans-IO)."""
+"""Kafka's quota arithmetic: sensors, entities and throttle decisions (sans-IO)."""

@@ -1,1 +1,1 @@
-"""Entry points: `kafka-quota-proxy run | check-config | quotas | report`."""
+"""Entry points: `kafka-quota-proxy run | check-config | quotas | top | report`."""

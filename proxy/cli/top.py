@@ -5,11 +5,11 @@
         [--command-config client.properties] [--config proxy.toml]
     kafka-quota-proxy top ... --once [--json]
 
-It reads what the fleet already shares through the cluster (quotas/live_view.py,
-proxy/control/live_feed.py): the usage samples topic for each principal's use, the quota
-store topic for the quotas altered with kafka-configs (and a proxy's config file, with
---config, for the file's), the fleet's bus for its members. Full screen by default
-(proxy/cli/top_screen.py); `--once` prints one snapshot, a table or JSON, for scripts.
+It reads what the fleet already shares through the cluster (proxy/top/: the feed reads, the
+view ranks, the text words it, the screen draws it): the usage samples topic for each
+principal's use, the quota store topic for the quotas altered with kafka-configs (and a
+proxy's config file, with --config, for the file's), the fleet's bus for its members. Full
+screen by default; `--once` prints one snapshot, a table or JSON, for scripts.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Final
 
 from config.errors import ConfigError
 from config.loader import load_config
 from config.usage import UsageSettings
 from proxy.cli.quotas import cluster_settings
-from proxy.control.live_feed import LiveFeed, Update
 from proxy.control.own_topic import UNREACHABLE
-from quotas.live_view import MEASURES, SPAN_MS, LiveView, Measure, Row, snapshot
+from proxy.top.feed import LiveFeed, feed_view, now_ms, view_of
+from proxy.top.text import bus_state, table, topic_table
+from proxy.top.view import MEASURES, SPAN_MS, Measure, snapshot
 from quotas.store import FILE, QuotaStore
 
 #: how long `--once` reads the fleet's bus: every member publishes several times a second,
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if args.once:
         return asyncio.run(_once(feed, args))
     try:  # textual, the `top` extra, is imported only for the screen
-        from proxy.cli.top_screen import TopApp
+        from proxy.top.screen import TopApp
     except ImportError as exc:
         print(
             f"kafka-quota-proxy top needs the top extra for its screen ({exc}): "
@@ -173,110 +173,11 @@ async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
         shown["problems"] = feed.problems
         print(json.dumps(shown, indent=2))
     else:
-        print(f"# {bus_state(view, feed)}")
+        print(f"# {bus_state(view, feed.fleet_topic, now_ms())}")
         for problem in feed.problems:
             print(f"# {problem}")
         for line in table(view, measure, args.filter):
             print(line)
-        for line in topic_table(view, measure):
+        for line in topic_table(view, measure, now_ms()):
             print(line)
     return 0
-
-
-def bus_state(view: LiveView, feed: LiveFeed) -> str:
-    """The fleet's bus as read: its topic, and each member with how long ago it was last
-    heard (a member silent for LiveView's GONE_MS is gone)."""
-    if not view.members:
-        return f"bus {feed.fleet_topic or '(none)'}: no member heard"
-    now = now_ms()
-    heard = ", ".join(
-        f"{m} ({(now - t) / 1000:.1f} s ago)" for m, t in sorted(view.members.items())
-    )
-    return f"bus {feed.fleet_topic}: members {heard}"
-
-
-def now_ms() -> int:
-    """The reader's clock for the bus's publications (members' clocks do not compare)."""
-    return int(time.monotonic() * 1000)
-
-
-def view_of(feed: LiveFeed) -> LiveView:
-    """A view of what the feed reads, with the quotas it starts from (a --config file's)."""
-    view = LiveView()
-    view.set_quotas(feed.store.limits())
-    return view
-
-
-def feed_view(view: LiveView, feed: LiveFeed, update: Update) -> None:
-    """An update of the feed into the view: samples, members, and the quotas once quota
-    records changed them (a backlog's thousands of records are applied to the view once)."""
-    if update.quotas:
-        view.set_quotas(feed.store.limits())
-    view.add(update.samples)
-    received = now_ms()
-    for publication in update.publications:
-        view.add_publication(publication, received)
-    view.expire(int(time.time() * 1000), received)  # samples carry the wall clock
-
-
-def human(value: float, unit: str = "") -> str:
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.1f}{suffix}{unit}"
-    return f"{value:.0f}{unit}" if value >= 10 or value == 0 else f"{value:.2f}{unit}"
-
-
-def topic_table(view: LiveView, measure: Measure) -> list[str]:
-    """Topics under a quota, when the measure is bytes (their rows from the fleet's bus)."""
-    rows = view.topic_rows(measure, now_ms())
-    if not rows:
-        return []
-    lines = ["", f"{'topic':<37} {measure.heading:>12} {'quota':>9} {'share':>6}"]
-    for row in rows:
-        quota = "-" if row.quota is None else human(row.quota)
-        share = "-" if row.share is None else f"{row.share:.2f}"
-        lines.append(f"{row.topic:<37.37} {human(row.rate):>12} {quota:>9} {share:>6}")
-    return lines
-
-
-def table(view: LiveView, measure: Measure, name_filter: str = "") -> list[str]:
-    """The plain table `--once` prints: the screen's row in the same words, with the number
-    of client addresses and the members' names."""
-    heading = (
-        f"{'user':<16} {'client_id':<20} {measure.heading:>12} {'quota':>9} {'share':>6}"
-        f" {'demand':>6} {'throttle ms':>11} {'throttled':>9} {'conns':>5} {'addrs':>5}"
-        "  members"
-    )
-    lines = [heading]
-    for row in view.rows(measure, name_filter):
-        cells = row_cells(row, measure)
-        lines.append(
-            f"{cells[0]:<16.16} {cells[1]:<20.20} {cells[2]:>12} {cells[3]:>9} {cells[4]:>6}"
-            f" {cells[5]:>6} {cells[6]:>11} {cells[7]:>9} {cells[8]:>5}"
-            f" {len(row.usage.addresses):>5}  {','.join(sorted(row.usage.members))}"
-        )
-    return lines
-
-
-#: the screen's columns of a principal's row, as row_cells gives them
-COLUMNS: Final = (
-    "user", "client_id", "rate", "quota", "share", "demand", "throttle ms", "throttled",
-    "conns", "members",
-)  # fmt: skip
-
-
-def row_cells(row: Row, measure: Measure) -> list[str]:
-    """A principal's row in words (COLUMNS), the screen's and the table's."""
-    usage = row.usage
-    return [
-        row.principal.user,
-        row.principal.client_id,
-        human(usage.rate(measure)),
-        "-" if row.quota is None else human(row.quota),
-        "-" if row.share is None else f"{row.share:.2f}",
-        "-" if row.demand is None else f"{row.demand:.2f}{'+' if usage.demand_bounded else ''}",
-        f"{usage.throttle_time_ms:.0f}",
-        str(usage.throttled_requests),
-        str(usage.connections),
-        str(len(usage.members)),
-    ]

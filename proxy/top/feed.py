@@ -7,6 +7,7 @@ only reads: nothing is made, committed or written, and a topic it cannot read is
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -18,6 +19,7 @@ from config.cluster import ClusterSettings
 from config.fleet import FLEET_TOPIC_PREFIX
 from protocol.fleet_records import Publication, decode
 from proxy.control.own_topic import UNREACHABLE
+from proxy.top.view import LiveView
 from quotas.admin import Changes
 from quotas.entities import QuotaEntity
 from quotas.store import ALTERED, QuotaStore
@@ -222,3 +224,27 @@ class LiveFeed:
         if self._consumer is not None:
             await self._consumer.stop()
             self._consumer = None
+
+
+def now_ms() -> int:
+    """The reader's clock for the bus's publications (members' clocks do not compare)."""
+    return int(time.monotonic() * 1000)
+
+
+def view_of(feed: LiveFeed) -> LiveView:
+    """A view of what the feed reads, with the quotas it starts from (a --config file's)."""
+    view = LiveView()
+    view.set_quotas(feed.store.limits())
+    return view
+
+
+def feed_view(view: LiveView, feed: LiveFeed, update: Update) -> None:
+    """An update of the feed into the view: samples, members, and the quotas once quota
+    records changed them (a backlog's thousands of records are applied to the view once)."""
+    if update.quotas:
+        view.set_quotas(feed.store.limits())
+    view.add(update.samples)
+    received = now_ms()
+    for publication in update.publications:
+        view.add_publication(publication, received)
+    view.expire(int(time.time() * 1000), received)  # samples carry the wall clock

@@ -1,7 +1,8 @@
 """The full screen of `kafka-quota-proxy top`, on Textual (Textualize's terminal UI library:
 a table widget that redraws only what changed, key bindings, an input line, and it runs in
-any terminal tmux can drive). Every second it reads what arrived (proxy/control/live_feed.py)
-and redraws the ranking (quotas/live_view.py).
+any terminal tmux can drive). Every second it reads what arrived (proxy/top/feed.py) and
+redraws the ranking (proxy/top/view.py). The only module of the house that imports Textual:
+the `top` extra.
 
 Keys: s / S the next / previous measure, / a filter on names, p pause, enter one principal's
 detail (its APIs, the members serving it, its client addresses, its user's client-ids and a
@@ -19,10 +20,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
-from proxy.cli.top import COLUMNS, bus_state, feed_view, human, now_ms, row_cells, view_of
-from proxy.control.live_feed import LiveFeed
 from proxy.control.own_topic import UNREACHABLE
-from quotas.live_view import MEASURES, Measure, Principal
+from proxy.top.feed import LiveFeed, feed_view, now_ms, view_of
+from proxy.top.text import COLUMNS, bus_state, human, row_cells
+from proxy.top.view import MEASURES, Measure, UserClient
 
 _ORDER = list(Measure)
 _SPARK = "▁▂▃▄▅▆▇█"
@@ -71,9 +72,9 @@ class TopApp(App[int]):
         self.measure = MEASURES[args.sort]
         self.name_filter = args.filter
         self.paused = False
-        self.detail: Principal | None = None
-        self.history: dict[Principal, deque[float]] = {}
-        self.shown: list[Principal] = []
+        self.detail: UserClient | None = None
+        self.history: dict[UserClient, deque[float]] = {}
+        self.shown: list[UserClient] = []
         self.refreshing = False
 
     def compose(self) -> ComposeResult:
@@ -166,7 +167,7 @@ class TopApp(App[int]):
             + (f" | filter: {self.name_filter}" if self.name_filter else "")
             + (" | PAUSED" if self.paused else ""),
             "cluster: " + "  ".join(f"{m.heading} {human(totals[m])}" for m in Measure),
-            bus_state(self.view, self.feed)
+            bus_state(self.view, self.feed.fleet_topic, now_ms())
             + (f" | {'; '.join(self.feed.problems)}" if self.feed.problems else ""),
         ]
         self.query_one("#header", Static).update("\n".join(lines))

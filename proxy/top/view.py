@@ -54,7 +54,10 @@ MEASURES: Final = {measure.key: measure for measure in Measure}
 _EXEMPT_APIS: Final = frozenset(api_name(key) for key in REQUEST_QUOTA_EXEMPT)
 
 
-class Principal(NamedTuple):
+class UserClient(NamedTuple):
+    """A principal as top ranks it: the (user, client-id) pair its samples name, both
+    always named (a quota entity may leave either to a default)."""
+
     user: str
     client_id: str
 
@@ -111,7 +114,7 @@ class TopicRow(NamedTuple):
 
 
 class Row(NamedTuple):
-    principal: Principal
+    principal: UserClient
     usage: Usage
     #: the quota the sort measure is held to (None: unlimited), the share of it used, and
     #: the share its demand is (above 1 for a principal its quota holds back)
@@ -164,11 +167,11 @@ class LiveView:
         #: per quota type, the topics' quotas (quotas.topics.topic_limits)
         self._topic_limits: dict[QuotaType, dict[str, float]] = {}
         #: (principal, quota type) -> its quota, as resolved once per set of limits
-        self._quota_of: dict[tuple[Principal, QuotaType], float | None] = {}
+        self._quota_of: dict[tuple[UserClient, QuotaType], float | None] = {}
         #: fleet members and when each last published (their own clocks, ms)
         self.members: dict[str, int] = {}
         #: usage() as the windows now stand, until a sample changes them
-        self._usage: dict[Principal, Usage] | None = None
+        self._usage: dict[UserClient, Usage] | None = None
         #: (received ms, topic, measure, bytes) from the bus's publications, for a span
         self._topic_uses: deque[tuple[int, str, Measure, float]] = deque()
         #: when the first publication was received: rates cover at most the time since
@@ -260,15 +263,15 @@ class LiveView:
         """Each proxy that sent samples, and the start of its newest window."""
         return {proxy: max(windows) for proxy, windows in self._windows.items() if windows}
 
-    def usage(self) -> dict[Principal, Usage]:
+    def usage(self) -> dict[UserClient, Usage]:
         """Each principal's use over the windows shown (computed once per change). Its
         demand is its use of each API on each proxy over the time that proxy did not hold
         those requests back."""
         if self._usage is not None:
             return self._usage
-        found: dict[Principal, Usage] = {}
+        found: dict[UserClient, Usage] = {}
         #: principal -> what it asks beyond its use, per Measure.index
-        beyond: dict[Principal, list[float]] = {}
+        beyond: dict[UserClient, list[float]] = {}
         for proxy, windows in self._windows.items():
             # the span up to the end of its newest window, or from the first window read
             # from it: a window without samples was a window without use
@@ -280,10 +283,10 @@ class LiveView:
             per_second = 1000.0 / max(covered_ms, 1)
             #: (principal, API) -> window start -> how long its requests of the API were
             #: held in that window
-            held: dict[tuple[Principal, str], dict[int, int]] = {}
+            held: dict[tuple[UserClient, str], dict[int, int]] = {}
             for start in sorted(windows, reverse=True):  # the newest connection counts first
                 for sample in windows[start]:
-                    principal = Principal(sample.user, sample.client_id)
+                    principal = UserClient(sample.user, sample.client_id)
                     usage = found.get(principal)
                     if usage is None:
                         usage = found[principal] = Usage()
@@ -316,10 +319,10 @@ class LiveView:
 
     @staticmethod
     def _add_demand(
-        found: dict[Principal, Usage],
-        beyond: dict[Principal, list[float]],
+        found: dict[UserClient, Usage],
+        beyond: dict[UserClient, list[float]],
         windows: dict[int, list[UsageSample]],
-        held: dict[tuple[Principal, str], dict[int, int]],
+        held: dict[tuple[UserClient, str], dict[int, int]],
         covered_ms: int,
         per_second: float,
     ) -> None:
@@ -328,7 +331,7 @@ class LiveView:
         held, so their samples are found again rather than every principal's use kept per
         proxy."""
         scales: dict[tuple[str, str, str], float] = {}
-        longest: dict[Principal, int] = {}
+        longest: dict[UserClient, int] = {}
         for (principal, api), per_window in held.items():
             held_ms = sum(per_window.values())
             longest[principal] = max(longest.get(principal, 0), held_ms)
@@ -342,13 +345,13 @@ class LiveView:
             for sample in samples:
                 scale = scales.get((sample.user, sample.client_id, sample.api))
                 if scale is not None:
-                    principal = Principal(sample.user, sample.client_id)
+                    principal = UserClient(sample.user, sample.client_id)
                     extra = beyond.get(principal)
                     if extra is None:
                         extra = beyond[principal] = [0.0] * len(Measure)
                     _add_rates(extra, sample, per_second * scale)
 
-    def quota(self, principal: Principal, measure: Measure) -> float | None:
+    def quota(self, principal: UserClient, measure: Measure) -> float | None:
         key = (principal, measure.quota_type)
         if key in self._quota_of:
             return self._quota_of[key]
@@ -369,7 +372,7 @@ class LiveView:
         usage_of = self.usage()
         index = measure.index
         quotas = self._quotas.get(measure.quota_type)
-        sensor_of: dict[Principal, object] = {}
+        sensor_of: dict[UserClient, object] = {}
         #: per sensor, its principals' rates and demands together
         totals: dict[object, tuple[float, float]] = {}
         if quotas is not None:

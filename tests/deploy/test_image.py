@@ -90,7 +90,7 @@ def test_the_image_holds_every_module_of_the_checkout(image: str) -> None:
         for path in tracked
         if path.endswith(".py")
         and not path.endswith("__main__.py")  # runs the command line when imported
-        and not path.startswith(("pipeline/", "proxy/cli/top_screen"))  # the extras
+        and not path.startswith(("pipeline/", "proxy/top/screen"))  # the extras
     ]
     code = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)"
     imported = in_image(image, "-c", code, *modules, entrypoint="python")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from protocol.quota_records import record_key, record_value
-from proxy.cli.top import add_arguments, feed_for, feed_view, view_of
-from proxy.control.live_feed import Update
+from proxy.cli.top import add_arguments, feed_for
+from proxy.top.feed import Update, feed_view, view_of
+from proxy.top.view import Measure, UserClient
 from quotas.entities import QuotaEntity
-from quotas.live_view import Measure, Principal
 from quotas.store import ALTERED
 from quotas.validation import record_change
 
@@ -82,7 +82,7 @@ def test_samples_on_another_cluster_need_the_options(tmp_path: Path) -> None:
 def test_quotas_read_from_the_store_topic_reach_the_view_once_per_update() -> None:
     feed = feed_for(options("--bootstrap-server", "kafka:9092", "--usage-topic", "u"))
     view = view_of(feed)
-    flooder = Principal("ANONYMOUS", "flooder")
+    flooder = UserClient("ANONYMOUS", "flooder")
     # as the feed applies a quota record it reads, and says so in the poll's update
     feed.store.alter(ALTERED, QuotaEntity(client_id="flooder"), {"producer_byte_rate": 5.0})
     feed_view(view, feed, Update())

@@ -7,8 +7,8 @@ import pytest
 
 from protocol.fleet_records import Publication, Use
 from protocol.quota_records import read_record
+from proxy.top.view import LiveView, Measure, UserClient, snapshot
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
-from quotas.live_view import LiveView, Measure, Principal, snapshot
 from quotas.usage import UsageSample
 from tests.support import samples
 
@@ -46,7 +46,7 @@ def test_a_principal_served_by_two_proxies_is_summed_from_each_ones_latest_windo
         ]
     )
     usage = view.usage()
-    flood = usage[Principal("ANONYMOUS", "flood")]
+    flood = usage[UserClient("ANONYMOUS", "flood")]
     assert flood.rate(Measure.PRODUCE) == 5_000_000.0  # 50 MB over 10 s
     assert flood.members == {"a", "b"} and flood.addresses == {"10.0.0.1", "10.0.0.2"}
     assert flood.throttle_time_ms == 900 and flood.throttled_requests == 1
@@ -135,7 +135,7 @@ def test_a_principal_held_on_its_fetches_asks_no_more_to_produce() -> None:
             ),
         ]
     )
-    usage = view.usage()[Principal("ANONYMOUS", "app")]
+    usage = view.usage()[UserClient("ANONYMOUS", "app")]
     assert usage.demand[Measure.PRODUCE.index] == 100_000.0
     assert usage.demand[Measure.FETCH.index] == 200_000.0
 
@@ -148,7 +148,7 @@ def test_a_window_reaching_back_past_the_span_counts_its_whole_length() -> None:
         sample("a", "app", start=start, bytes_in=300_000)._replace(window_ms=3_000, held_ms=1_500)
         for start in range(0, 15_000, 3_000)
     )
-    usage = view.usage()[Principal("ANONYMOUS", "app")]
+    usage = view.usage()[UserClient("ANONYMOUS", "app")]
     assert usage.rate(Measure.PRODUCE) == 100_000.0
     assert usage.demand[Measure.PRODUCE.index] == 200_000.0  # held half the time
 
@@ -164,7 +164,7 @@ def test_connections_are_each_proxys_latest_count_per_client_address() -> None:
             sample("b", "app", start=WINDOW_MS)._replace(connections=4),
         ]
     )
-    assert view.usage()[Principal("ANONYMOUS", "app")].connections == 3 + 2 + 4
+    assert view.usage()[UserClient("ANONYMOUS", "app")].connections == 3 + 2 + 4
 
 
 def test_a_sample_is_read_back_as_written_and_a_foreign_one_is_refused() -> None:
@@ -197,7 +197,7 @@ def test_short_windows_are_averaged_over_the_span() -> None:
         for index, size in enumerate(bursts)
     )
     # the last five windows: 300 + 300 + 0 + 500 kB and an empty one, over 5 s
-    assert view.usage()[Principal("ANONYMOUS", "flood")].rate(Measure.PRODUCE) == 220_000.0
+    assert view.usage()[UserClient("ANONYMOUS", "flood")].rate(Measure.PRODUCE) == 220_000.0
 
 
 def test_a_window_without_samples_counts_as_a_window_without_use() -> None:
@@ -206,7 +206,7 @@ def test_a_window_without_samples_counts_as_a_window_without_use() -> None:
         sample("a", "flood", start=start, bytes_in=500_000)._replace(window_ms=1000)
         for start in (1000, 4000)  # nothing in the windows at 2 and 3 s
     )
-    assert view.usage()[Principal("ANONYMOUS", "flood")].rate(Measure.PRODUCE) == 250_000.0
+    assert view.usage()[UserClient("ANONYMOUS", "flood")].rate(Measure.PRODUCE) == 250_000.0
 
 
 def test_topics_under_a_quota_are_ranked_from_the_buss_publications() -> None:
@@ -237,7 +237,7 @@ def test_a_proxy_gone_quiet_and_a_member_gone_silent_are_forgotten() -> None:
     view.add_publication(Publication("m1", 0, 0, [], {}), 1_000)
     view.add_publication(Publication("m2", 0, 0, [], {}), 9_000)
     view.expire(wall_ms=610_000, received_ms=10_000)
-    assert set(view.usage()) == {Principal("ANONYMOUS", "app")}  # p1 wrote nothing since
+    assert set(view.usage()) == {UserClient("ANONYMOUS", "app")}  # p1 wrote nothing since
     assert set(view.members) == {"m2"}
 
 
@@ -247,7 +247,7 @@ def test_the_span_covered_is_the_proxys_own_not_the_oldest_sample_in_it() -> Non
     burst = sample("a", "x", start=9_000, bytes_in=10_000)._replace(window_ms=1000)
     alone.add([burst])
     beside.add([sample("a", "y", start=0, bytes_in=1)._replace(window_ms=1000), burst])
-    x = Principal("ANONYMOUS", "x")
+    x = UserClient("ANONYMOUS", "x")
     assert alone.usage()[x].rate(Measure.PRODUCE) == 10_000.0  # its only second read
     assert beside.usage()[x].rate(Measure.PRODUCE) == 1_000.0  # ten seconds read, one used
 
