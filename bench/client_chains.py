@@ -41,7 +41,7 @@ from localkafka.franz_go import CHAINS, ChainRun, run_chain
 from localkafka.jars import java_command
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from protocol.client_quotas import AlterEntry
-from quotas.usage import UsageSample
+from quotas.usage_samples import UsageSample
 
 WINDOWS = {"quota.window.num": "2", "quota.window.size.seconds": "1"}
 #: a broker quota the proxies' chains never reach: it makes their brokers measure them

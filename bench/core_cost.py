@@ -20,7 +20,7 @@ from kafka.protocol.producer import ProduceResponse
 from bench.instructions import REPO, checkout, per_operation
 from protocol.apis import METADATA, PRODUCE
 from proxy.enforcement import Enforcement
-from proxy.runtime.usage import UsageRecorder
+from proxy.runtime.usage_recorder import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig

@@ -33,7 +33,7 @@ from proxy.top.screen import TopApp
 from proxy.top.view import LiveView, Measure
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.store import FILE, QuotaStore
-from quotas.usage import SCHEMA_VERSION, UsageSample
+from quotas.usage_samples import SCHEMA_VERSION, UsageSample
 
 WINDOW_MS = 10_000
 QUOTA = 1_048_576.0

@@ -10,7 +10,7 @@ from config.values import is_host_port, typed_values
 
 @dataclass(frozen=True)
 class UsageSettings:
-    """Usage samples (proxy/runtime/usage.py) and where they are written
+    """Usage samples (proxy/runtime/usage_recorder.py) and where they are written
     (proxy/observability/usage_sinks.py)."""
 
     enabled: bool = True

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localkafka.broker_queries import create_topic, metadata_broker_count
 from localkafka.jars import ensure_jars, java_command
 from localkafka.ports import LOOPBACK, free_ports
-from localkafka.probes import create_topic, metadata_broker_count
 from localkafka.tls import ThrowawayCA
 
 #: what the SASL_PLAINTEXT listener accepts; PLAIN first, then the SCRAM ones

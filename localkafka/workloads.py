@@ -24,7 +24,7 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.metadata import MetadataRequest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from localkafka.probes import recv_exact
+from localkafka.broker_queries import recv_exact
 from protocol.apis import ALTER_CLIENT_QUOTAS, DECODED
 from protocol.client_quotas import AlterEntry, alter_body
 from protocol.headers import encode_request, response_body_offset

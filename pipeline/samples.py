@@ -1,6 +1,6 @@
 """Reading usage samples into Spark: from the proxy's JSON-lines files, or from the Kafka topic
 through Spark's Kafka source (spark-sql-kafka). The Spark schema is built from the one the
-proxy writes with (quotas/usage.py SAMPLE_FIELDS), so the two cannot drift apart."""
+proxy writes with (quotas/usage_samples.py SAMPLE_FIELDS), so the two cannot drift apart."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from quotas.usage import READABLE_VERSIONS, SAMPLE_FIELDS
+from quotas.usage_samples import READABLE_VERSIONS, SAMPLE_FIELDS
 
 _SPARK_TYPES: dict[type, DataType] = {int: LongType(), str: StringType(), float: DoubleType()}
 

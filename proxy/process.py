@@ -41,8 +41,8 @@ from proxy.observability.usage_sinks import (
 )
 from proxy.runtime.clock import wall_ms
 from proxy.runtime.context import ProxyContext, build_context
-from proxy.runtime.stats import FleetStats
-from proxy.runtime.usage import UsageRecorder
+from proxy.runtime.counters import FleetStats
+from proxy.runtime.usage_recorder import UsageRecorder
 
 log = logging.getLogger("kafka-quota-proxy")
 

@@ -7,11 +7,11 @@ import logging
 import sys
 from pathlib import Path
 
+from config.effective_quotas import effective_quotas
 from config.errors import ConfigError, StartupError
 from config.fleet import FLEET_TOPIC_PREFIX
 from config.loader import load_config
 from config.proxy_protocol import HeaderMode
-from config.report import effective_quotas
 from config.tls import describe
 from proxy.control.quota_topic import StoreUnreachable, read_quota_store
 from quotas.entities import QuotaType

@@ -27,7 +27,7 @@ from proxy.control.own_topic import UNREACHABLE, OwnTopic
 from proxy.enforcement.fleet import GONE_AFTER, FleetMember
 from proxy.runtime.clock import Clock, wall_ms
 from proxy.runtime.context import ProxyContext
-from proxy.runtime.stats import FleetStats
+from proxy.runtime.counters import FleetStats
 
 log = logging.getLogger(__name__)
 

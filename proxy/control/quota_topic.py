@@ -26,7 +26,7 @@ from config.loader import ProxyConfig
 from config.quota_store import QuotaStoreSettings
 from protocol.quota_records import record_key, record_value
 from proxy.control.own_topic import UNREACHABLE, OwnTopic
-from proxy.runtime.stats import ProxyStats
+from proxy.runtime.counters import ProxyStats
 from quotas.admin import Changes
 from quotas.entities import QuotaEntity
 from quotas.store import ALTERED, FILE, QuotaStore

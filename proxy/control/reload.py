@@ -18,7 +18,7 @@ from pathlib import Path
 from config.errors import ConfigError
 from config.loader import ProxyConfig, load_config
 from config.proxy import LIVE_PROXY_KEYS
-from proxy.runtime.stats import ProxyStats
+from proxy.runtime.counters import ProxyStats
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,11 @@ from quotas.entities import QuotaEntity, QuotaType
 from quotas.principal import Principal
 from quotas.store import QuotaStore
 from quotas.thread_time import HANDLED, Bound
-from quotas.usage import UsageCounters
+from quotas.usage_samples import UsageCounters
 from quotas.verdicts import Verdict
 
 if TYPE_CHECKING:
-    from proxy.handlers.topics import TopicCache
+    from proxy.handlers.topic_cache import TopicCache
 
 #: what a handler reads a request's body into (Request.parsed_as)
 T = TypeVar("T")

@@ -32,7 +32,7 @@ from protocol.mutations import (
 )
 from proxy.handlers.base import Answer, Defer, Forward, Handler, Outcome, Request, Session
 from proxy.handlers.inquiries import inquire
-from proxy.handlers.topics import TopicCache
+from proxy.handlers.topic_cache import TopicCache
 from quotas.entities import QuotaType
 
 #: Kafka's own num.partitions default, when the cluster could not be asked

@@ -17,8 +17,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from proxy.observability.build_info import BuildInfo
+from proxy.runtime.counters import FleetStats, ProxyStats
 from proxy.runtime.memory_pool import MemoryPool
-from proxy.runtime.stats import FleetStats, ProxyStats
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags, QuotaType, sanitize
 from quotas.managers import UNLIMITED, QuotaManager

@@ -26,9 +26,9 @@ from config.cluster import ClusterSettings
 from config.secrets import SecretError
 from config.usage import UsageSettings
 from proxy.runtime.clock import wall_ms
-from proxy.runtime.stats import ProxyStats
-from proxy.runtime.usage import UsageRecorder
-from quotas.usage import UsageSample
+from proxy.runtime.counters import ProxyStats
+from proxy.runtime.usage_recorder import UsageRecorder
+from quotas.usage_samples import UsageSample
 
 log = logging.getLogger(__name__)
 

@@ -22,13 +22,13 @@ from protocol.sasl import SUB_CLAIM, Mechanism, mechanisms
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import QuotaAdmin
 from proxy.handlers.principals import PrincipalBuilder
-from proxy.handlers.topics import TopicCache
+from proxy.handlers.topic_cache import TopicCache
 from proxy.runtime.brokers import Brokers
 from proxy.runtime.clock import Clock
+from proxy.runtime.counters import ProxyStats
 from proxy.runtime.memory_pool import MemoryPool
 from proxy.runtime.sni import SniRoutes
-from proxy.runtime.stats import ProxyStats
-from proxy.runtime.usage import UsageRecorder
+from proxy.runtime.usage_recorder import UsageRecorder
 from quotas.admin import Changes
 from quotas.connections import ConnectionLimits, ConnectionQuotas
 from quotas.engine import QuotaEngine

@@ -23,7 +23,7 @@ from proxy.top.view import LiveView
 from quotas.admin import Changes
 from quotas.entities import QuotaEntity
 from quotas.store import ALTERED, QuotaStore
-from quotas.usage import UsageSample
+from quotas.usage_samples import UsageSample
 from quotas.validation import record_change
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from protocol.apis import REQUEST_QUOTA_EXEMPT, api_name
 from protocol.fleet_records import Publication
 from quotas.entities import EntityQuotas, QuotaEntity, QuotaType
 from quotas.topics import client_entities, topic_limit, topic_limits
-from quotas.usage import UsageSample
+from quotas.usage_samples import UsageSample
 
 
 class Measure(Enum):

@@ -54,7 +54,7 @@ from proxy.handlers.registry import HANDLERS
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.core import ConnectionCore
 from proxy.runtime.memory_pool import MemoryPool
-from proxy.runtime.usage import UsageRecorder
+from proxy.runtime.usage_recorder import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings

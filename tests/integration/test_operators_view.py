@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from deploy.dashboard import DASHBOARD
+from localkafka.broker_queries import create_topic
 from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline, aiokafka_drain, aiokafka_flood
-from localkafka.probes import create_topic
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from tests.integration.support.prometheus import RunningPrometheus, prometheus
 

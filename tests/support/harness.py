@@ -19,9 +19,9 @@ from proxy.runtime.clock import Clock
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.core import ConnectionCore
 from proxy.runtime.memory_pool import MemoryPool
-from proxy.runtime.usage import UsageRecorder
+from proxy.runtime.usage_recorder import UsageRecorder
 from quotas.principal import Principal
-from quotas.usage import UsageCounters
+from quotas.usage_samples import UsageCounters
 
 
 class _VirtualTimer:

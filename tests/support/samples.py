@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from protocol.apis import api_name
-from quotas.usage import SCHEMA_VERSION, UsageSample
+from quotas.usage_samples import SCHEMA_VERSION, UsageSample
 
 #: a Tuesday, 00:00 UTC, in ms: generated windows start on multiples of the interval
 T0 = 1_763_424_000_000

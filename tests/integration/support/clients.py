@@ -18,7 +18,7 @@ from confluent_kafka import Message
 from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer
 
-from localkafka import probes
+from localkafka import broker_queries
 from localkafka.cluster import KafkaCluster
 
 TIMEOUT_S = 60.0
@@ -43,7 +43,7 @@ sasl.password = "${{env:{PASSWORD_ENV}}}"
 
 def create_topic(bootstrap: str, name: str, partitions: int = 6, replication: int = 3) -> None:
     """A topic made through `bootstrap` (a proxy's, in the transparency tests)."""
-    probes.create_topic(bootstrap, name, partitions, replication)
+    broker_queries.create_topic(bootstrap, name, partitions, replication)
 
 
 # aiokafka -------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from config.loader import ProxyConfig, load_config
 from config.tls import describe, unencrypted_upstream
 from localkafka.tls import ThrowawayCA
 from proxy.control.reload import ConfigReloader
-from proxy.runtime.stats import ProxyStats
+from proxy.runtime.counters import ProxyStats
 
 
 @pytest.fixture(scope="module")

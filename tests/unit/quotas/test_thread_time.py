@@ -22,7 +22,7 @@ from quotas.thread_time import (
     size_class,
 )
 from tests.support.wire import request_frame
-from tests.unit.proxy.runtime.test_usage import T0, connected
+from tests.unit.proxy.runtime.test_usage_recorder import T0, connected
 
 MS = 1_000_000
 US = 1_000

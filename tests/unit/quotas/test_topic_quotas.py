@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from config.report import effective_quotas
+from config.effective_quotas import effective_quotas
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import UNLIMITED
 from quotas.settings import QuotaConfig, QuotaSettings

@@ -16,7 +16,7 @@ from proxy.enforcement import Enforcement
 from proxy.handlers.base import Defer, Forward, Handler, Outcome, Request, Route, Session
 from proxy.handlers.inquiries import ask_topics
 from proxy.handlers.registry import ROUTES
-from proxy.handlers.topics import TopicCache
+from proxy.handlers.topic_cache import TopicCache
 from proxy.runtime.core import ConnectionCore
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from config.loader import load_config
 from proxy.control.reload import ConfigReloader
 from proxy.observability.metrics import QuotaCollector, build_registry
-from proxy.runtime.stats import ProxyStats
+from proxy.runtime.counters import ProxyStats
 from quotas.bloom import BloomShape, layer_false_positive_rate
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType

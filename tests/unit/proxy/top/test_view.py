@@ -9,7 +9,7 @@ from protocol.fleet_records import Publication, Use
 from protocol.quota_records import read_record
 from proxy.top.view import LiveView, Measure, UserClient, snapshot
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
-from quotas.usage import UsageSample
+from quotas.usage_samples import UsageSample
 from tests.support import samples
 
 WINDOW_MS = samples.INTERVAL_MS

@@ -19,14 +19,14 @@ from proxy.handlers.registry import HANDLERS
 from proxy.observability.usage_sinks import UsageFileSink, record_usage
 from proxy.runtime.clock import wall_ms
 from proxy.runtime.core import ConnectionCore
-from proxy.runtime.stats import ProxyStats
-from proxy.runtime.usage import UsageRecorder
+from proxy.runtime.counters import ProxyStats
+from proxy.runtime.usage_recorder import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from quotas.thread_time import APPENDED
-from quotas.usage import SAMPLE_FIELDS, SCHEMA_VERSION, UsageSample
+from quotas.usage_samples import SAMPLE_FIELDS, SCHEMA_VERSION, UsageSample
 from tests.support.harness import RecordingTransport, VirtualClock, connect
 from tests.support.harness import handler_request as request
 from tests.support.wire import request_frame

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from protocol.apis import api_name
-from quotas.usage import SCHEMA_VERSION, UsageCounters, UsageSample
+from quotas.usage_samples import SCHEMA_VERSION, UsageCounters, UsageSample
 
 
 class UsageRecorder:
