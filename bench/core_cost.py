@@ -18,14 +18,14 @@ from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 
 from bench.instructions import REPO, checkout, per_operation
+from localkafka.inprocess.harness import VirtualClock, connect
+from localkafka.inprocess.wire import produce_request, record_batch, request_frame, response_frame
 from protocol.apis import METADATA, PRODUCE
 from proxy.enforcement import Enforcement
 from proxy.runtime.usage_recorder import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
-from tests.support.harness import VirtualClock, connect
-from tests.support.wire import produce_request, record_batch, request_frame, response_frame
 
 _PRODUCE_VERSION = 9
 _METADATA_VERSION = 12

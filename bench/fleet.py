@@ -37,13 +37,13 @@ from aiokafka import AIOKafkaProducer
 from bench.throughput import cpu_ms
 from config.fleet import FLEET_TOPIC_PREFIX
 from localkafka.cluster import KafkaCluster
+from localkafka.inprocess.wire import produce_request, record_batch
 from localkafka.proxy_process import RunningProxy, start_proxy
 from protocol.fleet_records import Publication, Use, decode, encode
 from proxy.enforcement.fleet import FleetMember, cold_every
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
-from tests.support.wire import produce_request, record_batch
 
 SYNC_MS = 250
 HOT_PRINCIPALS = 0.1

@@ -32,8 +32,8 @@ from pathlib import Path
 from localkafka.cluster import KafkaCluster
 from localkafka.load import RECORD_BYTES, Timeline, aiokafka_flood
 from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.scrape import scrape, total
 from proxy.runtime.read_budget import PRESSURE_READ_BYTES
-from tests.integration.support.scrape import scrape, total
 
 MIB = 2**20
 #: the well-behaved producer's offered rate, bytes/s

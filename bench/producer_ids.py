@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from localkafka.inprocess.harness import handler_request, handler_session, proxy_context
+from localkafka.inprocess.wire import produce_request, record_batch
 from protocol.apis import PRODUCE
 from proxy.enforcement import Enforcement
 from proxy.handlers.registry import HANDLERS
@@ -30,8 +32,6 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import ProducerIdCacheSettings, QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.support.harness import handler_request, handler_session, proxy_context
-from tests.support.wire import produce_request, record_batch
 
 HOUR_WINDOWS = MetricConfig(samples=11, window_ms=3_600_000)
 FALSE_POSITIVE_RATE = 0.01

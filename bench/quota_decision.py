@@ -20,6 +20,7 @@ import statistics
 import time
 
 from bench.instructions import REPO, checkout, per_operation
+from localkafka.inprocess.wire import request_frame
 from protocol.apis import FETCH, METADATA, PRODUCE
 from protocol.headers import parse_request_header
 from proxy.enforcement import Enforcement
@@ -29,7 +30,6 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
 from quotas.thread_time import ThreadTimes
-from tests.support.wire import request_frame
 
 TARGET_US = 2.0
 

@@ -1,6 +1,6 @@
 """request_percentage as the proxy charges it against the broker's own, per workload (issue 41).
 
-Each workload of tests/integration/support/request_legs.py (a classic and a KIP-848 group
+Each workload of localkafka/request_legs.py (a classic and a KIP-848 group
 rebalancing,
 a transactional consume-transform-produce loop, an acks=all producer, idle long polls, a
 Metadata flood) runs once per leg, one leg after another, on a local cluster of 1 or 3
@@ -28,11 +28,11 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 
 from bench.instructions import checkout
+from localkafka import request_legs
 from localkafka import workloads as load
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration.support import request_legs
-from tests.integration.support.request_legs import Leg
+from localkafka.request_legs import Leg
 
 
 def _ratio(value: float, reference: float) -> str:

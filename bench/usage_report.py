@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from localkafka.chromium import open_page, screenshot
+from localkafka.inprocess.samples import day_of_principals
 from localkafka.jars import CACHE
-from tests.support.chromium import open_page, screenshot
-from tests.support.samples import day_of_principals
 
 _FILE_SAMPLES = 100_000
 

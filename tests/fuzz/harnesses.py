@@ -23,6 +23,15 @@ from typing import NamedTuple
 from kafka.protocol.producer import ProduceRequest
 
 from config.proxy import ProxySettings
+from localkafka.inprocess.harness import (
+    RecordingTransport,
+    VirtualClock,
+    connect,
+    handler_request,
+    handler_session,
+    proxy_context,
+)
+from localkafka.inprocess.wire import request_frame
 from protocol.apis import (
     ALTER_CLIENT_QUOTAS,
     CREATE_PARTITIONS,
@@ -60,15 +69,6 @@ from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from tests.fuzz.seeds import RESPONSES
-from tests.support.harness import (
-    RecordingTransport,
-    VirtualClock,
-    connect,
-    handler_request,
-    handler_session,
-    proxy_context,
-)
-from tests.support.wire import request_frame
 
 Harness = Callable[[bytes], None]
 

@@ -13,8 +13,8 @@ from aiokafka import AIOKafkaProducer
 from localkafka.cluster import KafkaCluster
 from localkafka.ports import LOOPBACK, free_port
 from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.scrape import scrape, total
 from tests.integration.support import clients
-from tests.integration.support.scrape import scrape, total
 
 
 async def closed_by_proxy(reader: asyncio.StreamReader) -> bool:

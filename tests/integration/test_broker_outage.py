@@ -19,9 +19,9 @@ from localkafka.cluster import KafkaCluster
 from localkafka.jars import java_command
 from localkafka.load import read_all
 from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.scrape import scrape, total, value
 from tests.integration.support import clients
 from tests.integration.support.listeners import answered, until
-from tests.integration.support.scrape import scrape, total, value
 
 STOPPED = 3
 #: acknowledgements awaited before the broker is stopped, and again once it is back

@@ -40,7 +40,7 @@ from localkafka.load import (
     seq_of,
 )
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.support.scrape import scrape, value, wait_for_metric
+from localkafka.scrape import scrape, value, wait_for_metric
 
 QUOTA = 1_000_000
 FIRST_WINDOW_S, MEASURED_S = 2.0, 15.0

@@ -26,8 +26,8 @@ from localkafka import workloads
 from localkafka.cluster import KafkaCluster
 from localkafka.franz_go import CHAINS, run_chain
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
+from localkafka.scrape import scrape, total
 from protocol.client_quotas import AlterEntry
-from tests.integration.support.scrape import scrape, total
 
 QUOTA = 20.0
 #: records through each chain: enough for every group of the chain to be throttled

@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaProducer
 
 from config.cluster import ClusterSettings
 from localkafka.cluster import KafkaCluster
+from localkafka.inprocess.wire import request_frame
 from localkafka.jars import java_command
 from localkafka.proxy_process import (
     SHORT_QUOTA_WINDOWS,
@@ -30,6 +31,7 @@ from localkafka.proxy_process import (
     restart_proxy,
     start_proxy,
 )
+from localkafka.scrape import scrape, value, wait_for_metric
 from protocol.apis import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
 from protocol.client_quotas import (
     AlterEntry,
@@ -41,8 +43,6 @@ from protocol.client_quotas import (
     read_describe_entries,
 )
 from proxy.control.cluster import ClusterClient
-from tests.integration.support.scrape import scrape, value, wait_for_metric
-from tests.support.wire import request_frame
 
 CONFIGS = "kafka.admin.ConfigCommand"
 STORE_TOPIC = "kafka-quota-proxy-quotas"

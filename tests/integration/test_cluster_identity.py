@@ -23,9 +23,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.scrape import value, wait_for_metric
 from tests.integration.support.clients import CLUSTER as OWN_CLIENT
 from tests.integration.support.clients import IDENTITY_USERS, PASSWORD_ENV
-from tests.integration.support.scrape import value, wait_for_metric
 
 SAMPLES = "identity-usage"
 TOPIC = "identity-traffic"

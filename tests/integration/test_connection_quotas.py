@@ -14,8 +14,8 @@ import pytest
 
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
+from localkafka.scrape import scrape, total
 from tests.integration.support.listeners import API_VERSIONS_V0, served
-from tests.integration.support.scrape import scrape, total
 
 STORM_ADDRESS = "127.0.0.2"
 CAPPED_ADDRESS = "127.0.0.3"

@@ -29,6 +29,7 @@ from localkafka.load import (
     seq_of,
 )
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
+from localkafka.scrape import scrape, total, value
 from tests.integration.support.held import (
     BOUND,
     FIRST_WINDOW_S,
@@ -43,7 +44,6 @@ from tests.integration.support.held import (
     assert_stored_once,
     run_held,
 )
-from tests.integration.support.scrape import scrape, total, value
 
 NEIGHBOUR_RATE = QUOTA / 2
 

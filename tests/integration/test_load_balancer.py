@@ -26,6 +26,7 @@ from localkafka.proxy_process import (
     restart_proxy,
     start_proxy,
 )
+from localkafka.scrape import scrape, total
 from tests.integration.support.clients import create_topic, kafka_python_consume
 from tests.integration.support.haproxy import (
     BALANCER_SOURCE,
@@ -34,7 +35,6 @@ from tests.integration.support.haproxy import (
     Server,
 )
 from tests.integration.support.listeners import API_VERSIONS_V0, served
-from tests.integration.support.scrape import scrape, total
 
 BALANCER = "127.0.1.10"
 #: a second entry point that speaks v1 (send-proxy) to the first instance

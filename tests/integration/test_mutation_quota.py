@@ -39,15 +39,15 @@ from kafka.protocol.admin import (
 from kafka.protocol.metadata import MetadataResponse
 
 from localkafka.cluster import KafkaCluster
+from localkafka.inprocess.wire import decode_response
 from localkafka.jars import java_command
 from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.scrape import scrape, value
 from protocol.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS, METADATA
 from protocol.headers import encode_request
 from protocol.metadata import metadata_request_body
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
 from tests.integration.support.clients import SASL_USERS
-from tests.integration.support.scrape import scrape, value
-from tests.support.wire import decode_response
 
 CLIENTS = (
     "raw",

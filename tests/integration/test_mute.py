@@ -19,9 +19,9 @@ import pytest
 
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
+from localkafka.scrape import sample_shares
 from protocol.apis import METADATA
 from protocol.headers import encode_request
-from tests.integration.support.scrape import sample_shares
 
 CLIENT_ID = "raw-flood"
 SHARE = 10.0

@@ -38,7 +38,7 @@ from localkafka.load import (
     seq_of,
 )
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.support.scrape import scrape, total, value, wait_for_metric
+from localkafka.scrape import scrape, total, value, wait_for_metric
 from tests.support.oauth import aiokafka_oauth, confluent_oauth, java_oauth, kafka_python_oauth
 
 USERS = {name: f"{name}-secret" for name in ("alice", "bob", "erin", "frank")}

@@ -24,8 +24,8 @@ from localkafka.cluster import KafkaCluster
 from localkafka.jars import java_command
 from localkafka.load import read_all
 from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.scrape import scrape, value
 from tests.integration.support.clients import SASL_USERS
-from tests.integration.support.scrape import scrape, value
 
 JAVA = Path(__file__).parent / "java" / "ShortLivedProducers.java"
 HOURLY = (

@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaProducer
 from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration.support.scrape import scrape, total, value, wait_for_metric
+from localkafka.scrape import scrape, total, value, wait_for_metric
 
 CLIENT_ID = "reload-test"
 TOPIC = "quota-reload"

@@ -26,10 +26,10 @@ from localkafka.cluster import KafkaCluster
 from localkafka.jars import java_command
 from localkafka.load import PRODUCER_PERFORMANCE, producer_perf_args
 from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.scrape import scrape, total
 from proxy.network.listener import PROBE_INTERVAL_S
 from tests.integration.support import clients
 from tests.integration.support.listeners import until
-from tests.integration.support.scrape import scrape, total
 
 CRASHED = 3
 #: a crashed broker stays in the metadata, leading its partitions, this long

@@ -24,7 +24,7 @@ from kafka.errors import NodeNotReadyError
 
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.support.scrape import sample_shares, scrape, value
+from localkafka.scrape import sample_shares, scrape, value
 
 SHARE = 10.0
 FIRST_WINDOW_S, MEASURED_S = 2.0, 10.0

@@ -23,7 +23,7 @@ import pytest
 from localkafka import workloads as load
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
-from tests.integration.support.request_legs import (
+from localkafka.request_legs import (
     WORKLOADS,
     Leg,
     broker_quotas,

@@ -18,7 +18,7 @@ import pytest
 from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline, kafka_python_flood
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
-from tests.integration.support.scrape import scrape, value, wait_for_metric
+from localkafka.scrape import scrape, value, wait_for_metric
 
 CLIENT_ID = "shadow-app"
 QUOTA = 200_000

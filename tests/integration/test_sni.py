@@ -17,9 +17,9 @@ import pytest
 
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy, tls_sections
+from localkafka.scrape import scrape
 from tests.integration.support import clients
 from tests.integration.support.namespace import Namespace, namespace
-from tests.integration.support.scrape import scrape
 from tests.integration.support.tls_clients import values
 
 HOST_ADDRESS, CLIENT_ADDRESS = "10.231.0.1", "10.231.0.2"

@@ -31,11 +31,11 @@ from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline, aiokafka_flood, kafka_python_flood
 from localkafka.ports import LOOPBACK
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy, tls_sections
+from localkafka.scrape import scrape, value, wait_for_metric
 from localkafka.tls import ThrowawayCA
 from protocol.client_quotas import AlterEntry
 from tests.integration.support import clients
 from tests.integration.support.clients import SASL_USERS
-from tests.integration.support.scrape import scrape, value, wait_for_metric
 
 ALICE_QUOTA = 100_000  # producer_byte_rate, B/s
 CLIENT_ID = "tls-app"

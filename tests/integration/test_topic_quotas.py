@@ -35,6 +35,7 @@ from localkafka.load import (
     seq_of,
 )
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, restart_proxy, start_proxy
+from localkafka.scrape import scrape, total
 from protocol.apis import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS, INCREMENTAL_ALTER_CONFIGS
 from protocol.client_quotas import (
     AlterEntry,
@@ -54,7 +55,6 @@ from protocol.topic_configs import (
 from protocol.topic_configs import alter_body as configs_body
 from proxy.control.cluster import ClusterClient
 from tests.integration.support.held import BOUND, FIRST_WINDOW_S, IN_FLIGHT, MEASURED_S
-from tests.integration.support.scrape import scrape, total
 
 CONFIGS = "kafka.admin.ConfigCommand"
 QUOTA = 1_000_000

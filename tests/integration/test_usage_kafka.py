@@ -21,8 +21,8 @@ from config.loader import load_config
 from localkafka.cluster import KafkaCluster
 from localkafka.jars import ensure_spark_kafka_jars
 from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.scrape import value, wait_for_metric
 from quotas.entities import QuotaEntity, QuotaType
-from tests.integration.support.scrape import value, wait_for_metric
 from tests.integration.support.spark_standalone import standalone_spark
 
 TOPIC = "usage-kafka-traffic"

@@ -24,8 +24,8 @@ from config.loader import load_config
 from localkafka.cluster import KafkaCluster
 from localkafka.load import Timeline
 from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.scrape import scrape, value, wait_for_metric
 from quotas.entities import QuotaEntity, QuotaType
-from tests.integration.support.scrape import scrape, value, wait_for_metric
 
 TOPIC = "usage-report"
 RECORD = b"x" * 10_000

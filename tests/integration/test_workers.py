@@ -17,6 +17,7 @@ import pytest
 
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
+from localkafka.scrape import scrape, total
 from tests.integration.support.held import (
     BOUND,
     FLEET,
@@ -27,7 +28,6 @@ from tests.integration.support.held import (
     assert_stored_once,
     run_held,
 )
-from tests.integration.support.scrape import scrape, total
 
 CONFIG = (
     "workers = 2\n"

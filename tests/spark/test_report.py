@@ -9,12 +9,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from config.loader import load_config
+from localkafka.chromium import open_page, screenshot
+from localkafka.inprocess.samples import sample, write
 from pipeline.report import ReportOptions, report
 from pipeline.samples import SampleError, read_files
 from protocol.apis import CREATE_TOPICS, FETCH, PRODUCE, SASL_AUTHENTICATE
 from quotas.entities import QuotaEntity, QuotaType
-from tests.support.chromium import open_page, screenshot
-from tests.support.samples import sample, write
 
 CONFIG = """
 [proxy]

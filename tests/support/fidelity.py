@@ -30,6 +30,8 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from localkafka.inprocess.harness import RecordingTransport, VirtualClock, connect
+from localkafka.inprocess.wire import request_frame, response_frame
 from protocol.apis import FETCH, METADATA, PRODUCE
 from protocol.frames import FrameSplitter
 from protocol.headers import response_correlation_id
@@ -40,8 +42,6 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaLimits, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.support.harness import RecordingTransport, VirtualClock, connect
-from tests.support.wire import request_frame, response_frame
 
 MS = 1_000_000
 SECOND = 1000 * MS

@@ -17,6 +17,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from localkafka.inprocess.harness import VirtualClock, proxy_context
 from protocol.fleet_records import decode, encode
 from proxy.enforcement import Enforcement
 from proxy.enforcement.fleet import FleetMember
@@ -37,7 +38,6 @@ from tests.support.fidelity import (
     greedy_client,
     whole_periods,
 )
-from tests.support.harness import VirtualClock, proxy_context
 
 MS = 1_000_000
 

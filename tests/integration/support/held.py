@@ -31,7 +31,7 @@ from localkafka.load import (
     read_all,
     seq_of,
 )
-from tests.integration.support.scrape import Samples, scrape, total, value
+from localkafka.scrape import Samples, scrape, total, value
 
 QUOTA = 1_000_000
 FLEET, NEIGHBOUR = "fleet", "neighbour"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
+from localkafka.inprocess.wire import decode_request, decode_response, request_frame
 from protocol.apis import FETCH
 from protocol.fetch import empty_fetch_response, prepare_fetch
 from protocol.frames import FrameSplitter
@@ -14,7 +15,6 @@ from protocol.headers import (
     request_body_offset,
     response_correlation_id,
 )
-from tests.support.wire import decode_request, decode_response, request_frame
 
 
 def fetch_request(version: int, max_bytes: int, min_bytes: int = 1) -> bytes:

@@ -9,10 +9,10 @@ import uuid
 import pytest
 from kafka.protocol.consumer import FetchResponse
 
+from localkafka.inprocess.wire import response_frame
 from protocol.apis import FETCH
 from protocol.errors import ProtocolError
 from protocol.fetch import fetched_bytes
-from tests.support.wire import response_frame
 
 PARTITION = FetchResponse.FetchableTopicResponse.PartitionData
 ORDERS, AUDIT = uuid.UUID(int=1), uuid.UUID(int=2)

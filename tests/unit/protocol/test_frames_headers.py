@@ -6,11 +6,11 @@ import struct
 
 import pytest
 
+from localkafka.inprocess.wire import request_frame
 from protocol.errors import FrameTooLarge, ProtocolError
 from protocol.frames import FrameSplitter
 from protocol.headers import parse_request_header, request_body_offset, response_correlation_id
 from protocol.produce import read_produce
-from tests.support.wire import request_frame
 
 
 def frame(body: bytes) -> bytes:

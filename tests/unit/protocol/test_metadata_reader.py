@@ -17,6 +17,7 @@ import pytest
 from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.schemas.fields.codecs.types import String
 
+from localkafka.inprocess.wire import response_frame
 from protocol.apis import METADATA
 from protocol.errors import ProtocolError
 from protocol.metadata import (
@@ -28,7 +29,6 @@ from protocol.metadata import (
 )
 from protocol.rewrite import Advertise
 from proxy.handlers.registry import DECODED_VERSIONS
-from tests.support.wire import response_frame
 
 VERSIONS = range(DECODED_VERSIONS[METADATA] + 1)
 BROKER = MetadataResponse.MetadataResponseBroker

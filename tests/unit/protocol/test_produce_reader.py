@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from localkafka.inprocess.wire import decode_response, produce_request, record_batch
 from protocol.apis import DECODED, PRODUCE
 from protocol.errors import ProtocolError
 from protocol.headers import parse_request_header, request_body_offset
@@ -17,7 +18,6 @@ from protocol.produce import (
     read_produce,
     refuse_produce,
 )
-from tests.support.wire import decode_response, produce_request, record_batch
 
 REQUEST, RESPONSE = DECODED[PRODUCE]
 TOPIC_ID = uuid.UUID(int=99)

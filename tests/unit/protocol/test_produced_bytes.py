@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
+from localkafka.inprocess.wire import produce_request, record_batch
 from protocol.errors import ProtocolError
 from protocol.headers import parse_request_header, request_body_offset
 from protocol.produce import produced_bytes, read_produce
-from tests.support.wire import produce_request, record_batch
 
 BATCH = record_batch(-1, records=3, value=b"v" * 100)
 

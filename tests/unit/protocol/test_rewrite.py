@@ -11,12 +11,12 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 from kafka.protocol.producer import ProduceResponse
 
+from localkafka.inprocess.wire import decode_response, response_frame
 from protocol.api_versions import cap_api_versions, unsupported_version_response
 from protocol.apis import API_VERSIONS
 from protocol.headers import response_correlation_id
 from protocol.rewrite import carries_addresses, rewrite_addresses
 from proxy.handlers.registry import DECODED_VERSIONS
-from tests.support.wire import decode_response, response_frame
 
 ADVERTISED: dict[int, tuple[str, int]] = {}
 

@@ -12,11 +12,11 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from localkafka.inprocess.wire import request_frame, response_frame
 from protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from protocol.errors import ProtocolError
 from protocol.headers import RequestHeader, parse_request_header
 from protocol.sasl import SaslExchange, plain_user, scram_user
-from tests.support.wire import request_frame, response_frame
 
 AUTH_VERSION = 2  # flexible: request header v2, compact bytes
 FAILED = 58  # SASL_AUTHENTICATION_FAILED

@@ -9,9 +9,9 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 
+from localkafka.inprocess.wire import decode_response, response_frame
 from protocol.errors import ProtocolError
 from protocol.throttle import with_throttle_time
-from tests.support.wire import decode_response, response_frame
 
 
 def produce_response(version: int, throttle: int) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from config.proxy import ProxySettings
+from localkafka.inprocess.harness import VirtualClock
 from proxy.enforcement import Enforcement
 from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
@@ -31,7 +32,6 @@ from quotas.validation import (
     pairs_of,
     validate_value,
 )
-from tests.support.harness import VirtualClock
 
 INVALID_KEY = "Invalid configuration key "
 COMBINATION = (

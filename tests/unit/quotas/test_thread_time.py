@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from localkafka.inprocess.wire import request_frame
 from protocol.apis import FETCH, MAY_WAIT, METADATA, PRODUCE, REQUEST_QUOTA_EXEMPT, api_name
 from proxy.handlers.registry import HANDLERS, ROUTES
 from quotas.thread_time import (
@@ -21,7 +22,6 @@ from quotas.thread_time import (
     ThreadTimes,
     size_class,
 )
-from tests.support.wire import request_frame
 from tests.unit.proxy.runtime.test_usage_recorder import T0, connected
 
 MS = 1_000_000

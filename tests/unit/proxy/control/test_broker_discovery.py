@@ -9,13 +9,13 @@ import asyncio
 import pytest
 
 from config.proxy import ProxySettings
+from localkafka.inprocess.harness import VirtualClock
 from proxy.control import broker_discovery
 from proxy.control.broker_discovery import BrokerDiscovery
 from proxy.enforcement import Enforcement
 from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig, QuotaSettings
-from tests.support.harness import VirtualClock
 
 
 async def test_an_unreachable_cluster_is_asked_again_until_it_names_its_brokers(

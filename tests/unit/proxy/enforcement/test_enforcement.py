@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from localkafka.inprocess.wire import request_frame
 from protocol.apis import FETCH, METADATA, PRODUCE
 from protocol.headers import parse_request_header
 from proxy.enforcement import Enforcement
@@ -14,7 +15,6 @@ from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from quotas.verdicts import Verdict
-from tests.support.wire import request_frame
 
 WINDOWS = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
 LIMITS = {

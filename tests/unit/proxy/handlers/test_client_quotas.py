@@ -12,6 +12,13 @@ from kafka.protocol.admin import (
 )
 
 from config.quota_store import QuotaStoreSettings
+from localkafka.inprocess.harness import (
+    RecordingCluster,
+    handler_request,
+    handler_session,
+    proxy_context,
+)
+from localkafka.inprocess.wire import decode_response, request_frame, response_frame
 from protocol.apis import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
 from protocol.client_quotas import AlterEntry, Pairs, alter_body, describe_body, read_alter
 from protocol.client_quotas import DescribeRequest as Filter
@@ -26,8 +33,6 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity
 from quotas.settings import QuotaConfig
 from quotas.store import ALTERED, FILE, MATCH_ANY, MATCH_EXACT
-from tests.support.harness import RecordingCluster, handler_request, handler_session, proxy_context
-from tests.support.wire import decode_response, request_frame, response_frame
 
 ALICE: Pairs = [("user", "alice")]
 

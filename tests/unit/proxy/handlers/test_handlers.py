@@ -15,6 +15,8 @@ from kafka.protocol.sasl import (
 )
 
 from config.proxy import ProxySettings
+from localkafka.inprocess.harness import handler_request, handler_session, proxy_context, responded
+from localkafka.inprocess.wire import decode_request, decode_response, request_frame, response_frame
 from protocol.apis import (
     API_VERSIONS,
     FETCH,
@@ -35,8 +37,6 @@ from quotas.managers import SENSOR_EXPIRATION_MS
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from quotas.verdicts import Verdict
-from tests.support.harness import handler_request, handler_session, proxy_context, responded
-from tests.support.wire import decode_request, decode_response, request_frame, response_frame
 
 WINDOWS = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
 QUOTA = {QuotaEntity(client_id=DEFAULT): 1000.0}

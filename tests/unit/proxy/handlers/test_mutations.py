@@ -21,6 +21,17 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from localkafka.inprocess.harness import (
+    RecordingCluster,
+    RecordingTransport,
+    VirtualClock,
+    connect,
+    handler_request,
+    handler_session,
+    proxy_context,
+    responded,
+)
+from localkafka.inprocess.wire import decode_request, decode_response, request_frame, response_frame
 from protocol.apis import (
     CREATE_PARTITIONS,
     CREATE_TOPICS,
@@ -40,17 +51,6 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.support.harness import (
-    RecordingCluster,
-    RecordingTransport,
-    VirtualClock,
-    connect,
-    handler_request,
-    handler_session,
-    proxy_context,
-    responded,
-)
-from tests.support.wire import decode_request, decode_response, request_frame, response_frame
 
 SETTINGS = QuotaSettings(controller=MetricConfig(samples=10, window_ms=1000))
 RATE_2 = {QuotaType.CONTROLLER_MUTATION: {QuotaEntity(client_id=DEFAULT): 2.0}}

@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from localkafka.inprocess.harness import handler_request, handler_session, proxy_context
+from localkafka.inprocess.wire import request_frame
 from protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from protocol.errors import ProtocolError
 from protocol.sasl import (
@@ -26,9 +28,7 @@ from proxy.enforcement import Enforcement
 from proxy.handlers.principals import PrincipalBuilder
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig, QuotaSettings
-from tests.support.harness import handler_request, handler_session, proxy_context
 from tests.support.oauth import unsigned_jwt
-from tests.support.wire import request_frame
 from tests.unit.protocol.test_sasl import FAILED, authenticate, handshake
 
 

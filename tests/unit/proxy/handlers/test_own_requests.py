@@ -9,6 +9,8 @@ import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 import proxy.runtime.core
+from localkafka.inprocess.harness import RecordingTransport, VirtualClock, connect
+from localkafka.inprocess.wire import decode_request, request_frame, response_frame
 from protocol.apis import API_VERSIONS, METADATA, SASL_HANDSHAKE
 from protocol.headers import parse_request_header, response_correlation_id
 from protocol.metadata import OWN_METADATA_VERSION, TopicPartitions
@@ -20,8 +22,6 @@ from proxy.handlers.topic_cache import TopicCache
 from proxy.runtime.core import ConnectionCore
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
-from tests.support.harness import RecordingTransport, VirtualClock, connect
-from tests.support.wire import decode_request, request_frame, response_frame
 
 OTHER_API = 7
 TOPIC_ID = uuid.uuid4()

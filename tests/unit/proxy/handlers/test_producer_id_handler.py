@@ -8,6 +8,15 @@ from __future__ import annotations
 
 import struct
 
+from localkafka.inprocess.harness import (
+    RecordingTransport,
+    VirtualClock,
+    connect,
+    handler_request,
+    handler_session,
+    proxy_context,
+)
+from localkafka.inprocess.wire import decode_response, produce_request, record_batch
 from protocol.apis import DECODED, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
 from proxy.enforcement import Enforcement
@@ -19,15 +28,6 @@ from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import ClientSensors
 from quotas.settings import ProducerIdCacheSettings, QuotaConfig, QuotaLimits, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.support.harness import (
-    RecordingTransport,
-    VirtualClock,
-    connect,
-    handler_request,
-    handler_session,
-    proxy_context,
-)
-from tests.support.wire import decode_response, produce_request, record_batch
 
 REQUEST, RESPONSE = DECODED[PRODUCE]
 SETTINGS = QuotaSettings(

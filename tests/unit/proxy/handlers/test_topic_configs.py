@@ -15,6 +15,8 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
 )
 
+from localkafka.inprocess.harness import RecordingCluster, handler_request
+from localkafka.inprocess.wire import decode_response, request_frame, response_frame
 from protocol.apis import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from protocol.errors import ProtocolError
 from proxy.handlers.base import Answer, Defer, Forward, Session
@@ -22,8 +24,6 @@ from proxy.handlers.registry import HANDLERS
 from proxy.runtime.context import FileQuotas, ProxyContext
 from quotas.entities import DEFAULT, QuotaEntity
 from quotas.store import ALTERED, FILE
-from tests.support.harness import RecordingCluster, handler_request
-from tests.support.wire import decode_response, request_frame, response_frame
 from tests.unit.proxy.handlers.test_client_quotas import session
 
 PRODUCE_KEY = "kafka-quota-proxy.producer_byte_rate"

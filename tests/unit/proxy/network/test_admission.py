@@ -10,6 +10,7 @@ from typing import cast
 
 from config.proxy import ProxySettings
 from config.proxy_protocol import ProxyProtocolSettings
+from localkafka.inprocess.harness import VirtualClock
 from proxy.enforcement import Enforcement
 from proxy.network.admission import Admission
 from proxy.network.listener import Listener
@@ -18,7 +19,6 @@ from quotas.connections import ConnectionLimits
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.support.harness import VirtualClock
 
 MS = 1_000_000
 

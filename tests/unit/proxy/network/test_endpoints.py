@@ -7,13 +7,13 @@ from __future__ import annotations
 import socket
 
 from config.proxy import ProxySettings
+from localkafka.inprocess.harness import VirtualClock
 from proxy.enforcement import Enforcement
 from proxy.network.endpoints import Endpoints
 from proxy.network.listener import Listener
 from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig, QuotaSettings
-from tests.support.harness import VirtualClock
 
 
 def endpoints(settings: ProxySettings) -> tuple[Endpoints, ProxyContext]:

@@ -12,6 +12,8 @@ import struct
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from localkafka.inprocess.harness import RecordingTransport, VirtualClock, connect
+from localkafka.inprocess.wire import request_frame
 from protocol.apis import API_VERSIONS, FETCH, MAX_DECODABLE_VERSION, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
 from proxy.enforcement import Enforcement
@@ -22,8 +24,6 @@ from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
-from tests.support.harness import RecordingTransport, VirtualClock, connect
-from tests.support.wire import request_frame
 
 WINDOWS = QuotaSettings(client=MetricConfig(samples=2, window_ms=1000))
 OTHER_API = 7  # forwarded as bytes, never decoded

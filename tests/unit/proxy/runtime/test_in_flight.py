@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from localkafka.inprocess.wire import request_frame, response_frame
 from protocol.apis import METADATA
 from protocol.errors import ProtocolError
 from protocol.headers import parse_request_header
@@ -12,7 +13,6 @@ from proxy.handlers.base import Request
 from proxy.handlers.registry import ROUTES
 from proxy.runtime.in_flight import MAX_IN_FLIGHT, InFlight, OwnRequest
 from quotas.principal import Principal
-from tests.support.wire import request_frame, response_frame
 
 
 def request(correlation_id: int, received_ns: int = 0) -> Request:

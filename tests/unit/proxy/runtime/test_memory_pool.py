@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import struct
 
+from localkafka.inprocess.harness import RecordingTransport, VirtualClock, connect, proxy_context
+from localkafka.inprocess.wire import request_frame
 from proxy.enforcement import Enforcement
 from proxy.runtime.core import ConnectionCore
 from proxy.runtime.memory_pool import MemoryPool
@@ -13,8 +15,6 @@ from proxy.runtime.read_budget import PRESSURE_READ_BYTES, READ_BYTES
 from proxy.runtime.read_gate import Pause
 from quotas.engine import QuotaEngine
 from quotas.settings import QuotaConfig
-from tests.support.harness import RecordingTransport, VirtualClock, connect, proxy_context
-from tests.support.wire import request_frame
 
 OTHER_API = 7  # ControlledShutdown: never decoded
 

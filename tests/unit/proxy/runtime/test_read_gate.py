@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from localkafka.inprocess.harness import RecordingTransport, VirtualClock
 from proxy.runtime.read_gate import Item, Pause, ReadGate
-from tests.support.harness import RecordingTransport, VirtualClock
 
 MS = 1_000_000
 

@@ -4,6 +4,7 @@ connecting upstream is nobody's request time."""
 
 from __future__ import annotations
 
+from localkafka.inprocess.wire import request_frame
 from protocol.apis import METADATA
 from protocol.headers import parse_request_header
 from proxy.handlers.base import Request
@@ -12,7 +13,6 @@ from proxy.runtime.in_flight import InFlight
 from proxy.runtime.round_trips import RoundTrips
 from quotas.principal import Principal
 from quotas.thread_time import ThreadTimes
-from tests.support.wire import request_frame
 
 MS = 1_000_000
 

@@ -12,6 +12,9 @@ from pathlib import Path
 from kafka.protocol.producer import ProduceResponse
 
 from config.usage import UsageSettings
+from localkafka.inprocess.harness import RecordingTransport, VirtualClock, connect
+from localkafka.inprocess.harness import handler_request as request
+from localkafka.inprocess.wire import request_frame
 from protocol.apis import CREATE_TOPICS, FETCH, METADATA, PRODUCE
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Answer, Forward
@@ -27,9 +30,6 @@ from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from quotas.thread_time import APPENDED
 from quotas.usage_samples import SAMPLE_FIELDS, SCHEMA_VERSION, UsageSample
-from tests.support.harness import RecordingTransport, VirtualClock, connect
-from tests.support.harness import handler_request as request
-from tests.support.wire import request_frame
 from tests.unit.proxy.handlers.test_mutations import create_topics
 from tests.unit.proxy.handlers.test_mutations import session as mutation_session
 from tests.unit.proxy.handlers.test_producer_id_handler import produce as produce_with_id

@@ -3,10 +3,10 @@ the table word it, and the bus's members with how long ago each was heard."""
 
 from __future__ import annotations
 
+from localkafka.inprocess import samples
 from protocol.fleet_records import Publication
 from proxy.top.text import COLUMNS, bus_state, human, row_cells, table
 from proxy.top.view import LiveView, Measure
-from tests.support import samples
 
 
 def test_numbers_are_worded_with_their_scale() -> None:

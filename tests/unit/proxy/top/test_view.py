@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from localkafka.inprocess import samples
 from protocol.fleet_records import Publication, Use
 from protocol.quota_records import read_record
 from proxy.top.view import LiveView, Measure, UserClient, snapshot
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.usage_samples import UsageSample
-from tests.support import samples
 
 WINDOW_MS = samples.INTERVAL_MS
 
@@ -25,7 +25,7 @@ def sample(
     throttle: int = 0,
     address: str = "10.0.0.1",
 ) -> UsageSample:
-    """tests/support/samples.py's sample, its window starting `start` ms into the epoch."""
+    """localkafka/inprocess/samples.py's sample, its window starting `start` ms into the epoch."""
     made = samples.sample(
         "ANONYMOUS", client_id, 0 if api == "Produce" else 1, 0, proxy=proxy, requests=10,
         bytes_in=bytes_in, bytes_out=bytes_out, request_time_ms=5.0, throttle_time_ms=throttle,

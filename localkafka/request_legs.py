@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from localkafka import workloads as load
 from localkafka.cluster import KafkaCluster
 from localkafka.jars import java_command
+from localkafka.scrape import scrape, value
 from protocol.client_quotas import AlterEntry
-from tests.integration.support.scrape import scrape, value
 
 #: the legs' names, and the workloads, by the names their client-ids carry
 WORKLOADS = ("classic", "consumer", "transactions", "acks-all", "idle", "flood")
