@@ -20,6 +20,8 @@ from localkafka.tls import ThrowawayCA
 
 #: what the SASL_PLAINTEXT listener accepts; PLAIN first, then the SCRAM ones
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: how long stop() waits for the nodes to exit on SIGTERM before it kills them
+STOP_GRACE_S = 10.0
 
 
 _PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -307,13 +309,17 @@ class KafkaCluster:
                 time.sleep(0.25)
 
     def stop(self) -> None:
+        """SIGTERM to every node, then SIGKILL to any still running STOP_GRACE_S later: KRaft
+        nodes stopped together can wait on a quorum that is stopping too (a 3-node
+        cluster's teardown took 30 s), and the cluster is thrown away."""
         for broker in self.brokers:
             if broker.process is not None and broker.process.poll() is None:
                 broker.process.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
         for broker in self.brokers:
             if broker.process is not None:
                 try:
-                    broker.process.wait(timeout=30)
+                    broker.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
                 except subprocess.TimeoutExpired:
                     broker.process.kill()
                     broker.process.wait()

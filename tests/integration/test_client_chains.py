@@ -1,6 +1,8 @@
 """A real client's own workloads under request_percentage, on a broker's own quota and on the
-proxy's (issue 48): franz-go's consumer-group chains (classic and KIP-848) and transactional
-chains take at most 1.25 x as long through the proxy as under the broker's quota.
+proxy's (issue 48): franz-go's consumer-group chains (classic and KIP-848) take at most
+1.25 x as long through the proxy as under the broker's quota. Its transactional chains,
+which took 4.3 x before, are measured by bench.client_chains (0.77 x there, 0.76-0.85 x
+here when they ran in the suite).
 
 Two clusters of one broker each, with the same 2 x 1 s quota windows, and the same quota,
 20 % of a thread for users/<default>: the broker's own on the first, whose chain connects to
@@ -24,14 +26,18 @@ import pytest
 
 from localkafka import workloads
 from localkafka.cluster import KafkaCluster
-from localkafka.franz_go import CHAINS, run_chain
+from localkafka.franz_go import run_chain
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from localkafka.scrape import scrape, total
 from protocol.client_quotas import AlterEntry
 
 QUOTA = 20.0
-#: records through each chain: enough for every group of the chain to be throttled
+#: records through the chain: enough for every group of the chain to be throttled (at
+#: 15,000 TestTxnEtl's were not)
 RECORDS = 30_000
+#: the consumer-group chains, classic and KIP-848: the suite's guard. bench.client_chains
+#: runs TestTxnEtl beside them (about 50 s more, past the suite's budget on 2 cores)
+CHAIN = "TestGroupETL"
 CHAIN_TIMEOUT_S = 150.0
 BOUND = 1.25
 #: the 2 x 1 s windows of the proxy's [broker] section (SHORT_QUOTA_WINDOWS), on the brokers
@@ -70,10 +76,10 @@ def legs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Legs]:
             cluster.stop()
 
 
-@pytest.mark.parametrize("chain", CHAINS)
-def test_a_real_clients_chains_take_about_as_long_through_the_proxy(
-    legs: Legs, chain: str, tmp_path: Path
+def test_a_real_clients_group_chains_take_about_as_long_through_the_proxy(
+    legs: Legs, tmp_path: Path
 ) -> None:
+    chain = CHAIN
     throttled_before = total(
         scrape(legs.proxy.metrics_url),
         "kafka_quota_proxy_throttles_total",
