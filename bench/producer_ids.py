@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from localkafka.inprocess.harness import handler_request, handler_session, proxy_context
+from localkafka.inprocess.harness import handler_channel, handler_request, proxy_context
 from localkafka.inprocess.wire import produce_request, record_batch
 from protocol.apis import PRODUCE
 from proxy.enforcement import Enforcement
@@ -121,13 +121,13 @@ def produce_cpu(rate: float | None, requests: int, producers: int) -> float:
     context = proxy_context(Enforcement(engine(rate)))
     connections = []
     for p in range(1, producers + 1):
-        connections.append((handler_session(context), produce_frame(p, p, 16 * 1024)))
+        connections.append((handler_channel(context), produce_frame(p, p, 16 * 1024)))
     handler = HANDLERS[PRODUCE]
     total = 0
     started = time.process_time()
     for n in range(requests):
-        session, frame = connections[n % producers]
-        handler.on_request(session, handler_request(session, frame, n // 100))
+        channel, frame = connections[n % producers]
+        handler.on_request(channel, handler_request(channel, frame, n // 100))
         total += len(frame)
     return (time.process_time() - started) / (total / 2**20)
 

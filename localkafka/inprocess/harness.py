@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from config.proxy import ProxySettings
 from protocol.headers import parse_request_header
 from proxy.enforcement import Enforcement
-from proxy.handlers.base import Request, Session
+from proxy.handlers.base import Channel, Request
 from proxy.handlers.registry import ROUTES
 from proxy.runtime.clock import Clock
 from proxy.runtime.context import ProxyContext
@@ -187,18 +187,18 @@ class RecordingCluster:
         on_answer(frame)
 
 
-def handler_session(
+def handler_channel(
     context: ProxyContext, cluster: RecordingCluster | None = None, user: str = "ANONYMOUS"
-) -> Session:
+) -> Channel:
     """A connection's session as the core makes it, for calling handlers directly."""
-    session = Session(
+    channel = Channel(
         context, cluster or RecordingCluster(), sasl=context.principals.exchange(), user=user
     )
-    return session
+    return channel
 
 
 def handler_request(
-    session: Session,
+    channel: Channel,
     frame: bytes,
     now_ms: int = 0,
     refreshed: bool = False,
@@ -207,10 +207,10 @@ def handler_request(
     """A request as the core hands it to a handler: its principal resolved for the session's
     user in the enforcement's current generation, and kept as the connection keeps it."""
     header = parse_request_header(frame)
-    runtime, cluster = session.runtime, session.cluster
+    runtime, cluster = channel.runtime, channel.cluster
     assert isinstance(runtime, ProxyContext) and isinstance(cluster, RecordingCluster)
     principal = cluster.principal = runtime.quotas.sensors.principal(
-        cluster.principal, session.user, header.client_id or ""
+        cluster.principal, channel.user, header.client_id or ""
     )
     request = Request(frame, header, ROUTES[header.api_key], principal, now_ms * 1_000_000, usage)
     request.refreshed = refreshed

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from protocol.api_versions import cap_api_versions, unsupported_version_response
 from protocol.apis import API_VERSIONS
-from proxy.handlers.base import Answer, Forward, Handler, Outcome, Request, Session, Stage
+from proxy.handlers.base import Answer, Channel, Forward, Handler, Outcome, Request, Stage
 
 
 class ApiVersionsHandler(Handler):
@@ -17,7 +17,7 @@ class ApiVersionsHandler(Handler):
         #: api_key -> the highest version the proxy decodes, for the APIs it acts on
         self._caps = caps
 
-    def on_request(self, session: Session, request: Request) -> Outcome:
+    def on_request(self, channel: Channel, request: Request) -> Outcome:
         """A request newer than the proxy knows is answered as a broker would (KIP-511)."""
         header = request.header
         if header.api_version > self._caps[API_VERSIONS]:
@@ -26,5 +26,5 @@ class ApiVersionsHandler(Handler):
             )
         return Forward(request.frame)
 
-    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
+    def on_response(self, channel: Channel, frame: bytes, request: Request) -> bytes:
         return cap_api_versions(frame, request.header.api_version, self._caps) or frame

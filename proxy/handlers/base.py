@@ -176,7 +176,7 @@ class Drop:
 @dataclass(slots=True)
 class Defer:
     """Hold this request and every later one of the connection until every question the
-    handler asked the cluster (Session.cluster.ask) has its answer; then the request is
+    handler asked the cluster (Channel.cluster.ask) has its answer; then the request is
     handled again with `refreshed` set. A handler returns it only after an ask succeeded,
     and before it has recorded anything (no quota charged, no state changed)."""
 
@@ -328,17 +328,17 @@ class QuotaAdmin(Protocol):
 
 
 class Principals(Protocol):
-    """Names a connection's principal: the one writer of Session.user
+    """Names a connection's principal: the one writer of Channel.user
     (proxy/handlers/principals.py)."""
 
-    def on_handshake_request(self, session: Session, request: Request) -> None: ...
+    def on_handshake_request(self, channel: Channel, request: Request) -> None: ...
 
-    def on_handshake_response(self, session: Session, frame: bytes, request: Request) -> None: ...
+    def on_handshake_response(self, channel: Channel, frame: bytes, request: Request) -> None: ...
 
-    def on_authenticate_request(self, session: Session, request: Request) -> None: ...
+    def on_authenticate_request(self, channel: Channel, request: Request) -> None: ...
 
     def on_authenticate_response(
-        self, session: Session, frame: bytes, request: Request
+        self, channel: Channel, frame: bytes, request: Request
     ) -> None: ...
 
 
@@ -362,8 +362,10 @@ class Runtime(Protocol):
 
 
 @dataclass(slots=True)
-class Session:
-    """What the proxy knows of one client connection, shared by the handlers of its requests."""
+class Channel:
+    """What the proxy knows of one client connection, shared by the handlers of its requests
+    (Kafka's KafkaChannel holds the same: the principal and how it authenticated). Not a
+    session: Kafka's sessions are fetch sessions and SASL sessions."""
 
     runtime: Runtime
     cluster: Cluster
@@ -392,14 +394,14 @@ class Handler:
     quotas: tuple[QuotaType, ...] = ()
     stage = Stage.SESSION
 
-    def on_request(self, session: Session, request: Request) -> Outcome:
+    def on_request(self, channel: Channel, request: Request) -> Outcome:
         return Forward(request.frame)
 
-    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
+    def on_response(self, channel: Channel, frame: bytes, request: Request) -> bytes:
         """The response for the client; the connection settles the request's quotas after."""
         return frame
 
-    def held_ms(self, session: Session, request: Request) -> int:
+    def held_ms(self, channel: Channel, request: Request) -> int:
         """How long a request must wait for holds on what it charges beyond its principal
         (a topic a Produce writes); asked only while such a hold runs."""
         return 0

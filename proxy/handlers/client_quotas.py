@@ -29,7 +29,7 @@ from protocol.client_quotas import (
     read_alter,
     read_describe,
 )
-from proxy.handlers.base import Answer, Defer, Handler, Outcome, Request, Session
+from proxy.handlers.base import Answer, Channel, Defer, Handler, Outcome, Request
 from quotas.admin import Alteration, plan
 from quotas.validation import CLIENT_KEYS, IP_KEYS, QuotaError, pairs_of
 
@@ -58,7 +58,7 @@ def _named(pairs: Pairs) -> frozenset[tuple[str, str | None]]:
 
 
 class AlterClientQuotasHandler(Handler):
-    def on_request(self, session: Session, request: Request) -> Outcome:
+    def on_request(self, channel: Channel, request: Request) -> Outcome:
         alter = request.parsed_as(AlterRequest, read_alter)
         state = request.state
         if isinstance(state, _Altering):  # handled again: everything is known
@@ -75,17 +75,17 @@ class AlterClientQuotasHandler(Handler):
                 if code in _AUTHORIZATION:
                     state.refused[_named(pairs)] = (code, message)
             state.asked = True
-            self._decide(session, alter, state)
+            self._decide(channel, alter, state)
 
         body = alter_body(version, asked, validate_only=True)
-        if session.cluster.ask(ALTER_CLIENT_QUOTAS, version, body, checked):
+        if channel.cluster.ask(ALTER_CLIENT_QUOTAS, version, body, checked):
             return Defer()
         return self._answer(request, alter, state)
 
     @staticmethod
-    def _decide(session: Session, alter: AlterRequest, state: _Altering) -> None:
+    def _decide(channel: Channel, alter: AlterRequest, state: _Altering) -> None:
         """The broker said who may: plan, and store what passes (deferred until stored)."""
-        admin = session.runtime.quota_admin
+        admin = channel.runtime.quota_admin
         allowed = [
             Alteration(pairs, ops)
             for pairs, ops in alter.entries
@@ -99,7 +99,7 @@ class AlterClientQuotasHandler(Handler):
         if unavailable is not None:
             state.outcomes = _failed(state.outcomes, *unavailable)
             return
-        done = session.cluster.begin()
+        done = channel.cluster.begin()
 
         def stored(problem: str | None) -> None:
             if problem is not None:
@@ -137,7 +137,7 @@ def _failed(
 
 
 class DescribeClientQuotasHandler(Handler):
-    def on_request(self, session: Session, request: Request) -> Outcome:
+    def on_request(self, channel: Channel, request: Request) -> Outcome:
         describe = request.parsed_as(DescribeRequest, read_describe)
         header, version = request.header, request.header.api_version
         if not request.refreshed:
@@ -146,7 +146,7 @@ class DescribeClientQuotasHandler(Handler):
                 request.state = describe_error(frame, version)
 
             body = describe_body(version, describe)
-            if session.cluster.ask(DESCRIBE_CLIENT_QUOTAS, version, body, checked):
+            if channel.cluster.ask(DESCRIBE_CLIENT_QUOTAS, version, body, checked):
                 return Defer()
         broker = request.state
         if not isinstance(broker, tuple):
@@ -154,7 +154,7 @@ class DescribeClientQuotasHandler(Handler):
         if broker[0] in _AUTHORIZATION:
             return Answer(describe_response(header, None, *broker))
         try:
-            found = session.runtime.quota_admin.store.describe(describe.components, describe.strict)
+            found = channel.runtime.quota_admin.store.describe(describe.components, describe.strict)
         except QuotaError as exc:
             return Answer(describe_response(header, None, exc.code, exc.message))
         entries = {tuple(pairs_of(entity)): values for entity, values in found.items()}

@@ -12,14 +12,14 @@ from protocol.apis import DESCRIBE_CONFIGS, METADATA
 from protocol.errors import ProtocolError
 from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body
 from protocol.mutations import default_partitions, describe_default_partitions_body
-from proxy.handlers.base import Session
+from proxy.handlers.base import Channel
 from proxy.handlers.metadata import read_metadata
 
 log = logging.getLogger(__name__)
 
 
 def ask_topics(
-    session: Session,
+    channel: Channel,
     names: Sequence[str],
     topic_ids: Sequence[uuid.UUID] = (),
     then: Callable[[], object] | None = None,
@@ -28,22 +28,22 @@ def ask_topics(
     `then` runs once the last answer is in. A broker given topic ids answers for those
     alone, so names and ids are asked in two requests, answered in order."""
     if names and topic_ids:
-        return ask_topics(session, names) and ask_topics(session, (), topic_ids, then)
+        return ask_topics(channel, names) and ask_topics(channel, (), topic_ids, then)
 
     def learn(frame: bytes) -> None:
-        read_metadata(session, frame, OWN_METADATA_VERSION)
+        read_metadata(channel, frame, OWN_METADATA_VERSION)
         if then is not None:
             then()
 
     body = metadata_request_body(names, topic_ids=topic_ids)
-    return session.cluster.ask(METADATA, OWN_METADATA_VERSION, body, learn)
+    return channel.cluster.ask(METADATA, OWN_METADATA_VERSION, body, learn)
 
 
-def ask_default_partitions(session: Session, now_ms: int) -> bool:
+def ask_default_partitions(channel: Channel, now_ms: int) -> bool:
     """Ask the brokers for num.partitions; a broker describes only itself, so every known
     broker is named. False when no broker is known yet or nothing can be sent. A cluster
     that does not answer is asked again a while after `now_ms`."""
-    topics = session.runtime.topics
+    topics = channel.runtime.topics
     if not topics.broker_ids:
         return False
     version, body = describe_default_partitions_body(topics.broker_ids)
@@ -56,11 +56,11 @@ def ask_default_partitions(session: Session, now_ms: int) -> bool:
             count = None
         topics.learn_default_partitions(count, now_ms)
 
-    return session.cluster.ask(DESCRIBE_CONFIGS, version, body, learn)
+    return channel.cluster.ask(DESCRIBE_CONFIGS, version, body, learn)
 
 
 def inquire(
-    session: Session,
+    channel: Channel,
     names: Sequence[str],
     topic_ids: Sequence[uuid.UUID],
     default: bool,
@@ -69,9 +69,9 @@ def inquire(
     """Ask about these topics, and num.partitions when `default`; the topics come first,
     since their answer also names the brokers num.partitions is asked of."""
     if not (names or topic_ids):
-        if session.runtime.topics.broker_ids:
-            return default and ask_default_partitions(session, now_ms)
+        if channel.runtime.topics.broker_ids:
+            return default and ask_default_partitions(channel, now_ms)
         if not default:
             return False
-    then = (lambda: ask_default_partitions(session, now_ms)) if default else None
-    return ask_topics(session, names, topic_ids, then)
+    then = (lambda: ask_default_partitions(channel, now_ms)) if default else None
+    return ask_topics(channel, names, topic_ids, then)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from protocol.metadata import read_metadata_response, with_proxy_addresses
-from proxy.handlers.base import Handler, Request, Session
+from proxy.handlers.base import Channel, Handler, Request
 
 
-def read_metadata(session: Session, frame: bytes, api_version: int) -> bytes:
+def read_metadata(channel: Channel, frame: bytes, api_version: int) -> bytes:
     """Read once: record the topics' partition counts, splice in the proxy's addresses."""
     answer = read_metadata_response(frame, api_version)
-    runtime = session.runtime
+    runtime = channel.runtime
     topics = runtime.topics
     topics.learn(answer.topics)
     topics.forget(answer.unknown_topics)
@@ -21,5 +21,5 @@ def read_metadata(session: Session, frame: bytes, api_version: int) -> bytes:
 
 
 class MetadataHandler(Handler):
-    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
-        return read_metadata(session, frame, request.header.api_version)
+    def on_response(self, channel: Channel, frame: bytes, request: Request) -> bytes:
+        return read_metadata(channel, frame, request.header.api_version)

@@ -30,7 +30,7 @@ from protocol.mutations import (
     refuse_all,
     topic_errors,
 )
-from proxy.handlers.base import Answer, Defer, Forward, Handler, Outcome, Request, Session
+from proxy.handlers.base import Answer, Channel, Defer, Forward, Handler, Outcome, Request
 from proxy.handlers.inquiries import inquire
 from proxy.handlers.topic_cache import TopicCache
 from quotas.entities import QuotaType
@@ -110,14 +110,14 @@ def _needs_default(request: MutationRequest, topics: TopicCache, now_ms: int) ->
     )
 
 
-def _inquire(session: Session, request: MutationRequest, topics: TopicCache, now_ms: int) -> bool:
+def _inquire(channel: Channel, request: MutationRequest, topics: TopicCache, now_ms: int) -> bool:
     """Ask the cluster what counting needs: the topics' current state (whether they exist,
     their partitions), and num.partitions for topics created with -1. False when nothing
     needs asking, or the cluster cannot be asked now: count with what the cache knows."""
     names = tuple(t.name for t in request.topics if t.topic_id is None and t.name is not None)
     ids = tuple(t.topic_id for t in request.topics if t.topic_id is not None)
     default = _needs_default(request, topics, now_ms)
-    return bool(names or ids or default) and inquire(session, names, ids, default, now_ms)
+    return bool(names or ids or default) and inquire(channel, names, ids, default, now_ms)
 
 
 def _resolved(request: MutationRequest, topics: TopicCache) -> MutationRequest:
@@ -137,15 +137,15 @@ def _resolved(request: MutationRequest, topics: TopicCache) -> MutationRequest:
 class MutationsHandler(Handler):
     quotas = (QuotaType.CONTROLLER_MUTATION,)
 
-    def on_request(self, session: Session, request: Request) -> Outcome:
-        quota = session.runtime.quotas.mutations
+    def on_request(self, channel: Channel, request: Request) -> Outcome:
+        quota = channel.runtime.quotas.mutations
         if not quota.limited(request):
             return Forward(request.frame)
         mutations = request.parsed_as(MutationRequest, read_mutations)
         if mutations.validate_only or not mutations.topics:
             return Forward(request.frame)  # KIP-599: validation mutates nothing
-        topics = session.runtime.topics
-        if not request.refreshed and _inquire(session, mutations, topics, request.now_ms):
+        topics = channel.runtime.topics
+        if not request.refreshed and _inquire(channel, mutations, topics, request.now_ms):
             return Defer()
         counts = _counts(mutations, topics)
         refused, charged = quota.admit(request, counts, mutations.strict)
@@ -160,11 +160,11 @@ class MutationsHandler(Handler):
         admitted = sorted(set(range(len(counts))) - set(refused))
         return Forward(keep_topics(mutations, request.frame, admitted))
 
-    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
+    def on_response(self, channel: Channel, frame: bytes, request: Request) -> bytes:
         charged = request.state
         if not isinstance(charged, _Charged):
             return frame
-        mutations, quota = charged.request, session.runtime.quotas.mutations
+        mutations, quota = charged.request, channel.runtime.quotas.mutations
         api_key, version = mutations.header.api_key, mutations.header.api_version
         response = read_mutation_response(frame, api_key, version)
         errors = topic_errors(response, api_key)

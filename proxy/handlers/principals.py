@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from config.ssl_principal import SslPrincipalMapper, distinguished_name
 from protocol.sasl import MECHANISMS, Mechanism, SaslExchange
-from proxy.handlers.base import Request, Session
+from proxy.handlers.base import Channel, Request
 
 log = logging.getLogger(__name__)
 
@@ -42,50 +42,50 @@ class PrincipalBuilder:
         """A new connection's SASL state, over this builder's mechanisms."""
         return SaslExchange(self.mechanisms)
 
-    def from_certificate(self, session: Session, certificate: bytes | None) -> bool:
+    def from_certificate(self, channel: Channel, certificate: bytes | None) -> bool:
         """Name the connection from the certificate its client presented (DER); False when
         no rule maps its subject, as the client's authentication fails on a broker (the
         connection is closed). A client without one stays User:ANONYMOUS."""
         if self.certificates is None or not certificate:
             return True
         try:
-            session.user = self.certificates.name(distinguished_name(certificate))
+            channel.user = self.certificates.name(distinguished_name(certificate))
         except ValueError as exc:  # NoMatchingRule, or a replacement Java would refuse
             log.warning(
-                "closing client %s: no principal for its certificate: %s", session.peer, exc
+                "closing client %s: no principal for its certificate: %s", channel.peer, exc
             )
             return False
         log.info(
-            "client %s authenticated as User:%s by its certificate", session.peer, session.user
+            "client %s authenticated as User:%s by its certificate", channel.peer, channel.user
         )
         return True
 
-    def on_handshake_request(self, session: Session, request: Request) -> None:
-        session.sasl.on_handshake_request(request.frame, request.header)
+    def on_handshake_request(self, channel: Channel, request: Request) -> None:
+        channel.sasl.on_handshake_request(request.frame, request.header)
 
-    def on_handshake_response(self, session: Session, frame: bytes, request: Request) -> None:
-        sasl = session.sasl
+    def on_handshake_response(self, channel: Channel, frame: bytes, request: Request) -> None:
+        sasl = channel.sasl
         sasl.on_handshake_response(frame, request.header.api_version)
         if sasl.mechanism is not None and not sasl.learnable:
             log.warning(
                 "client %s authenticates with %s, whose principal the proxy cannot learn: "
                 "its quotas are those of User:%s",
-                session.peer,
+                channel.peer,
                 sasl.mechanism,
-                session.user,
+                channel.user,
             )
 
-    def on_authenticate_request(self, session: Session, request: Request) -> None:
-        if not session.sasl.on_authenticate_request(request.frame, request.header):
-            self._unreadable(session, request.now_ms)
+    def on_authenticate_request(self, channel: Channel, request: Request) -> None:
+        if not channel.sasl.on_authenticate_request(request.frame, request.header):
+            self._unreadable(channel, request.now_ms)
 
-    def _unreadable(self, session: Session, now_ms: int) -> None:
+    def _unreadable(self, channel: Channel, now_ms: int) -> None:
         """A warning per client address per 10 s: a client reconnecting in a loop with an
         opaque token would otherwise take every line the log's filter of repeated lines
         (proxy/observability/log_limit.py: 5 of a kind per 10 s, whoever causes them) lets
         through, and
         hide the other clients that need telling."""
-        address = session.address
+        address = channel.address
         if now_ms - self._warned.get(address, now_ms - _WARN_EVERY_MS) < _WARN_EVERY_MS:
             return
         if len(self._warned) >= _WARNED_KEPT:
@@ -97,13 +97,13 @@ class PrincipalBuilder:
             "client %s authenticates with %s, but its token names no principal the proxy "
             "can read (an opaque or encrypted token, or no such claim): its quotas are "
             "those of User:%s",
-            session.peer,
-            session.sasl.mechanism,
-            session.user,
+            channel.peer,
+            channel.sasl.mechanism,
+            channel.user,
         )
 
-    def on_authenticate_response(self, session: Session, frame: bytes, request: Request) -> None:
-        user = session.sasl.on_authenticate_response(frame, request.header.api_version)
+    def on_authenticate_response(self, channel: Channel, frame: bytes, request: Request) -> None:
+        user = channel.sasl.on_authenticate_response(frame, request.header.api_version)
         if user is not None:
-            log.info("client %s authenticated as User:%s", session.peer, user)
-            session.user = user
+            log.info("client %s authenticated as User:%s", channel.peer, user)
+            channel.user = user

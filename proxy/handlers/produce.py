@@ -14,19 +14,19 @@ from protocol.produce import (
     refuse_produce,
 )
 from proxy.handlers.addresses import advertised
-from proxy.handlers.base import Answer, Drop, Forward, Handler, Outcome, Request, Session
+from proxy.handlers.base import Answer, Channel, Drop, Forward, Handler, Outcome, Request
 from quotas.entities import QuotaType
 
 
 class ProduceHandler(Handler):
     quotas = (QuotaType.PRODUCE, QuotaType.PRODUCER_IDS)
 
-    def on_request(self, session: Session, request: Request) -> Outcome:
+    def on_request(self, channel: Channel, request: Request) -> Outcome:
         """A client pipelining requests is judged on each in turn, and a broker reads nothing
         more from a connection whose request is over quota until its throttle has passed."""
         frame = request.frame
         produce = read_produce(frame, request.header, request.body_offset)
-        quotas = session.runtime.quotas
+        quotas = channel.runtime.quotas
         ids = quotas.producer_ids
         if ids.limited(request) and not ids.admit(request, producer_ids(frame, produce)):
             # an unseen producer id over its user's quota never reaches the broker, so the
@@ -42,7 +42,7 @@ class ProduceHandler(Handler):
             )
         over_quota = quotas.produce.charge(request, len(frame) - 4)
         if quotas.produce.topic_quotas:
-            written = self._written(session, request, produce)
+            written = self._written(channel, request, produce)
             over_quota = quotas.produce.charge_topics(request, written) or over_quota
         if produce.acks == 0:  # no response will carry the throttle: it is applied as a mute
             return Forward(frame, expects_response=False)
@@ -51,21 +51,21 @@ class ProduceHandler(Handler):
         # (quotas/thread_time.py)
         return Forward(frame, stops_reading=over_quota)
 
-    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
-        return advertised(session, frame, request)
+    def on_response(self, channel: Channel, frame: bytes, request: Request) -> bytes:
+        return advertised(channel, frame, request)
 
-    def held_ms(self, session: Session, request: Request) -> int:
+    def held_ms(self, channel: Channel, request: Request) -> int:
         """A topic's throttle holds every connection that writes it, as a principal's holds
         the principal's: charged per connection, several writers would each send another
         request into a topic already over its quota."""
-        produce = session.runtime.quotas.produce
+        produce = channel.runtime.quotas.produce
         if not produce.topic_quotas:
             return 0
-        return produce.topics_held_ms(self._written(session, request), request.now_ms)
+        return produce.topics_held_ms(self._written(channel, request), request.now_ms)
 
     @staticmethod
     def _written(
-        session: Session, request: Request, view: ProduceRequestView | None = None
+        channel: Channel, request: Request, view: ProduceRequestView | None = None
     ) -> dict[str, int]:
         """The record bytes by topic, read once per request (kept in `parsed`)."""
         written = request.parsed
@@ -75,7 +75,7 @@ class ProduceHandler(Handler):
             sizes = produced_bytes(request.frame, view)
             # names before v13; ids from it, which the topic cache maps back
             written = request.parsed = (
-                session.runtime.topics.named(sizes) if view.version >= 13 else sizes
+                channel.runtime.topics.named(sizes) if view.version >= 13 else sizes
             )
         assert isinstance(written, dict)
         return written

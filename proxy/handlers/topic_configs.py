@@ -35,7 +35,7 @@ from protocol.topic_configs import (
     read_describe,
     with_topic_configs,
 )
-from proxy.handlers.base import Answer, Defer, Forward, Handler, Outcome, Request, Session
+from proxy.handlers.base import Answer, Channel, Defer, Forward, Handler, Outcome, Request
 from quotas.admin import Changes
 from quotas.entities import QuotaEntity
 from quotas.store import ALTERED, FILE
@@ -85,12 +85,12 @@ class AlterConfigsHandler(Handler):
     """IncrementalAlterConfigs and AlterConfigs, which differ only in what a resource's
     configs replace (quotas/topic_configs.py)."""
 
-    def on_request(self, session: Session, request: Request) -> Outcome:
+    def on_request(self, channel: Channel, request: Request) -> Outcome:
         alter = request.parsed_as(AlterRequest, read_alter)
         state = request.state
         if isinstance(state, _Altering):  # handled again: everything is known
             return Answer(_answer(request, alter, state))
-        planned = _plan(session, alter)
+        planned = _plan(channel, alter)
         if not planned:
             return Forward(request.frame)
         state = request.state = _Altering(planned)
@@ -112,9 +112,9 @@ class AlterConfigsHandler(Handler):
             for result in results:
                 state.results.setdefault((result.resource_type, result.name), result)
             if not alter.validate_only:
-                _store(session, alter, state)
+                _store(channel, alter, state)
 
-        if session.cluster.ask(api_key, version, alter_body(version, asked), answered):
+        if channel.cluster.ask(api_key, version, alter_body(version, asked), answered):
             return Defer()
         return Answer(_answer(request, alter, state))
 
@@ -127,9 +127,9 @@ def _kafkas(resource: AlterResource) -> list[AlterableConfig]:
     return [config for config in resource.configs if not is_own(config.name)]
 
 
-def _plan(session: Session, alter: AlterRequest) -> dict[int, Changes | QuotaError]:
+def _plan(channel: Channel, alter: AlterRequest) -> dict[int, Changes | QuotaError]:
     """Each topic resource's proxy keys as quota changes (none: the request is not ours)."""
-    admin = session.runtime.quota_admin
+    admin = channel.runtime.quota_admin
     replace = alter.api_key == ALTER_CONFIGS
     planned: dict[int, Changes | QuotaError] = {}
     for index, resource in enumerate(alter.resources):
@@ -164,7 +164,7 @@ def _plan(session: Session, alter: AlterRequest) -> dict[int, Changes | QuotaErr
     return planned
 
 
-def _store(session: Session, alter: AlterRequest, state: _Altering) -> None:
+def _store(channel: Channel, alter: AlterRequest, state: _Altering) -> None:
     """The broker answered: store the quotas of the resources it took (deferred until stored)."""
     changes: dict[QuotaEntity, Changes] = {}
     named: list[_Named] = []
@@ -176,7 +176,7 @@ def _store(session: Session, alter: AlterRequest, state: _Altering) -> None:
             named.append((resource.resource_type, resource.name))
     if not changes:
         return
-    done = session.cluster.begin()
+    done = channel.cluster.begin()
 
     def stored(problem: str | None) -> None:
         if problem is not None:
@@ -187,7 +187,7 @@ def _store(session: Session, alter: AlterRequest, state: _Altering) -> None:
                 )
         done()
 
-    session.runtime.quota_admin.apply(changes, stored)
+    channel.runtime.quota_admin.apply(changes, stored)
 
 
 def _answer(request: Request, alter: AlterRequest, state: _Altering) -> bytes:
@@ -209,8 +209,8 @@ def _answer(request: Request, alter: AlterRequest, state: _Altering) -> bytes:
 class DescribeConfigsHandler(Handler):
     """A topic's quotas in its DescribeConfigs answer, as configs of the topic's own."""
 
-    def on_response(self, session: Session, frame: bytes, request: Request) -> bytes:
-        store = session.runtime.quota_admin.store
+    def on_response(self, channel: Channel, frame: bytes, request: Request) -> bytes:
+        store = channel.runtime.quota_admin.store
         if not store.has_topics():
             return frame
         describe = read_describe(request.frame, request.header, request.body_offset)

@@ -66,7 +66,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         tls = client.get_extra_info("ssl_object")
         if tls is not None:
             certificate = tls.getpeercert(binary_form=True)
-            if not context.principals.from_certificate(core.session, certificate):
+            if not context.principals.from_certificate(core.channel, certificate):
                 core.close()
 
     def _start_connecting(self) -> None:
@@ -95,7 +95,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             if core.closed:
                 transport.close()
                 return
-            log.debug("client %s -> upstream %s:%d", core.session.peer, host, port)
+            log.debug("client %s -> upstream %s:%d", core.channel.peer, host, port)
             transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
             core.upstream_connected(transport, f"{host}:{port}")
             return
@@ -103,7 +103,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._on_unreachable()  # first: the client must not reconnect before it closes
         log.warning(
             "closing client %s: no upstream broker reachable (%s)",
-            core.session.peer,
+            core.channel.peer,
             "; ".join(errors) or "no known address",
         )
         core.close()

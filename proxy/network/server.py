@@ -199,7 +199,7 @@ class ProxyServer:
                     self.context.stats.connections_idle_closed += 1
                     log.info(
                         "closing client %s: idle for connections.max.idle.ms (%d)",
-                        core.session.peer,
+                        core.channel.peer,
                         self.settings.connections_max_idle_ms,
                     )
                     core.close()

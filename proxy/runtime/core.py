@@ -24,7 +24,7 @@ from protocol.errors import ProtocolError
 from protocol.frames import FrameSplitter
 from protocol.headers import OWN_CLIENT_ID, encode_request, parse_request_header
 from protocol.throttle import with_throttle_time
-from proxy.handlers.base import Answer, Defer, Forward, Request, Session, Stage
+from proxy.handlers.base import Answer, Channel, Defer, Forward, Request, Stage
 from proxy.handlers.registry import ROUTES
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.in_flight import InFlight, OwnRequest
@@ -60,9 +60,9 @@ class ConnectionCore:
         #: closing once every request sent upstream has been answered (shutdown)
         self._draining = False
         self._upstream: Peer | None = None
-        self.session = Session(context, self, peer, sasl=context.principals.exchange())
+        self.channel = Channel(context, self, peer, sasl=context.principals.exchange())
         #: the address the usage samples name, kept: its key is built for every request
-        self._client_ip = self.session.address
+        self._client_ip = self.channel.address
         #: the principal of this connection's last request, kept while it still applies
         self._principal: Principal | None = None
         #: (user, client_id, client_ip) this connection is counted under in usage samples
@@ -140,7 +140,7 @@ class ConnectionCore:
                 if not hold_ms and request.now_ms < self._settlement.topic_holds_end_ms:
                     handler = request.route.handler
                     if handler is not None:
-                        hold_ms = handler.held_ms(self.session, request)
+                        hold_ms = handler.held_ms(self.channel, request)
                 if hold_ms:  # another connection crossed its principal's or a topic's quota
                     self.gate.mute(hold_ms)
                     break
@@ -171,7 +171,7 @@ class ConnectionCore:
         header = parse_request_header(frame)
         now_ns = self._clock.now_ns()
         client_id = header.client_id or ""
-        user = self.session.user
+        user = self.channel.user
         principal = self._principal
         if (
             principal is None
@@ -221,7 +221,7 @@ class ConnectionCore:
 
     def _refuse(self, exc: ProtocolError) -> None:
         """Bytes that are not Kafka protocol cost the client its connection, nothing more."""
-        log.warning("closing client %s: %s", self.session.peer, exc)
+        log.warning("closing client %s: %s", self.channel.peer, exc)
         self.close()
 
     def begin(self) -> Callable[[], None]:
@@ -270,7 +270,7 @@ class ConnectionCore:
             if self._in_flight.add(request):
                 self.gate.pause(Pause.IN_FLIGHT)
             return frame
-        outcome = handler.on_request(self.session, request)
+        outcome = handler.on_request(self.channel, request)
         if outcome.__class__ is Defer:
             if not request.refreshed and self._asked:
                 self._deferred = request
@@ -375,7 +375,7 @@ class ConnectionCore:
                     out.append(response)
                 in_flight.take_local_responses(out)
         except ProtocolError as exc:
-            log.warning("closing client %s: upstream response unusable: %s", self.session.peer, exc)
+            log.warning("closing client %s: upstream response unusable: %s", self.channel.peer, exc)
             self.close()
             return
         self._client.writelines(out)
@@ -405,7 +405,7 @@ class ConnectionCore:
         size = len(request.frame) + len(frame)
         handler = request.route.handler
         if handler is not None:
-            frame = handler.on_response(self.session, frame, request)
+            frame = handler.on_response(self.channel, frame, request)
         request_time_ns = self._round_trips.charge(request, size, now_ns)
         throttle = self._settlement.settle(request, request_time_ns, now_ms)
         if throttle:
@@ -422,5 +422,5 @@ class ConnectionCore:
 
     def upstream_lost(self, exc: Exception | None) -> None:
         if not self.closed:
-            log.info("closing client %s: upstream connection lost (%s)", self.session.peer, exc)
+            log.info("closing client %s: upstream connection lost (%s)", self.channel.peer, exc)
         self.close()

@@ -27,8 +27,8 @@ from localkafka.inprocess.harness import (
     RecordingTransport,
     VirtualClock,
     connect,
+    handler_channel,
     handler_request,
-    handler_session,
     proxy_context,
 )
 from localkafka.inprocess.wire import request_frame
@@ -58,7 +58,7 @@ from protocol.headers import (
 )
 from protocol.produce import read_produce
 from proxy.enforcement import Enforcement
-from proxy.handlers.base import Defer, Session
+from proxy.handlers.base import Channel, Defer
 from proxy.handlers.registry import HANDLERS
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.core import ConnectionCore
@@ -97,10 +97,10 @@ _POOL_BYTES = 64 * 1024
 _SETTLE_NS, _SETTLE_ROUNDS = 30 * 1_000_000_000, 200
 
 
-def _session() -> Session:
+def _channel() -> Channel:
     enforcement = Enforcement(QuotaEngine(_QUOTAS))
     settings = ProxySettings(advertised_host="proxy.local", broker_port_base=20000)
-    return handler_session(proxy_context(enforcement, settings=settings))
+    return handler_channel(proxy_context(enforcement, settings=settings))
 
 
 def _with_api_key(data: bytes, api_key: int) -> bytes:
@@ -110,16 +110,16 @@ def _with_api_key(data: bytes, api_key: int) -> bytes:
     return data[:4] + _API_KEY.pack(api_key) + data[6:]
 
 
-def handle(frame: bytes, session: Session | None = None) -> None:
+def handle(frame: bytes, channel: Channel | None = None) -> None:
     """What the connection does with one request frame, handler and all, a few times."""
-    session = session or _session()
+    channel = channel or _channel()
     header = parse_request_header(frame)
     handler = HANDLERS[header.api_key]
     for repeat in range(_REPEATS):
-        request = handler_request(session, frame, repeat * _STEP_MS)
-        if isinstance(handler.on_request(session, request), Defer):
+        request = handler_request(channel, frame, repeat * _STEP_MS)
+        if isinstance(handler.on_request(channel, request), Defer):
             request.refreshed = True
-            handler.on_request(session, request)
+            handler.on_request(channel, request)
 
 
 def framing(data: bytes) -> None:
@@ -165,11 +165,11 @@ def record_batches(data: bytes) -> None:
 def fetch(data: bytes) -> None:
     """Over the consumer quota from the start, so the throttled answer (an empty Fetch at the
     client's version) is written too."""
-    frame, session = _with_api_key(data, FETCH), _session()
-    context = session.runtime
+    frame, channel = _with_api_key(data, FETCH), _channel()
+    context = channel.runtime
     assert isinstance(context, ProxyContext)
-    context.quotas.fetch.charge(handler_request(session, frame), 10_000)
-    handle(frame, session)
+    context.quotas.fetch.charge(handler_request(channel, frame), 10_000)
+    handle(frame, channel)
 
 
 def sasl(data: bytes) -> None:
@@ -177,12 +177,12 @@ def sasl(data: bytes) -> None:
     input's last byte picks."""
     if not data:
         return
-    session = _session()
+    channel = _channel()
     if data[-1] & 1:
-        handle(_with_api_key(data, SASL_HANDSHAKE), session)
+        handle(_with_api_key(data, SASL_HANDSHAKE), channel)
         return
-    session.sasl.mechanism = _SASL_MECHANISMS[(data[-1] >> 1) % len(_SASL_MECHANISMS)]
-    handle(_with_api_key(data, SASL_AUTHENTICATE), session)
+    channel.sasl.mechanism = _SASL_MECHANISMS[(data[-1] >> 1) % len(_SASL_MECHANISMS)]
+    handle(_with_api_key(data, SASL_AUTHENTICATE), channel)
 
 
 _ADMIN = (

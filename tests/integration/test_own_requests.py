@@ -70,7 +70,7 @@ async def test_own_metadata_request_on_a_sasl_client_connection(kafka1: KafkaClu
         assert server.context.topics.by_name(ELSEWHERE) is None
         cores = [c.core for c in server.connections if c.core is not None]
         # the bootstrap connection may be idle or closed; the producer's connection takes it
-        assert any(ask_topics(core.session, [ELSEWHERE]) for core in cores)
+        assert any(ask_topics(core.channel, [ELSEWHERE]) for core in cores)
         await until(lambda: server.context.topics.by_name(ELSEWHERE) is not None)
         topic = server.context.topics.by_name(ELSEWHERE)
         assert topic is not None and topic.partitions == 4 and topic.topic_id is not None

@@ -14,8 +14,8 @@ from kafka.protocol.admin import (
 from config.quota_store import QuotaStoreSettings
 from localkafka.inprocess.harness import (
     RecordingCluster,
+    handler_channel,
     handler_request,
-    handler_session,
     proxy_context,
 )
 from localkafka.inprocess.wire import decode_response, request_frame, response_frame
@@ -25,7 +25,7 @@ from protocol.client_quotas import DescribeRequest as Filter
 from protocol.headers import parse_request_header, request_body_offset
 from proxy.control.quota_topic import QuotaTopic
 from proxy.enforcement import Enforcement
-from proxy.handlers.base import Answer, Defer, Session
+from proxy.handlers.base import Answer, Channel, Defer
 from proxy.handlers.registry import HANDLERS
 from proxy.runtime.context import ProxyContext
 from quotas.admin import Changes
@@ -50,7 +50,7 @@ class InstantTopic(QuotaTopic):
         done(None)
 
 
-def session(stored: bool = True) -> tuple[Session, RecordingCluster, ProxyContext]:
+def channel(stored: bool = True) -> tuple[Channel, RecordingCluster, ProxyContext]:
     context = proxy_context(Enforcement(QuotaEngine(QuotaConfig())))
     if stored:
         context.quota_admin = InstantTopic(
@@ -61,7 +61,7 @@ def session(stored: bool = True) -> tuple[Session, RecordingCluster, ProxyContex
             context.stats,
         )
     cluster = RecordingCluster()
-    return handler_session(context, cluster), cluster, context
+    return handler_channel(context, cluster), cluster, context
 
 
 def alter(*entries: AlterEntry, validate_only: bool = False, version: int = 1) -> bytes:
@@ -93,7 +93,7 @@ def answered(
 
 
 def run_alter(
-    s: Session, cluster: RecordingCluster, frame: bytes, error: int = 0, message: str | None = None
+    s: Channel, cluster: RecordingCluster, frame: bytes, error: int = 0, message: str | None = None
 ) -> tuple[list[tuple[list[tuple[str, str | None]], int, str | None]], bytes]:
     """The alteration through the handler: deferred, the broker asked, handled again."""
     request = handler_request(s, frame)
@@ -110,7 +110,7 @@ def run_alter(
 
 
 def test_an_alteration_is_stored_once_the_broker_says_the_client_may() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
     frame = alter(
         AlterEntry(ALICE, [("producer_byte_rate", 1048576.0), ("producer_ids_rate", 5.0)]),
         AlterEntry([("client-id", None)], [("request_percentage", 12.5)]),
@@ -129,7 +129,7 @@ def test_an_alteration_is_stored_once_the_broker_says_the_client_may() -> None:
 
 
 def test_the_clusters_authorizer_decides_who_may_and_nothing_changes_without_it() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
     frame = alter(AlterEntry(ALICE, [("producer_byte_rate", 1.0)]))
     results, _ = run_alter(s, cluster, frame, 31, "Cluster authorization failed.")
     assert results == [(ALICE, 31, "Cluster authorization failed.")]
@@ -137,7 +137,7 @@ def test_the_clusters_authorizer_decides_who_may_and_nothing_changes_without_it(
 
 
 def test_validate_only_and_kafkas_errors_change_nothing() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
     results, _ = run_alter(
         s, cluster, alter(AlterEntry(ALICE, [("producer_byte_rate", 5.0)]), validate_only=True)
     )
@@ -167,7 +167,7 @@ def test_validate_only_and_kafkas_errors_change_nothing() -> None:
 
 
 def test_duplicates_are_answered_as_the_controller_answers_them() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
     pair: Pairs = [("user", "alice"), ("client-id", "c1")]
     results, _ = run_alter(
         s,
@@ -195,7 +195,7 @@ def test_duplicates_are_answered_as_the_controller_answers_them() -> None:
 
 
 def test_without_a_quota_store_alterations_are_refused_saying_where_to_name_one() -> None:
-    s, cluster, context = session(stored=False)
+    s, cluster, context = channel(stored=False)
     results, _ = run_alter(s, cluster, alter(AlterEntry(ALICE, [("producer_byte_rate", 5.0)])))
     assert results == [
         (ALICE, 42, "this proxy keeps no altered quotas: name a topic in its [quota_store]")
@@ -204,7 +204,7 @@ def test_without_a_quota_store_alterations_are_refused_saying_where_to_name_one(
 
 
 def describe(
-    s: Session, cluster: RecordingCluster, describe_filter: Filter, error: int = 0
+    s: Channel, cluster: RecordingCluster, describe_filter: Filter, error: int = 0
 ) -> DescribeClientQuotasResponse:
     version = 1
     request = handler_request(
@@ -230,7 +230,7 @@ def describe(
 
 
 def test_describe_answers_the_proxys_quotas_with_the_brokers_authorization() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
     context.quota_layers.replace(FILE, {QuotaEntity("alice"): {"consumer_byte_rate": 2000.0}})
     context.quota_layers.alter(ALTERED, QuotaEntity("alice"), {"producer_byte_rate": 1000.0})
     context.quota_layers.alter(ALTERED, QuotaEntity("alice", "app"), {"request_percentage": 5.0})

@@ -15,7 +15,7 @@ from kafka.protocol.sasl import (
 )
 
 from config.proxy import ProxySettings
-from localkafka.inprocess.harness import handler_request, handler_session, proxy_context, responded
+from localkafka.inprocess.harness import handler_channel, handler_request, proxy_context, responded
 from localkafka.inprocess.wire import decode_request, decode_response, request_frame, response_frame
 from protocol.apis import (
     API_VERSIONS,
@@ -28,7 +28,7 @@ from protocol.apis import (
 )
 from protocol.headers import response_correlation_id
 from proxy.enforcement import Enforcement
-from proxy.handlers.base import Answer, Forward, Request, Session
+from proxy.handlers.base import Answer, Channel, Forward, Request
 from proxy.handlers.registry import DECODED_VERSIONS, HANDLERS, ROUTES
 from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
@@ -44,17 +44,17 @@ QUOTA = {QuotaEntity(client_id=DEFAULT): 1000.0}
 SETTINGS = ProxySettings(advertised_host="proxy.local", broker_port_base=20000)
 
 
-def session(limits: dict[QuotaType, dict[QuotaEntity, float]] | None = None) -> Session:
+def channel(limits: dict[QuotaType, dict[QuotaEntity, float]] | None = None) -> Channel:
     enforcement = Enforcement(QuotaEngine(QuotaConfig(WINDOWS, limits or {})))
-    return handler_session(proxy_context(enforcement, settings=SETTINGS))
+    return handler_channel(proxy_context(enforcement, settings=SETTINGS))
 
 
-def enforcement(s: Session) -> Enforcement:
+def enforcement(s: Channel) -> Enforcement:
     assert isinstance(s.runtime, ProxyContext)
     return s.runtime.quotas
 
 
-def settle_now(s: Session, r: Request) -> int:
+def settle_now(s: Channel, r: Request) -> int:
     """What the connection applies as a mute for a request no response will carry."""
     return enforcement(s).settlement.settle_now(r, r.now_ms)
 
@@ -97,7 +97,7 @@ def test_the_registry_is_the_list_of_decoded_apis() -> None:
 
 
 def test_produce_is_charged_when_read_and_stops_reading_once_over_quota() -> None:
-    handler, s = HANDLERS[PRODUCE], session({QuotaType.PRODUCE: QUOTA})
+    handler, s = HANDLERS[PRODUCE], channel({QuotaType.PRODUCE: QUOTA})
     under = handler_request(s, produce(500))
     first = handler.on_request(s, under)
     assert isinstance(first, Forward) and not first.stops_reading and first.expects_response
@@ -115,7 +115,7 @@ def test_produce_is_charged_when_read_and_stops_reading_once_over_quota() -> Non
 
 
 def test_a_connection_resolves_its_principal_once_per_client_and_user() -> None:
-    sensors = enforcement(session({QuotaType.PRODUCE: QUOTA})).sensors
+    sensors = enforcement(channel({QuotaType.PRODUCE: QUOTA})).sensors
     kept = sensors.principal(None, "ANONYMOUS", "app")
     assert sensors.principal(kept, "ANONYMOUS", "app") is kept
     other = sensors.principal(kept, "ANONYMOUS", "other-app")
@@ -125,7 +125,7 @@ def test_a_connection_resolves_its_principal_once_per_client_and_user() -> None:
 
 
 def test_a_reload_reaches_a_connection_that_already_resolved_its_sensors() -> None:
-    s = session({QuotaType.PRODUCE: QUOTA})
+    s = channel({QuotaType.PRODUCE: QUOTA})
     handler, quotas = HANDLERS[PRODUCE], enforcement(s)
     under = handler.on_request(s, handler_request(s, produce(900)))
     assert isinstance(under, Forward) and not under.stops_reading
@@ -142,7 +142,7 @@ def test_a_reload_reaches_a_connection_that_already_resolved_its_sensors() -> No
 
 
 def test_an_expired_sensor_is_not_charged_by_a_connection_that_kept_it() -> None:
-    s = session({QuotaType.PRODUCE: QUOTA})
+    s = channel({QuotaType.PRODUCE: QUOTA})
     handler, quotas = HANDLERS[PRODUCE], enforcement(s)
     handler.on_request(s, handler_request(s, produce(10)))
     hour_later = SENSOR_EXPIRATION_MS + 1
@@ -153,19 +153,19 @@ def test_an_expired_sensor_is_not_charged_by_a_connection_that_kept_it() -> None
 
 
 def test_produce_with_acks_0_expects_no_response_and_mutes_at_once() -> None:
-    handler, s = HANDLERS[PRODUCE], session({QuotaType.PRODUCE: QUOTA})
+    handler, s = HANDLERS[PRODUCE], channel({QuotaType.PRODUCE: QUOTA})
     request = handler_request(s, produce(5000, acks=0))
     outcome = handler.on_request(s, request)
     assert isinstance(outcome, Forward) and not outcome.expects_response
     assert settle_now(s, request) > 0
-    free = session()
+    free = channel()
     unquoted = handler_request(free, produce(5000, acks=0))
     outcome = HANDLERS[PRODUCE].on_request(free, unquoted)
     assert isinstance(outcome, Forward) and settle_now(free, unquoted) == 0
 
 
 def test_fetch_is_capped_stops_reading_and_is_answered_empty_once_over_quota() -> None:
-    handler, s = HANDLERS[FETCH], session({QuotaType.FETCH: QUOTA})
+    handler, s = HANDLERS[FETCH], channel({QuotaType.FETCH: QUOTA})
     first = handler_request(s, fetch(10**6))
     outcome = handler.on_request(s, first)
     assert isinstance(outcome, Forward) and outcome.stops_reading
@@ -187,14 +187,14 @@ def test_fetch_is_capped_stops_reading_and_is_answered_empty_once_over_quota() -
     empty = decode_response(FetchResponse, refused.response, FETCH, 11)
     assert empty.throttle_time_ms == mute and list(empty.responses) == []
     # a principal without a consumer quota is neither capped nor stops reading
-    free = session()
+    free = channel()
     outcome = HANDLERS[FETCH].on_request(free, handler_request(free, fetch(10**6)))
     assert isinstance(outcome, Forward) and not outcome.stops_reading
     assert outcome.frame == fetch(10**6)
 
 
 def test_sasl_names_the_principal_only_on_success() -> None:
-    s = session()
+    s = channel()
     handshake = handler_request(
         s, request_frame(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"))
     )
@@ -215,7 +215,7 @@ def test_sasl_names_the_principal_only_on_success() -> None:
 
 
 def test_api_versions_newer_than_decoded_is_answered_here_and_responses_capped() -> None:
-    handler, s = HANDLERS[API_VERSIONS], session()
+    handler, s = HANDLERS[API_VERSIONS], channel()
     newest = DECODED_VERSIONS[API_VERSIONS]
     too_new = request_frame(API_VERSIONS, newest + 1, b"", correlation_id=42)
     answered = handler.on_request(s, handler_request(s, too_new))
@@ -245,7 +245,7 @@ def test_metadata_names_only_proxy_addresses() -> None:
         controller_id=2,
         topics=[],
     )
-    s = session()
+    s = channel()
     metadata = handler_request(s, request_frame(METADATA, 9, b""))
     reply = HANDLERS[METADATA].on_response(s, response_frame(METADATA, 9, msg), metadata)
     brokers = decode_response(MetadataResponse, reply, METADATA, 9).brokers

@@ -26,8 +26,8 @@ from localkafka.inprocess.harness import (
     RecordingTransport,
     VirtualClock,
     connect,
+    handler_channel,
     handler_request,
-    handler_session,
     proxy_context,
     responded,
 )
@@ -43,7 +43,7 @@ from protocol.headers import parse_request_header, response_correlation_id
 from protocol.metadata import TopicPartitions
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
 from proxy.enforcement import Enforcement
-from proxy.handlers.base import Answer, Defer, Forward, Outcome, Request, Session
+from proxy.handlers.base import Answer, Channel, Defer, Forward, Outcome, Request
 from proxy.handlers.inquiries import ask_topics
 from proxy.handlers.registry import HANDLERS
 from proxy.runtime.context import ProxyContext
@@ -58,30 +58,30 @@ TOPIC_ID = uuid.UUID(int=7)
 CT = CreateTopicsRequest.CreatableTopic
 
 
-def session(limits: Any = RATE_2, shadow: frozenset[QuotaType] = frozenset()) -> Session:
+def channel(limits: Any = RATE_2, shadow: frozenset[QuotaType] = frozenset()) -> Channel:
     enforcement = Enforcement(QuotaEngine(QuotaConfig(SETTINGS, limits)), shadow)
-    return handler_session(proxy_context(enforcement))
+    return handler_channel(proxy_context(enforcement))
 
 
-def context(s: Session) -> ProxyContext:
+def context(s: Channel) -> ProxyContext:
     assert isinstance(s.runtime, ProxyContext)
     return s.runtime
 
 
-def tokens(s: Session, now: int = 0) -> float:
+def tokens(s: Channel, now: int = 0) -> float:
     manager = context(s).quotas.engine.controller_mutation
     return manager.tokens(next(manager.sensors()), now)
 
 
 def decide(
-    s: Session, frame: bytes, now: int = 0, refreshed: bool = False
+    s: Channel, frame: bytes, now: int = 0, refreshed: bool = False
 ) -> tuple[Outcome, Request]:
     """The handler's outcome, and the request as the connection keeps it for the response."""
     request = handler_request(s, frame, now, refreshed)
     return HANDLERS[request.header.api_key].on_request(s, request), request
 
 
-def respond(s: Session, frame: bytes, request: Request, now: int = 0) -> bytes:
+def respond(s: Channel, frame: bytes, request: Request, now: int = 0) -> bytes:
     """The response as the handler passes it on, answered at `now`."""
     return HANDLERS[request.header.api_key].on_response(s, frame, responded(request, now))
 
@@ -91,12 +91,12 @@ def settled(request: Request, now: int) -> int:
     return request.verdict.at(now) if request.verdict is not None else 0
 
 
-def mute(s: Session, request: Request) -> int:
+def mute(s: Channel, request: Request) -> int:
     """What the connection applies at once for a request the proxy answers itself."""
     return context(s).quotas.settlement.settle_now(request, request.now_ms)
 
 
-def asked(s: Session, frame: bytes, now: int = 0) -> tuple[tuple[Any, ...], tuple[Any, ...], bool]:
+def asked(s: Channel, frame: bytes, now: int = 0) -> tuple[tuple[Any, ...], tuple[Any, ...], bool]:
     """What the handler asked the cluster before counting, deferring the request: the topics
     by name, by id, and whether num.partitions. Metadata questions are answered with the
     brokers alone, as for topics the cache already knows about."""
@@ -158,7 +158,7 @@ def created(version: int, *names: str, error: int = 0) -> bytes:
 
 
 def test_a_strict_create_admits_the_first_topic_and_refuses_the_second_in_order() -> None:
-    s = session()
+    s = channel()
     frame = create_topics(30, 30)
     outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
@@ -177,7 +177,7 @@ def test_a_strict_create_admits_the_first_topic_and_refuses_the_second_in_order(
 
 
 def test_a_request_whose_every_topic_is_refused_is_answered_here() -> None:
-    s = session()
+    s = channel()
     assert isinstance(decide(s, create_topics(25), refreshed=True)[0], Forward)
     outcome, req = decide(s, create_topics(1, 1, correlation_id=2), 500, refreshed=True)
     assert isinstance(outcome, Answer) and mute(s, req) == 2000  # -4 at t=0.5s: 2 s
@@ -191,7 +191,7 @@ def test_a_refusal_with_a_throttle_that_rounds_to_zero_is_still_a_refusal() -> N
     """Quota 10, ten 1 s windows: 100.001 partitions leave -0.001 tokens; Kafka then refuses
     the next request with error 89 and a 0 ms throttle."""
     limits = {QuotaType.CONTROLLER_MUTATION: {QuotaEntity(client_id=DEFAULT): 10.0}}
-    s = session(limits)
+    s = channel(limits)
     manager = context(s).quotas.engine.controller_mutation
     sensors = manager.sensors_for("ANONYMOUS", "app", 0)
     assert manager.record_strict(sensors, 100.001, 0).admitted
@@ -203,7 +203,7 @@ def test_a_refusal_with_a_throttle_that_rounds_to_zero_is_still_a_refusal() -> N
 
 
 def test_an_old_version_is_admitted_whole_and_throttled_by_muting() -> None:
-    s = session()
+    s = channel()
     frame = create_topics(30, 30, version=5)
     outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward) and outcome.frame == frame
@@ -214,19 +214,19 @@ def test_an_old_version_is_admitted_whole_and_throttled_by_muting() -> None:
 
 
 def test_validate_only_and_principals_without_a_quota_are_not_charged() -> None:
-    s = session()
+    s = channel()
     frame = create_topics(30, validate_only=True)
     outcome, req = decide(s, frame)
     assert isinstance(outcome, Forward) and outcome.frame == frame and req.state is None
     assert tokens(s) == 20
     someone_else = {QuotaType.CONTROLLER_MUTATION: {QuotaEntity("alice"): 2.0}}
-    free = session(someone_else)
+    free = channel(someone_else)
     outcome, req = decide(free, create_topics(500))
     assert isinstance(outcome, Forward) and req.state is None
 
 
 def test_topics_the_broker_refuses_are_refunded() -> None:
-    s = session()
+    s = channel()
     frame = create_topics(8, 8)
     outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward) and tokens(s) == 4
@@ -240,7 +240,7 @@ def test_topics_the_broker_refuses_are_refunded() -> None:
 
 
 def test_the_cluster_default_is_asked_for_before_counting_minus_one() -> None:
-    s = session()
+    s = channel()
     frame = create_topics(-1)
     assert asked(s, frame) == (("t0",), (), True)
     assert tokens(s) == 20  # nothing recorded before deferring
@@ -250,7 +250,7 @@ def test_the_cluster_default_is_asked_for_before_counting_minus_one() -> None:
 
 
 def test_create_partitions_counts_the_partitions_added_to_a_refreshed_count() -> None:
-    s = session()
+    s = channel()
     topic = CreatePartitionsRequest.CreatePartitionsTopic
     msg = CreatePartitionsRequest(
         version=3,
@@ -280,7 +280,7 @@ def test_create_partitions_counts_the_partitions_added_to_a_refreshed_count() ->
 
 
 def test_delete_topics_by_id_counts_the_topics_partitions() -> None:
-    s = session()
+    s = channel()
     state = DeleteTopicsRequest.DeleteTopicState
     msg = DeleteTopicsRequest(
         version=6,
@@ -378,7 +378,7 @@ def test_the_core_asks_the_brokers_for_num_partitions_on_the_clients_connection(
     answer = described((1, None), (2, "12"))
     conn.responses_received(response_frame(DESCRIBE_CONFIGS, 4, answer, own.correlation_id))
     clock.advance(0)
-    assert context(conn.session).topics.default_partitions == 12
+    assert context(conn.channel).topics.default_partitions == 12
     sent = decode_request(CreateTopicsRequest, upstream.written[-1])
     assert [t.name for t in sent.topics] == ["t0", "t1"]  # 20 -> 8 -> -4, then refused
     assert client.written == []  # nothing answered before the broker has
@@ -388,7 +388,7 @@ def test_topics_named_and_topics_by_id_are_asked_in_two_metadata_requests() -> N
     """A broker given any topic id answers for the ids alone and drops the names."""
     conn, _, upstream = connect(Enforcement(QuotaEngine(QuotaConfig())), VirtualClock())
     conn.requests_received(create_topics(1, correlation_id=1))
-    assert ask_topics(conn.session, ["a"], [TOPIC_ID])
+    assert ask_topics(conn.channel, ["a"], [TOPIC_ID])
     asked = [decode_request(MetadataRequest, frame) for frame in upstream.written[1:]]
     assert [[(t.name, t.topic_id) for t in msg.topics] for msg in asked] == [
         [("a", None)],
@@ -397,7 +397,7 @@ def test_topics_named_and_topics_by_id_are_asked_in_two_metadata_requests() -> N
 
 
 def test_explicit_assignments_count_their_entries_and_need_no_default() -> None:
-    s = session()
+    s = channel()
     assignment = CT.CreatableReplicaAssignment
     msg = CreateTopicsRequest(
         version=7,
@@ -445,7 +445,7 @@ def deleted(*results: tuple[str, uuid.UUID, int]) -> bytes:
 
 def test_a_create_counts_nothing_for_a_topic_that_exists_so_later_topics_are_not_refused() -> None:
     """Kafka fails an existing topic with TOPIC_ALREADY_EXISTS before charging it."""
-    s = session()
+    s = channel()
     frame = create_topics(30, 15)
     assert asked(s, frame) == (("t0", "t1"), (), False)
     context(s).topics.learn([TopicPartitions("t0", None, 30)])
@@ -455,7 +455,7 @@ def test_a_create_counts_nothing_for_a_topic_that_exists_so_later_topics_are_not
 
 
 def test_shadow_mode_charges_what_it_lets_through_and_refunds_only_what_it_charged() -> None:
-    s = session(shadow=frozenset({QuotaType.CONTROLLER_MUTATION}))
+    s = channel(shadow=frozenset({QuotaType.CONTROLLER_MUTATION}))
     frame = create_topics(30, 8)
     outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward) and outcome.frame == frame  # nothing refused
@@ -479,7 +479,7 @@ def test_shadow_mode_charges_what_it_lets_through_and_refunds_only_what_it_charg
 def test_topics_named_twice_count_nothing_and_go_upstream_together() -> None:
     """The controller fails repeated names with INVALID_REQUEST and charges nothing for them:
     a refusal of another topic must not leave one copy, which the broker would accept."""
-    s = session()
+    s = channel()
     msg = CreateTopicsRequest(
         version=7,
         topics=[
@@ -498,14 +498,14 @@ def test_topics_named_twice_count_nothing_and_go_upstream_together() -> None:
 
 
 def test_a_deletion_naming_both_a_topic_and_an_id_counts_nothing() -> None:
-    s = session()
+    s = channel()
     context(s).topics.learn([TopicPartitions("big", TOPIC_ID, 30)])
     outcome, _req = decide(s, deletes(("big", TOPIC_ID)), refreshed=True)
     assert isinstance(outcome, Forward) and tokens(s) == 20
 
 
 def test_a_permissive_throttle_is_taken_back_with_a_full_refund() -> None:
-    s = session()
+    s = channel()
     frame = create_topics(30, version=5)
     outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward) and tokens(s) == -10
@@ -515,7 +515,7 @@ def test_a_permissive_throttle_is_taken_back_with_a_full_refund() -> None:
 
 
 def test_a_permissive_throttle_counts_the_time_the_answer_took() -> None:
-    s = session()
+    s = channel()
     frame = create_topics(30, version=5)
     outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
@@ -524,7 +524,7 @@ def test_a_permissive_throttle_counts_the_time_the_answer_took() -> None:
 
 
 def test_a_strict_throttle_counts_the_time_the_answer_took() -> None:
-    s = session()
+    s = channel()
     frame = create_topics(30, 30)
     outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
@@ -537,7 +537,7 @@ def test_a_strict_throttle_counts_the_time_the_answer_took() -> None:
 def test_a_timed_out_mutation_stays_charged() -> None:
     """REQUEST_TIMED_OUT: the controller may still create the topic, as Kafka then has
     charged it."""
-    s = session()
+    s = channel()
     frame = create_topics(8)
     outcome, req = decide(s, frame, refreshed=True)
     assert isinstance(outcome, Forward)
@@ -546,7 +546,7 @@ def test_a_timed_out_mutation_stays_charged() -> None:
 
 
 def test_a_refused_deletion_by_id_is_answered_with_its_name_from_the_cache() -> None:
-    s = session()
+    s = channel()
     small = uuid.UUID(int=8)
     frame = deletes(("big", None), (None, small))
     context(s).topics.learn(
@@ -565,7 +565,7 @@ def test_a_refused_deletion_by_id_is_answered_with_its_name_from_the_cache() -> 
 
 
 def test_num_partitions_the_cluster_would_not_describe_is_asked_again_after_a_minute() -> None:
-    s = session()
+    s = channel()
     frame = create_topics(-1)
     context(s).topics.learn_default_partitions(None, 0)  # e.g. no DESCRIBE_CONFIGS permission
     assert asked(s, frame, 59_999) == (("t0",), (), False)

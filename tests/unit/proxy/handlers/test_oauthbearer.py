@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from localkafka.inprocess.harness import handler_request, handler_session, proxy_context
+from localkafka.inprocess.harness import handler_channel, handler_request, proxy_context
 from localkafka.inprocess.wire import request_frame
 from protocol.apis import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from protocol.errors import ProtocolError
@@ -132,7 +132,7 @@ def test_an_unreadable_token_is_said_once_per_client_address_per_10_s(
     context.principals = PrincipalBuilder(mechanisms=mechanisms())
 
     def attempt(port: int, now_ms: int) -> str:
-        s = handler_session(context)
+        s = handler_channel(context)
         s.peer = f"10.0.0.7:{port}"
         hello = request_frame(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="OAUTHBEARER"))
         s.sasl.on_handshake_request(hello, handler_request(s, hello).header)

@@ -15,7 +15,7 @@ from protocol.apis import API_VERSIONS, METADATA, SASL_HANDSHAKE
 from protocol.headers import parse_request_header, response_correlation_id
 from protocol.metadata import OWN_METADATA_VERSION, TopicPartitions
 from proxy.enforcement import Enforcement
-from proxy.handlers.base import Defer, Forward, Handler, Outcome, Request, Route, Session
+from proxy.handlers.base import Channel, Defer, Forward, Handler, Outcome, Request, Route
 from proxy.handlers.inquiries import ask_topics
 from proxy.handlers.registry import ROUTES
 from proxy.handlers.topic_cache import TopicCache
@@ -73,9 +73,9 @@ def core() -> tuple[ConnectionCore, RecordingTransport, RecordingTransport]:
 
 def test_own_request_keeps_its_place_and_its_response_never_reaches_the_client() -> None:
     conn, client, upstream = core()
-    assert not ask_topics(conn.session, ["orders"])  # the client has not shown it is past SASL
+    assert not ask_topics(conn.channel, ["orders"])  # the client has not shown it is past SASL
     conn.requests_received(request_frame(OTHER_API, 0, b"", 1))
-    assert ask_topics(conn.session, ["orders"])
+    assert ask_topics(conn.channel, ["orders"])
     conn.requests_received(request_frame(OTHER_API, 0, b"", 2))
     sent = [parse_request_header(frame) for frame in upstream.written]
     assert [(h.api_key, h.client_id) for h in sent] == [
@@ -91,19 +91,19 @@ def test_own_request_keeps_its_place_and_its_response_never_reaches_the_client()
     )
     assert [response_correlation_id(frame) for frame in client.written] == [1, 2]
     assert not client.closed
-    topic = conn.session.runtime.topics.by_name("orders")
+    topic = conn.channel.runtime.topics.by_name("orders")
     assert topic is not None and topic.partitions == 6 and topic.topic_id == TOPIC_ID
-    assert conn.session.runtime.topics.by_id(TOPIC_ID) == topic
+    assert conn.channel.runtime.topics.by_id(TOPIC_ID) == topic
 
 
 def test_no_own_request_while_the_client_authenticates() -> None:
     conn, _, upstream = core()
     conn.requests_received(request_frame(API_VERSIONS, 3, b"", 1))
-    assert not ask_topics(conn.session, ["orders"])
+    assert not ask_topics(conn.channel, ["orders"])
     conn.requests_received(request_frame(OTHER_API, 0, b"", 2))
-    assert ask_topics(conn.session, ["orders"])
+    assert ask_topics(conn.channel, ["orders"])
     conn.requests_received(request_frame(SASL_HANDSHAKE, 1, b"\x00\x05PLAIN", 3))  # re-auth
-    assert not ask_topics(conn.session, ["orders"])
+    assert not ask_topics(conn.channel, ["orders"])
     assert len(upstream.written) == 4  # three of the client's, one of the proxy's
 
 
@@ -112,10 +112,10 @@ def test_client_metadata_responses_feed_the_topic_cache() -> None:
     conn.requests_received(request_frame(METADATA, 12, b"", 5))
     conn.responses_received(metadata_response(12, 5, 3))
     assert response_correlation_id(client.written[0]) == 5
-    topic = conn.session.runtime.topics.by_name("orders")
+    topic = conn.channel.runtime.topics.by_name("orders")
     assert topic is not None and topic.partitions == 3
-    conn.session.runtime.topics.forget(["orders"])
-    assert conn.session.runtime.topics.by_id(TOPIC_ID) is None
+    conn.channel.runtime.topics.forget(["orders"])
+    assert conn.channel.runtime.topics.by_id(TOPIC_ID) is None
 
 
 class NeedsTopic(Handler):
@@ -124,10 +124,10 @@ class NeedsTopic(Handler):
     def __init__(self) -> None:
         self.seen: list[tuple[bool, int | None]] = []
 
-    def on_request(self, session: Session, request: Request) -> Outcome:
-        topic = session.runtime.topics.by_name("orders")
+    def on_request(self, channel: Channel, request: Request) -> Outcome:
+        topic = channel.runtime.topics.by_name("orders")
         self.seen.append((request.refreshed, topic and topic.partitions))
-        if topic is None and not request.refreshed and ask_topics(session, ["orders"]):
+        if topic is None and not request.refreshed and ask_topics(channel, ["orders"]):
             return Defer()
         return Forward(request.frame)
 
@@ -182,7 +182,7 @@ def test_the_cache_keeps_ids_and_drops_topics_the_cluster_does_not_know() -> Non
     cache.learn([TopicPartitions("orders", recreated, 1)])
     assert cache.by_id(TOPIC_ID) is None and cache.by_id(recreated) is not None
     conn, _, _ = core()
-    conn.session.runtime.topics.learn([TopicPartitions("orders", TOPIC_ID, 3)])
+    conn.channel.runtime.topics.learn([TopicPartitions("orders", TOPIC_ID, 3)])
     gone = MetadataResponse(
         version=12,
         throttle_time_ms=0,
@@ -197,4 +197,4 @@ def test_the_cache_keeps_ids_and_drops_topics_the_cluster_does_not_know() -> Non
     )
     conn.requests_received(request_frame(METADATA, 12, b"", 5))
     conn.responses_received(response_frame(METADATA, 12, gone, 5))
-    assert conn.session.runtime.topics.by_name("orders") is None
+    assert conn.channel.runtime.topics.by_name("orders") is None

@@ -12,15 +12,15 @@ from localkafka.inprocess.harness import (
     RecordingTransport,
     VirtualClock,
     connect,
+    handler_channel,
     handler_request,
-    handler_session,
     proxy_context,
 )
 from localkafka.inprocess.wire import decode_response, produce_request, record_batch
 from protocol.apis import DECODED, PRODUCE
 from protocol.headers import parse_request_header, response_correlation_id
 from proxy.enforcement import Enforcement
-from proxy.handlers.base import Answer, Drop, Forward, Outcome, Session
+from proxy.handlers.base import Answer, Channel, Drop, Forward, Outcome
 from proxy.handlers.registry import HANDLERS
 from proxy.runtime.context import ProxyContext
 from quotas.engine import QuotaEngine
@@ -44,35 +44,35 @@ def produce(producer_id: int, correlation_id: int = 1, acks: int = -1) -> bytes:
     return produce_request(9, {0: batch, 1: batch}, correlation_id=correlation_id, acks=acks)
 
 
-def session(
+def channel(
     limits: QuotaLimits = EVERY_USER, shadow: frozenset[QuotaType] = frozenset()
-) -> Session:
+) -> Channel:
     enforcement = Enforcement(QuotaEngine(QuotaConfig(SETTINGS, limits)), shadow)
-    return handler_session(proxy_context(enforcement))
+    return handler_channel(proxy_context(enforcement))
 
 
-def enforcement(s: Session) -> Enforcement:
+def enforcement(s: Channel) -> Enforcement:
     assert isinstance(s.runtime, ProxyContext)
     return s.runtime.quotas
 
 
-def user_sensors(s: Session) -> ClientSensors:
+def user_sensors(s: Channel) -> ClientSensors:
     return next(enforcement(s).engine.producer_ids.sensors())
 
 
-def decide(s: Session, frame: bytes, now_ms: int = 0) -> tuple[Outcome, int]:
+def decide(s: Channel, frame: bytes, now_ms: int = 0) -> tuple[Outcome, int]:
     """The Produce handler's outcome, and the mute the connection applies at once."""
     request = handler_request(s, frame, now_ms)
     outcome = HANDLERS[PRODUCE].on_request(s, request)
     return outcome, enforcement(s).settlement.settle_now(request, now_ms)
 
 
-def request(s: Session, frame: bytes, now_ms: int = 0) -> Outcome:
+def request(s: Channel, frame: bytes, now_ms: int = 0) -> Outcome:
     return decide(s, frame, now_ms)[0]
 
 
 def test_three_new_ids_pass_the_fourth_is_refused_and_known_ids_stay_free() -> None:
-    s = session()
+    s = channel()
     for producer_id in (1, 2, 3, 1, 2):
         assert isinstance(request(s, produce(producer_id)), Forward)
     refused, mute = decide(s, produce(4))
@@ -87,7 +87,7 @@ def test_three_new_ids_pass_the_fourth_is_refused_and_known_ids_stay_free() -> N
 
 
 def test_a_producer_that_is_not_idempotent_is_never_counted() -> None:
-    s = session()
+    s = channel()
     for _ in range(10):
         assert isinstance(request(s, produce(-1)), Forward)
     ids = enforcement(s).engine.producer_ids
@@ -95,7 +95,7 @@ def test_a_producer_that_is_not_idempotent_is_never_counted() -> None:
 
 
 def test_a_refused_request_with_acks_0_is_dropped_and_counted() -> None:
-    s = session()
+    s = channel()
     for producer_id in (1, 2, 3):
         request(s, produce(producer_id, acks=0))
     assert decide(s, produce(4, acks=0)) == (Drop(), 5000)
@@ -103,7 +103,7 @@ def test_a_refused_request_with_acks_0_is_dropped_and_counted() -> None:
 
 
 def test_shadow_mode_lets_the_id_through_and_counts_the_throttle() -> None:
-    s = session(shadow=SHADOW)
+    s = channel(shadow=SHADOW)
     for producer_id in (1, 2, 3, 4):
         assert isinstance(request(s, produce(producer_id)), Forward)
     sensors = user_sensors(s)
@@ -112,7 +112,7 @@ def test_shadow_mode_lets_the_id_through_and_counts_the_throttle() -> None:
 
 
 def test_a_user_without_the_quota_is_untouched() -> None:
-    s = session(ONLY_BOB)
+    s = channel(ONLY_BOB)
     frames = [produce(producer_id) for producer_id in range(1, 10)]
     outcomes = [request(s, frame) for frame in frames]
     assert [o.frame for o in outcomes if isinstance(o, Forward)] == frames
@@ -139,11 +139,11 @@ def test_a_producer_on_one_connection_stays_known_across_layer_rotations() -> No
     """A connection remembers that its producer's id is in the user's current layer and skips
     the filter while that layer is current; across six windows of sending every 2 s the id
     must still be carried into each new layer, so another connection finds it known."""
-    s = session()
+    s = channel()
     for now in range(0, 60_000, 2_000):
         assert isinstance(request(s, produce(1), now), Forward)
     ids = enforcement(s).engine.producer_ids
     assert isinstance(s.runtime, ProxyContext)
-    other = handler_session(s.runtime)
+    other = handler_channel(s.runtime)
     assert isinstance(request(other, produce(1), 60_000), Forward)
     assert ids.tokens(user_sensors(s), 60_000) == 2  # known: nothing charged

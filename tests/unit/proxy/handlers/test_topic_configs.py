@@ -19,12 +19,12 @@ from localkafka.inprocess.harness import RecordingCluster, handler_request
 from localkafka.inprocess.wire import decode_response, request_frame, response_frame
 from protocol.apis import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from protocol.errors import ProtocolError
-from proxy.handlers.base import Answer, Defer, Forward, Session
+from proxy.handlers.base import Answer, Channel, Defer, Forward
 from proxy.handlers.registry import HANDLERS
 from proxy.runtime.context import FileQuotas, ProxyContext
 from quotas.entities import DEFAULT, QuotaEntity
 from quotas.store import ALTERED, FILE
-from tests.unit.proxy.handlers.test_client_quotas import session
+from tests.unit.proxy.handlers.test_client_quotas import channel
 
 PRODUCE_KEY = "kafka-quota-proxy.producer_byte_rate"
 CONSUME_KEY = "kafka-quota-proxy.consumer_byte_rate"
@@ -96,7 +96,7 @@ def broker_answer(api_key: int, version: int, body: bytes, errors: dict[str, int
 
 
 def run(
-    s: Session, cluster: RecordingCluster, frame: bytes, errors: dict[str, int] | None = None
+    s: Channel, cluster: RecordingCluster, frame: bytes, errors: dict[str, int] | None = None
 ) -> tuple[list[tuple[str, int, str | None]], Any]:
     """The alteration through the handler: deferred, the broker asked, handled again; each
     resource's (name, error, message) and what the broker was asked."""
@@ -125,7 +125,7 @@ def quotas(context: ProxyContext, topic: str) -> dict[str, float]:
 
 
 def test_the_proxys_keys_are_stored_and_the_others_reach_the_broker_in_the_same_request() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
     frame = incremental(
         (TOPIC, "hot", [(PRODUCE_KEY, SET, "1048576"), ("retention.ms", SET, "3600000")]),
         (BROKER, "1", [("log.cleaner.threads", SET, "2")]),
@@ -142,7 +142,7 @@ def test_the_proxys_keys_are_stored_and_the_others_reach_the_broker_in_the_same_
 
 
 def test_a_resource_the_broker_refuses_stores_nothing() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
     frame = incremental(
         (TOPIC, "denied", [(PRODUCE_KEY, SET, "100")]),
         (TOPIC, "allowed", [(CONSUME_KEY, SET, "200")]),
@@ -160,7 +160,7 @@ def test_a_resource_the_broker_refuses_stores_nothing() -> None:
 
 
 def test_a_value_refused_here_keeps_its_resource_from_the_broker_in_kafkas_words() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
     frame = incremental(
         (TOPIC, "bad", [(PRODUCE_KEY, SET, "abc"), ("retention.ms", SET, "1000")]),
         (TOPIC, "good", [(PRODUCE_KEY, SET, "100")]),
@@ -179,7 +179,7 @@ def test_a_value_refused_here_keeps_its_resource_from_the_broker_in_kafkas_words
 
 
 def test_every_resource_refused_here_is_answered_without_asking() -> None:
-    s, cluster, _ = session()
+    s, cluster, _ = channel()
     cases = {
         (PRODUCE_KEY, SET, "0"): (40, f"Invalid value 0 for configuration {PRODUCE_KEY}: "),
         ("kafka-quota-proxy.producer_byte_rat", SET, "5"): (40, "Unknown topic config name: "),
@@ -195,14 +195,14 @@ def test_every_resource_refused_here_is_answered_without_asking() -> None:
 
 
 def test_an_alteration_without_the_proxys_keys_is_forwarded_as_it_came() -> None:
-    s, cluster, _ = session()
+    s, cluster, _ = channel()
     frame = incremental((TOPIC, "t", [("retention.ms", SET, "1")]), (BROKER, "1", []))
     outcome = HANDLERS[INCREMENTAL_ALTER_CONFIGS].on_request(s, handler_request(s, frame))
     assert isinstance(outcome, Forward) and outcome.frame == frame and not cluster.asked
 
 
 def test_validate_only_asks_the_broker_so_and_stores_nothing() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
     answered, asked = run(
         s, cluster, incremental((TOPIC, "t", [(PRODUCE_KEY, SET, "5")]), validate_only=True)
     )
@@ -210,7 +210,7 @@ def test_validate_only_asks_the_broker_so_and_stores_nothing() -> None:
 
 
 def test_alter_configs_replaces_the_topics_quotas_as_it_replaces_its_configs() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
     context.quota_layers.alter_many(
         ALTERED, {QuotaEntity(topic="t"): {"producer_byte_rate": 5.0, "consumer_byte_rate": 6.0}}
     )
@@ -224,7 +224,7 @@ def test_alter_configs_replaces_the_topics_quotas_as_it_replaces_its_configs() -
 
 
 def test_without_a_quota_store_the_proxys_keys_are_refused_and_the_others_still_go() -> None:
-    s, cluster, context = session(stored=False)
+    s, cluster, context = channel(stored=False)
     assert isinstance(context.quota_admin, FileQuotas)
     frame = incremental(
         (TOPIC, "t", [(PRODUCE_KEY, SET, "5")]), (TOPIC, "u", [("retention.ms", SET, "1")])
@@ -236,7 +236,7 @@ def test_without_a_quota_store_the_proxys_keys_are_refused_and_the_others_still_
 
 
 def test_a_quota_not_stored_after_the_broker_took_the_resource_says_so() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
 
     def fail(changes: object, done: object) -> None:
         done("the topic is gone")  # type: ignore[operator]
@@ -249,7 +249,7 @@ def test_a_quota_not_stored_after_the_broker_took_the_resource_says_so() -> None
 
 
 def test_the_broker_out_of_reach_answers_each_resource_retriably() -> None:
-    s, _, _ = session()
+    s, _, _ = channel()
     s.cluster = RecordingCluster(reachable=False)
     request = handler_request(s, incremental((TOPIC, "t", [(PRODUCE_KEY, SET, "5")])))
     outcome = HANDLERS[INCREMENTAL_ALTER_CONFIGS].on_request(s, request)
@@ -318,7 +318,7 @@ def described(
 
 
 def test_describe_lists_a_topics_quotas_as_its_own_configs_with_where_each_is_set() -> None:
-    s, _, context = session()
+    s, _, context = channel()
     store = context.quota_layers
     store.replace(
         FILE,
@@ -346,7 +346,7 @@ def test_describe_lists_a_topics_quotas_as_its_own_configs_with_where_each_is_se
 
 
 def test_describe_passes_the_brokers_answer_as_it_is_without_topic_quotas() -> None:
-    s, _, context = session()
+    s, _, context = channel()
     context.quota_layers.alter_many(ALTERED, {QuotaEntity("alice"): {"producer_byte_rate": 1.0}})
     for version in (0, 1, 4):
         request = handler_request(s, describe([(TOPIC, "t", None)], version))
@@ -355,7 +355,7 @@ def test_describe_passes_the_brokers_answer_as_it_is_without_topic_quotas() -> N
 
 
 def test_a_resource_named_twice_is_refused_every_copy_and_none_is_sent() -> None:
-    s, cluster, context = session()
+    s, cluster, context = channel()
     frame = incremental(
         (TOPIC, "t", [(PRODUCE_KEY, SET, "abc")]),
         (TOPIC, "t", [(PRODUCE_KEY, SET, "100"), ("retention.ms", SET, "1")]),
@@ -370,7 +370,7 @@ def test_a_resource_named_twice_is_refused_every_copy_and_none_is_sent() -> None
 
 def test_only_a_topic_loses_the_proxys_keys() -> None:
     """A broker takes custom configs of its own: a broker resource is sent as it came."""
-    s, cluster, _ = session()
+    s, cluster, _ = channel()
     frame = incremental(
         (TOPIC, "t", [(PRODUCE_KEY, SET, "5")]),
         (BROKER, "1", [("kafka-quota-proxy.anything", SET, "1")]),
@@ -381,7 +381,7 @@ def test_only_a_topic_loses_the_proxys_keys() -> None:
 
 
 def test_a_number_too_long_for_a_long_is_refused_in_kafkas_words() -> None:
-    s, cluster, _ = session()
+    s, cluster, _ = channel()
     request = handler_request(s, incremental((TOPIC, "t", [(PRODUCE_KEY, SET, "1" * 5000)])))
     outcome = HANDLERS[INCREMENTAL_ALTER_CONFIGS].on_request(s, request)
     assert isinstance(outcome, Answer) and not cluster.asked
@@ -390,7 +390,7 @@ def test_a_number_too_long_for_a_long_is_refused_in_kafkas_words() -> None:
 
 
 def test_a_null_name_is_a_malformed_request() -> None:
-    s, _, _ = session()
+    s, _, _ = channel()
     cls = IncrementalAlterConfigsRequest
     resource = cls.AlterConfigsResource(resource_type=TOPIC, resource_name=None, configs=[])
     body = bytes(cls(version=0, resources=[resource], validate_only=False).encode(version=0))
@@ -400,7 +400,7 @@ def test_a_null_name_is_a_malformed_request() -> None:
 
 
 def test_an_empty_key_list_asks_for_every_key_and_a_topic_asked_twice_gets_each_once() -> None:
-    s, _, context = session()
+    s, _, context = channel()
     context.quota_layers.alter_many(ALTERED, {QuotaEntity(topic="t"): {"producer_byte_rate": 2.0}})
     handler = HANDLERS[DESCRIBE_CONFIGS]
     request = handler_request(s, describe([(TOPIC, "t", []), (TOPIC, "t", ["retention.ms"])]))

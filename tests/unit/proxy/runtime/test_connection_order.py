@@ -186,7 +186,7 @@ def test_a_produce_throttle_is_served_once_from_when_it_was_read() -> None:
         {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
     )
     conn.requests_received(produce(1, 3000) + produce(2, 10))
-    context = conn.session.runtime
+    context = conn.channel.runtime
     assert isinstance(context, ProxyContext)
     produce_quota = context.quotas.engine.produce
     sensors = produce_quota.sensors_for("ANONYMOUS", "app", 0)

@@ -30,10 +30,10 @@ from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from quotas.thread_time import APPENDED
 from quotas.usage_samples import SAMPLE_FIELDS, SCHEMA_VERSION, UsageSample
+from tests.unit.proxy.handlers.test_mutations import channel as mutation_channel
 from tests.unit.proxy.handlers.test_mutations import create_topics
-from tests.unit.proxy.handlers.test_mutations import session as mutation_session
+from tests.unit.proxy.handlers.test_producer_id_handler import channel as producer_id_channel
 from tests.unit.proxy.handlers.test_producer_id_handler import produce as produce_with_id
-from tests.unit.proxy.handlers.test_producer_id_handler import session as producer_id_session
 from tests.unit.proxy.runtime.test_connection_order import produce
 
 MS = 1_000_000
@@ -126,7 +126,7 @@ def test_a_throttled_produce_counts_the_throttle_its_response_carried() -> None:
 
 
 def test_mutations_admitted_and_refused_are_counted_by_partition() -> None:
-    s, handler = mutation_session(), HANDLERS[CREATE_TOPICS]  # rate 2: a burst of 20
+    s, handler = mutation_channel(), HANDLERS[CREATE_TOPICS]  # rate 2: a burst of 20
     counters = UsageRecorder("p", T0).counters("ANONYMOUS", "app", CREATE_TOPICS, "127.0.0.1")
     outcome = handler.on_request(
         s, request(s, create_topics(30, 4), refreshed=True, usage=counters)
@@ -136,7 +136,7 @@ def test_mutations_admitted_and_refused_are_counted_by_partition() -> None:
 
 
 def test_new_producer_ids_admitted_and_refused_are_counted() -> None:
-    s, handler = producer_id_session(), HANDLERS[PRODUCE]  # a bucket of 2: three pass
+    s, handler = producer_id_channel(), HANDLERS[PRODUCE]  # a bucket of 2: three pass
     counters = UsageRecorder("p", T0).counters("ANONYMOUS", "app", PRODUCE, "127.0.0.1")
     outcomes = [
         handler.on_request(s, request(s, produce_with_id(producer_id), usage=counters))
