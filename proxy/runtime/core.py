@@ -22,17 +22,17 @@ from collections.abc import Callable, Sequence
 
 from protocol.errors import ProtocolError
 from protocol.frames import FrameSplitter
-from protocol.headers import OWN_CLIENT_ID, encode_request, parse_request_header
+from protocol.headers import OWN_CLIENT_ID, encode_request
 from protocol.throttle import with_throttle_time
 from proxy.handlers.base import Answer, Channel, Defer, Forward, Request, Stage
-from proxy.handlers.registry import ROUTES
 from proxy.runtime.context import ProxyContext
+from proxy.runtime.deferral import Deferral
 from proxy.runtime.in_flight import InFlight, OwnRequest
 from proxy.runtime.peer import Peer
 from proxy.runtime.read_budget import READ_BYTES, ReadBudget
 from proxy.runtime.read_gate import Item, Pause, ReadGate
+from proxy.runtime.request_reader import RequestReader
 from proxy.runtime.round_trips import RoundTrips
-from quotas.principal import Principal
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,6 @@ class ConnectionCore:
         self._sensors = context.quotas.sensors
         self._settlement = context.quotas.settlement
         self._round_trips = RoundTrips(context.thread_times)
-        #: where this connection's requests are counted for usage samples (None: not counted)
-        self._usage = context.usage
         #: opens the upstream connection; called at the client's first bytes, so a client
         #: that connects and sends nothing costs the cluster no connection
         self._connect_upstream = connect_upstream
@@ -61,12 +59,7 @@ class ConnectionCore:
         self._draining = False
         self._upstream: Peer | None = None
         self.channel = Channel(context, self, peer, sasl=context.principals.exchange())
-        #: the address the usage samples name, kept: its key is built for every request
-        self._client_ip = self.channel.address
-        #: the principal of this connection's last request, kept while it still applies
-        self._principal: Principal | None = None
-        #: (user, client_id, client_ip) this connection is counted under in usage samples
-        self._counted: tuple[str, str, str] | None = None
+        self._reader = RequestReader(self.channel, clock, self._sensors, context.usage)
         self.gate = gate = ReadGate(client, clock, self._handle_requests)
         self._requests = FrameSplitter(context.settings.max_frame_bytes)
         #: queued.max.request.bytes; None: every read takes READ_BYTES
@@ -87,10 +80,9 @@ class ConnectionCore:
         #: the client has sent a request of the session, and not while it authenticates
         #: again (a broker takes nothing else in the middle of an exchange)
         self._authenticated = False
-        #: requests of the proxy's own awaiting their answers
-        self._asked = 0
-        #: the request a handler deferred until its questions are answered
-        self._deferred: Request | None = None
+        self._deferral = Deferral(clock, gate)
+        #: the handlers' Cluster: a deferral waits for what was begun
+        self.begin = self._deferral.begin
 
     def upstream_connected(self, upstream: Peer, broker: str = "") -> None:
         self._upstream = upstream
@@ -135,7 +127,11 @@ class ConnectionCore:
                 if pauses:
                     break
                 item = items[index]
-                request = self._again(item) if isinstance(item, Request) else self._read(item)
+                request = (
+                    self._deferral.again(item, self._sensors.current)
+                    if isinstance(item, Request)
+                    else self._reader.read(item)
+                )
                 hold_ms = self._settlement.held_ms(request.principal, request.route, request.now_ms)
                 if not hold_ms and request.now_ms < self._settlement.topic_holds_end_ms:
                     handler = request.route.handler
@@ -147,7 +143,7 @@ class ConnectionCore:
                 upstream_frame = self._on_request(request)
                 if upstream_frame is not None:
                     forward.append(upstream_frame)
-                elif self._deferred is request:  # handled again, first, once answered
+                elif self._deferral.request is request:  # handled again, first, once answered
                     items = [*items[:index], request, *items[index + 1 :]]
                     break
                 index += 1
@@ -165,50 +161,6 @@ class ConnectionCore:
         if index < len(items):
             self.gate.hold(items[index:])
 
-    def _read(self, frame: bytes) -> Request:
-        """A request as its handler sees it: the header parsed, the principal resolved and
-        the clock read, once."""
-        header = parse_request_header(frame)
-        now_ns = self._clock.now_ns()
-        client_id = header.client_id or ""
-        user = self.channel.user
-        principal = self._principal
-        if (
-            principal is None
-            or principal.generation != self._sensors.generation
-            or principal.client_id != client_id
-            or principal.user != user
-        ):
-            principal = self._principal = Principal(user, client_id, self._sensors.generation)
-            if self._usage is not None:
-                self._count_connection((user, client_id, self._client_ip))
-        usage = self._usage
-        counters = (
-            None
-            if usage is None
-            else usage.counters(user, client_id, header.api_key, self._client_ip)
-        )
-        return Request(frame, header, ROUTES[header.api_key], principal, now_ns, counters)
-
-    def _count_connection(self, counted: tuple[str, str, str]) -> None:
-        """Usage samples count this connection under the principal of its latest request."""
-        assert self._usage is not None
-        if counted != self._counted and not self.closed:
-            if self._counted is not None:
-                self._usage.disconnected(self._counted)
-            self._usage.connected(counted)
-            self._counted = counted
-
-    def _again(self, request: Request) -> Request:
-        """A deferred request, handled again now that the cluster has answered: from now,
-        as the broker handles it, with what the topic cache knows."""
-        self._deferred = None
-        request.refreshed = True
-        request.received_ns = now_ns = self._clock.now_ns()
-        request.now_ms = now_ns // 1_000_000
-        request.principal = self._sensors.current(request.principal)
-        return request
-
     def drain(self) -> None:
         """Shutdown: read nothing more, and close once every request already sent upstream
         has its response written, so no acknowledged write is lost and no client gets half
@@ -224,18 +176,6 @@ class ConnectionCore:
         log.warning("closing client %s: %s", self.channel.peer, exc)
         self.close()
 
-    def begin(self) -> Callable[[], None]:
-        """The handlers' Cluster: a deferral also waits for the callback returned."""
-        self._asked += 1
-        return self._answered
-
-    def _answered(self) -> None:
-        self._asked -= 1
-        if not self._asked and self._deferred is not None:
-            # resumed from the event loop, once the responses that came with the answer
-            # have gone to the client
-            self._clock.call_later(0, self._end_deferral)
-
     def ask(
         self, api_key: int, api_version: int, body: bytes, on_answer: Callable[[bytes], object]
     ) -> bool:
@@ -245,7 +185,7 @@ class ConnectionCore:
             return False
         correlation_id = self._in_flight.own(on_answer)
         frame = encode_request(api_key, api_version, correlation_id, OWN_CLIENT_ID, body)
-        self._asked += 1
+        self._deferral.asked += 1
         if self._forward is not None:  # in order with the requests of the read being handled
             self._forward.append(frame)
         else:
@@ -272,9 +212,7 @@ class ConnectionCore:
             return frame
         outcome = handler.on_request(self.channel, request)
         if outcome.__class__ is Defer:
-            if not request.refreshed and self._asked:
-                self._deferred = request
-                self.gate.pause(Pause.DEFERRED)
+            if self._deferral.defer(request):
                 return None
             outcome = Forward(frame)  # nothing was asked: there is nothing to wait for
         if usage is not None:
@@ -312,9 +250,6 @@ class ConnectionCore:
         if throttle:
             self.gate.mute(throttle)
 
-    def _end_deferral(self) -> None:
-        self.gate.resume(Pause.DEFERRED)
-
     def _answer_locally(self, request: Request) -> None:
         gate = self.gate
         if gate.client_busy:
@@ -347,10 +282,7 @@ class ConnectionCore:
         if self.closed:
             return
         self.closed = True
-        if self._counted is not None:
-            assert self._usage is not None
-            self._usage.disconnected(self._counted)
-            self._counted = None
+        self._reader.close()
         self.gate.close()
         if self._budget is not None:
             self._budget.close()
@@ -397,7 +329,7 @@ class ConnectionCore:
             assert isinstance(entry, OwnRequest)
             self._round_trips.own_answered(now_ns)
             entry.on_answer(frame)
-            self._answered()
+            self._deferral.answered()
             return None
         assert isinstance(entry, Request)
         request = entry
@@ -415,8 +347,8 @@ class ConnectionCore:
         usage = request.usage
         if usage is not None:
             if usage.retired:
-                assert self._usage is not None
-                usage = self._usage.current(usage)
+                assert self._reader.usage is not None
+                usage = self._reader.usage.current(usage)
             usage.answered(len(frame), request_time_ns, throttle)
         return frame
 

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-import proxy.runtime.core
+import proxy.runtime.request_reader
 from localkafka.inprocess.harness import RecordingTransport, VirtualClock, connect
 from localkafka.inprocess.wire import decode_request, request_frame, response_frame
 from protocol.apis import API_VERSIONS, METADATA, SASL_HANDSHAKE
@@ -136,7 +136,7 @@ def route(monkeypatch: pytest.MonkeyPatch, api_key: int, handler: Handler) -> No
     """Have the connection hand this api_key's requests to `handler`."""
     routes = list(ROUTES)
     routes[api_key] = Route(handler, True, handler.stage)
-    monkeypatch.setattr(proxy.runtime.core, "ROUTES", tuple(routes))
+    monkeypatch.setattr(proxy.runtime.request_reader, "ROUTES", tuple(routes))
 
 
 def test_a_deferred_request_and_those_after_it_wait_for_the_topics(
