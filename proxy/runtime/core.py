@@ -8,8 +8,9 @@ unit tests and the fidelity simulation drive it with recording peers on a virtua
 The core knows no API: the registry routes each request to its handler, the handler decides,
 and the core carries out the outcome and has the enforcement settle each response's throttle.
 What it keeps, each in a room of its own: the order of requests awaiting responses
-(in_flight.py), every reason not to read the client (read_gate.py), and the round trips that
-become request time (round_trips.py). Their hot data are plain attributes the core reads
+(in_flight.py), every reason not to read the client (read_gate.py), the round trips that
+become request time (round_trips.py), and the upstream connection with the proxy's own
+questions on it (upstream_link.py). Their hot data are plain attributes the core reads
 directly (the gate's `pauses`, the queue's `entries`): a method call there would cost each
 request instructions (bench.core_cost --instructions).
 """
@@ -22,7 +23,6 @@ from collections.abc import Callable, Sequence
 
 from protocol.errors import ProtocolError
 from protocol.frames import FrameSplitter
-from protocol.headers import OWN_CLIENT_ID, encode_request
 from protocol.throttle import with_throttle_time
 from proxy.handlers.base import Answer, Channel, Defer, Forward, Request, Stage
 from proxy.runtime.context import ProxyContext
@@ -33,6 +33,7 @@ from proxy.runtime.read_budget import READ_BYTES, ReadBudget
 from proxy.runtime.read_gate import Item, Pause, ReadGate
 from proxy.runtime.request_reader import RequestReader
 from proxy.runtime.round_trips import RoundTrips
+from proxy.runtime.upstream_link import UpstreamLink
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,6 @@ class ConnectionCore:
         self.activity = 0
         #: closing once every request sent upstream has been answered (shutdown)
         self._draining = False
-        self._upstream: Peer | None = None
         self.channel = Channel(context, self, peer, sasl=context.principals.exchange())
         self._reader = RequestReader(self.channel, clock, self._sensors, context.usage)
         self.gate = gate = ReadGate(client, clock, self._handle_requests)
@@ -74,18 +74,14 @@ class ConnectionCore:
         self.closed = False
         #: the largest throttle among the responses being written now
         self._throttle_ms = 0
-        #: requests bound upstream while a read is being handled, written together after it
-        self._forward: list[bytes] | None = None
-        #: whether the proxy may send requests of its own on the upstream connection: once
-        #: the client has sent a request of the session, and not while it authenticates
-        #: again (a broker takes nothing else in the middle of an exchange)
-        self._authenticated = False
         self._deferral = Deferral(clock, gate)
-        #: the handlers' Cluster: a deferral waits for what was begun
+        self._upstream = UpstreamLink(self._in_flight, self._deferral)
+        #: the handlers' Cluster: a deferral waits for what was begun, and for what was asked
         self.begin = self._deferral.begin
+        self.ask = self._upstream.ask
 
     def upstream_connected(self, upstream: Peer, broker: str = "") -> None:
-        self._upstream = upstream
+        self._upstream.peer = upstream
         self._round_trips.connected(broker, self._clock.now_ns())
         self.gate.resume(Pause.CONNECTING)
 
@@ -94,7 +90,7 @@ class ConnectionCore:
     def requests_received(self, data: bytes) -> None:
         self.activity += 1
         gate = self.gate
-        if self._upstream is None and Pause.CONNECTING not in gate.pauses:
+        if self._upstream.peer is None and Pause.CONNECTING not in gate.pauses:
             gate.pause(Pause.CONNECTING)
             if self._connect_upstream is not None:
                 self._connect_upstream()
@@ -119,7 +115,8 @@ class ConnectionCore:
     def _handle_requests(self, items: Sequence[Item]) -> None:
         """Handle requests in order until something pauses reading; keep the rest for later,
         so a pause (a mute, the in-flight limit) holds even the requests of the same read."""
-        forward = self._forward = []
+        upstream = self._upstream
+        forward = upstream.batch = []
         pauses = self.gate.pauses
         index = 0
         try:
@@ -155,9 +152,9 @@ class ConnectionCore:
             self._refuse(ProtocolError(f"malformed request: {exc!r}"))
             return
         finally:
-            self._forward = None
-        if forward and self._upstream is not None:
-            self._upstream.writelines(forward)
+            upstream.batch = None
+        if forward and upstream.peer is not None:
+            upstream.peer.writelines(forward)
         if index < len(items):
             self.gate.hold(items[index:])
 
@@ -176,30 +173,14 @@ class ConnectionCore:
         log.warning("closing client %s: %s", self.channel.peer, exc)
         self.close()
 
-    def ask(
-        self, api_key: int, api_version: int, body: bytes, on_answer: Callable[[bytes], object]
-    ) -> bool:
-        """The handlers' Cluster: a request of the proxy's own on this client's upstream
-        connection, in the in-flight queue like the client's, its response consumed."""
-        if self.closed or self._upstream is None or not self._authenticated:
-            return False
-        correlation_id = self._in_flight.own(on_answer)
-        frame = encode_request(api_key, api_version, correlation_id, OWN_CLIENT_ID, body)
-        self._deferral.asked += 1
-        if self._forward is not None:  # in order with the requests of the read being handled
-            self._forward.append(frame)
-        else:
-            self._upstream.write(frame)
-        return True
-
     def _on_request(self, request: Request) -> bytes | None:
         """Track one request; the frame to send upstream, or None when answered here."""
         route = request.route
         stage = route.stage
-        if stage is Stage.SESSION:
-            self._authenticated = True
+        if stage is Stage.SESSION:  # the proxy may ask its own questions from now
+            self._upstream.authenticated = True
         elif stage is Stage.AUTHENTICATION:
-            self._authenticated = False
+            self._upstream.authenticated = False
         handler = route.handler
         usage = request.usage
         frame = request.frame
@@ -265,17 +246,13 @@ class ConnectionCore:
             gate.pause(Pause.IN_FLIGHT)
 
     def client_write_blocked(self) -> None:
-        """The client reads slower than its responses come: stop reading upstream, so the
-        broker's responses wait in socket buffers, not here (see _answer_locally for the
-        proxy's own answers)."""
+        """See _answer_locally for the proxy's own answers to a client that does not read."""
         self.gate.client_busy = True
-        if self._upstream is not None:
-            self._upstream.pause_reading()
+        self._upstream.pause_reading()
 
     def client_write_unblocked(self) -> None:
         self.gate.client_busy = False
-        if self._upstream is not None and not self.closed:
-            self._upstream.resume_reading()
+        self._upstream.resume_reading()
         self.gate.resume(Pause.CLIENT_BUSY)
 
     def close(self) -> None:
@@ -287,8 +264,7 @@ class ConnectionCore:
         if self._budget is not None:
             self._budget.close()
         self._client.close()
-        if self._upstream is not None:
-            self._upstream.close()
+        self._upstream.close()
 
     # upstream side -------------------------------------------------------------------------
 
