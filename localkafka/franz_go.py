@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,27 +34,54 @@ class ChainRun:
     output: str
 
 
+class Chain:
+    """One of CHAINS running against `seeds` ("host:port,..."), with `records` through each
+    chain and topics of one replica; bounded by `timeout_s` (the test fails, then the process
+    is killed). A differential may stop one leg once the other has decided the comparison."""
+
+    def __init__(self, chain: str, seeds: str, records: int, timeout_s: float, log: Path) -> None:
+        if not KGO_TEST.exists():
+            raise FileNotFoundError(f"{KGO_TEST} is missing: `make franz-go` builds it")
+        env = {
+            **os.environ,
+            "KGO_SEEDS": seeds,
+            "KGO_TEST_RF": "1",
+            "KGO_TEST_RECORDS": str(records),
+            "KGO_LOG_LEVEL": "none",
+        }
+        command = [str(KGO_TEST), "-test.run", f"^{chain}$", "-test.timeout", f"{timeout_s:.0f}s"]
+        self.chain, self._timeout_s, self._log = chain, timeout_s, log
+        self._started = time.monotonic()
+        # a file, not a pipe: a failing test's report can outgrow a pipe nobody reads yet
+        with log.open("wb") as output:
+            self._process = subprocess.Popen(
+                command, env=env, stdout=output, stderr=subprocess.STDOUT
+            )
+
+    def wait(self) -> ChainRun:
+        """The run, once it ends or is killed at its bound."""
+        try:
+            self._process.wait(timeout=self._timeout_s + 30)
+        except subprocess.TimeoutExpired as exc:
+            self._process.kill()
+            self._process.wait()
+            return ChainRun(self.chain, time.monotonic() - self._started, False, f"killed: {exc}")
+        seconds = time.monotonic() - self._started
+        passed = self._process.returncode == 0
+        output = "" if passed else self._log.read_text(errors="replace")[-4000:]
+        return ChainRun(self.chain, seconds, passed, output)
+
+    def stop(self) -> float | None:
+        """How long it had run when stopped now; None when it had already ended."""
+        if self._process.poll() is not None:
+            return None
+        seconds = time.monotonic() - self._started
+        self._process.kill()
+        self._process.wait()
+        return seconds
+
+
 def run_chain(chain: str, seeds: str, records: int, timeout_s: float) -> ChainRun:
-    """One of CHAINS against `seeds` ("host:port,..."), with `records` through each chain and
-    topics of one replica; bounded by `timeout_s` (the test fails, then the process is
-    killed)."""
-    if not KGO_TEST.exists():
-        raise FileNotFoundError(f"{KGO_TEST} is missing: `make franz-go` builds it")
-    env = {
-        **os.environ,
-        "KGO_SEEDS": seeds,
-        "KGO_TEST_RF": "1",
-        "KGO_TEST_RECORDS": str(records),
-        "KGO_LOG_LEVEL": "none",
-    }
-    command = [str(KGO_TEST), "-test.run", f"^{chain}$", "-test.timeout", f"{timeout_s:.0f}s"]
-    started = time.monotonic()
-    try:
-        result = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=timeout_s + 30
-        )
-    except subprocess.TimeoutExpired as exc:
-        return ChainRun(chain, time.monotonic() - started, False, f"killed: {exc}")
-    seconds = time.monotonic() - started
-    passed = result.returncode == 0
-    return ChainRun(chain, seconds, passed, "" if passed else result.stdout[-4000:])
+    """One chain to its end: see Chain."""
+    with tempfile.TemporaryDirectory(prefix="kgo-") as logs:
+        return Chain(chain, seeds, records, timeout_s, Path(logs) / f"{chain}.log").wait()
