@@ -1,14 +1,13 @@
-"""What a fleet costs (issue 27): its bus's bytes and CPU, and what workers buy.
+"""What a fleet costs (issues 27 and 51): its bus's bytes and CPU, and what workers buy.
 
 1. The bus, in-process on a virtual clock: 1,000 and 10,000 active principals, 3 and 20
    members, every principal spread over every member (the worst case: a principal whose
-   connections land on a few members costs the others nothing), a tenth of them near their
-   quota (hot), the rest far below it (cold). Printed per member per second: bytes published
-   and read, and the CPU of publishing and of reading, beside the bound of docs/fleet.md:
-       read <= 1000 / sync_interval_ms x members
-               x ((hot + cold / COLD_EVERY) x bytes per use + a record's head),
-   COLD_EVERY = 2000 ms / sync_interval_ms
-   (a member reads every member's publication, its own included).
+   connections land on a few members costs the others less), each with a Zipf demand: the
+   principal of rank r uses 0.8 x (principals / 10 / r) ** 1.5 of its quota, at most all of
+   it, so a tenth of them are near their quota and the rest far below it. Printed per member
+   per second: bytes published and read, the CPU of publishing and of reading (a member reads
+   every member's publication, its own included), and the principals published. With
+   `--against REV` the same bus and demand run on the fleet of REV (a git worktree), first.
 2. One worker with 1,000 principals near their quota and, on the bus, two simulated
    members (another process) publishing the same principals' use every interval: the bus's
    own CPU per second with no client, as a share of a worker's core (target: under 5 %); and
@@ -22,31 +21,39 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
+import os
 import ssl
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
+from bench.instructions import checkout
 from bench.throughput import cpu_ms
 from config.fleet import FLEET_TOPIC_PREFIX
 from localkafka.cluster import KafkaCluster
 from localkafka.inprocess.wire import produce_request, record_batch
 from localkafka.proxy_process import RunningProxy, start_proxy
 from protocol.fleet_records import Publication, Use, decode, encode
-from proxy.enforcement.fleet import FleetMember, cold_every
+from proxy.enforcement.fleet import FleetMember
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
 
 SYNC_MS = 250
-HOT_PRINCIPALS = 0.1
+#: the Zipf demand: the principal at a tenth of the ranks uses this share of its quota
+ZIPF_AT_TENTH = 0.8
+ZIPF_EXPONENT = 1.5
+#: a whole window of Kafka's default quota windows (11 x 1 s), before the bus is measured
+WARM_INTERVALS = 48
 PRINCIPALS = 1_000
 TOPIC = "bench-fleet"
 TARGET_BUS_SHARE = 0.05
@@ -62,29 +69,34 @@ class BusCost:
     read: float
     publish_cpu: float
     read_cpu: float
-    #: the bound's value for this case, and the average bytes of one use
-    bound: float
-    use_bytes: float
+    #: uses in one member's publication, on average: the principals it published
+    uses: float
+
+
+def demand(rank: int, principals: int) -> float:
+    """A principal's use, as a share of its quota: Zipf, a tenth near the quota."""
+    share: float = ZIPF_AT_TENTH * (principals / 10 / rank) ** ZIPF_EXPONENT
+    return min(1.0, share)
 
 
 def bus(principals: int, members: int, intervals: int) -> BusCost:
-    """Per member per second, after two cold sensors' rounds of warm-up."""
+    """Per member per second, after WARM_INTERVALS of warm-up."""
     limit = 1_000_000.0
     limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): limit}}
     engines = [QuotaEngine(QuotaConfig(limits=limits)) for _ in range(members)]
     fleet = [FleetMember(f"member-{index}", SYNC_MS) for index in range(members)]
     clients = [f"client-{index:05d}" for index in range(principals)]
-    hot = int(principals * HOT_PRINCIPALS)
+    per_member = [
+        demand(rank, principals) * limit * SYNC_MS / 1000 / members
+        for rank in range(1, principals + 1)
+    ]
     published = publish_cpu = read_cpu = 0.0
-    uses = use_bytes = head_bytes = 0
-    warm = 2 * cold_every(SYNC_MS)
-    for interval in range(warm + intervals):
+    uses = 0
+    for interval in range(WARM_INTERVALS + intervals):
         now = (interval + 1) * SYNC_MS
         for each in engines:
             produce = each.produce
-            for index, client in enumerate(clients):
-                share = 0.5 if index < hot else 0.02  # of the limit, over the fleet
-                value = share * limit * SYNC_MS / 1000 / members
+            for client, value in zip(clients, per_member, strict=True):
                 sensors = produce.sensors_for("", client, now)
                 produce.record_and_get_throttle_time_ms(sensors, value, now)
         started = time.process_time()
@@ -99,44 +111,58 @@ def bus(principals: int, members: int, intervals: int) -> BusCost:
                 member.receive(decode(record), each, now)
             if index == 0:
                 reading = time.process_time() - started
-        if interval >= warm:
+        if interval >= WARM_INTERVALS:
             published += sum(map(len, records))
             publish_cpu += publishing
             read_cpu += reading
             uses += sum(len(publication.uses) for publication in publications)
-            heads = [len(encode(publication._replace(uses=[]))) for publication in publications]
-            use_bytes += sum(map(len, records)) - sum(heads)
-            head_bytes = max(heads)
     seconds = intervals * SYNC_MS / 1000
-    per_use = use_bytes / max(uses, 1)
-    hot_uses = hot + (principals - hot) / cold_every(SYNC_MS)
-    bound = 1000 / SYNC_MS * members * (hot_uses * per_use + head_bytes)
     return BusCost(
         published / members / seconds,
         published / seconds,
         publish_cpu / members / seconds,
         read_cpu / seconds,
-        bound,
-        per_use,
+        uses / members / intervals,
     )
 
 
-def print_bus(intervals: int) -> None:
+def bus_table(intervals: int) -> list[tuple[int, int, BusCost]]:
+    return [
+        (principals, members, bus(principals, members, intervals))
+        for principals in (1_000, 10_000)
+        for members in (3, 20)
+    ]
+
+
+def print_bus(intervals: int, against: str | None) -> None:
     print(
         f"1. The bus, per member per second ({SYNC_MS} ms sync; every principal on every"
-        f" member; {HOT_PRINCIPALS:.0%} of them near their quota):"
+        " member; a Zipf demand, a tenth near the quota):"
     )
-    print("| principals | members | published | read | bound on read | CPU publish + read |")
-    print("|---|---|---|---|---|---|")
-    for principals in (1_000, 10_000):
-        for members in (3, 20):
-            cost = bus(principals, members, intervals)
-            print(
-                f"| {principals:,} | {members} | {cost.published / 1e3:,.1f} kB |"
-                f" {cost.read / 1e3:,.1f} kB | {cost.bound / 1e3:,.1f} kB |"
-                f" {cost.publish_cpu * 1e3:.1f} + {cost.read_cpu * 1e3:.1f} ms |"
+    legs = []
+    if against is not None:
+        with checkout(against) as tree:
+            done = subprocess.run(
+                [sys.executable, __file__, "--bus-json", "--intervals", str(intervals)],
+                cwd=tree,
+                env={**os.environ, "PYTHONPATH": str(tree)},
+                capture_output=True,
+                text=True,
+                check=True,
             )
-    print(f"  (a use is {cost.use_bytes:.0f} bytes with a client-id of 12 characters)")
+        legs.append(
+            (f"at {against}", [(p, m, BusCost(**c)) for p, m, c in json.loads(done.stdout)])
+        )
+    legs.append(("this tree", bus_table(intervals)))
+    print("| fleet | principals | members | published | read | CPU publish + read | published |")
+    print("|---|---|---|---|---|---|---|")
+    for name, table in legs:
+        for principals, members, cost in table:
+            print(
+                f"| {name} | {principals:,} | {members} | {cost.published / 1e3:,.1f} kB |"
+                f" {cost.read / 1e3:,.1f} kB | {cost.publish_cpu * 1e3:.1f} +"
+                f" {cost.read_cpu * 1e3:.1f} ms | {cost.uses:,.0f} principals |"
+            )
 
 
 # 2 and 3. real processes ----------------------------------------------------------------------
@@ -315,9 +341,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="of each driven run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-bus", action="store_true", help="only the driven runs")
+    parser.add_argument("--bus-only", action="store_true", help="only the in-process bus")
+    parser.add_argument("--bus-json", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--against", metavar="REV", help="the bus also on the fleet of REV")
     args = parser.parse_args(argv)
+    if args.bus_json:  # the --against leg, run in REV's tree
+        print(json.dumps([(p, m, asdict(cost)) for p, m, cost in bus_table(args.intervals)]))
+        return 0
     if not args.skip_bus:
-        print_bus(args.intervals)
+        print_bus(args.intervals, args.against)
+    if args.bus_only:
+        return 0
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
         work = Path(tmp)
         cluster = KafkaCluster(brokers_count=1, workdir=work / "kafka")
