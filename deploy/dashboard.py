@@ -397,12 +397,18 @@ ROWS = (
         "Fleet",
         (
             Panel(
-                "Fleet members",
-                "Members each proxy heard from lately, itself included.",
+                "Fleet members and watched sensors",
+                "Members each proxy heard from lately, itself included; and the quota "
+                "sensors each watches: those past their line, near their limit, which it "
+                "publishes every interval (the others cost the bus nothing).",
                 (
                     Query(
                         f"max by (instance) (kafka_quota_proxy_fleet_members{{{PROXIES}}})",
-                        "{{instance}}",
+                        "{{instance}} members",
+                    ),
+                    Query(
+                        f"sum by (instance) (kafka_quota_proxy_fleet_watched{{{PROXIES}}})",
+                        "{{instance}} watched",
                     ),
                 ),
                 width=6,

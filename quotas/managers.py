@@ -8,6 +8,7 @@ call takes the time in milliseconds, so callers own the clock and tests replay s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
@@ -21,6 +22,8 @@ SENSOR_EXPIRATION_MS = 3_600_000
 UNLIMITED = float(2**63 - 1)
 #: a sensor's running total differs from what was settled by more than float rounding
 SETTLED = 1e-6
+#: the line of a sensor no fleet shares, or that one already watches: no use crosses it
+NO_LINE = math.inf
 
 
 def throttle_time_ms(
@@ -45,6 +48,7 @@ class ClientSensors:
         "held_until_ms",
         "last_record_ms",
         "limit",
+        "line",
         "rate",
         "remote",
         "shadow_logged_ms",
@@ -52,6 +56,7 @@ class ClientSensors:
         "tags",
         "throttle_time",
         "throttles",
+        "watched",
         "weight",
     )
 
@@ -83,6 +88,10 @@ class ClientSensors:
         #: expected on the other members meanwhile, until their own reports replace it
         #: (proxy/enforcement/fleet.py)
         self.weight = 1.0
+        #: the use (rate, or tokens spent) past which a fleet member starts sharing the
+        #: sensor with the others (QuotaManager.line_share); NO_LINE once it does
+        self.line = NO_LINE
+        self.watched = False
 
 
 #: Kafka's metric name for each quota type's rate stat (group = QuotaType.group)
@@ -112,9 +121,16 @@ class QuotaManager:
         self._sensors: dict[MetricTags, ClientSensors] = {}
         #: (user, client_id) -> sensors, so a request resolves with one dict lookup
         self._by_client: dict[tuple[str, str], ClientSensors] = {}
-        #: a new sensor's weight: a fleet member expects its first use to be mirrored on
-        #: every other member until they say otherwise
-        self.new_weight = 1.0
+        #: a fleet's demarcation line, as a share of each sensor's limit: while every
+        #: member's use of a sensor, weighted as if the others used as much, stays under its
+        #: line, the fleet's stays under the limit and nobody needs to hear of it; None
+        #: outside a fleet
+        self.line_share: float | None = None
+        #: the weight of a sensor no fleet watches: 1 + the other members, as if its use were
+        #: spread evenly over them (see ClientSensors.weight)
+        self.cold_weight = 1.0
+        #: sensors whose use here crossed their line since the fleet last took them
+        self.crossed: list[ClientSensors] = []
 
     def sensors_for(self, user: str, client_id: str, now_ms: int) -> ClientSensors:
         sensors = self._by_client.get((user, client_id))
@@ -134,8 +150,48 @@ class QuotaManager:
 
     def _new_sensors(self, tags: MetricTags, now_ms: int) -> ClientSensors:
         sensors = ClientSensors(tags, self._limit(tags), now_ms)
-        sensors.weight = self.new_weight
+        sensors.line = self.line_of(sensors.limit)
+        sensors.weight = self.cold_weight
         return sensors
+
+    def line_of(self, limit: float) -> float:
+        share = self.line_share
+        return NO_LINE if share is None or limit == UNLIMITED else limit * share
+
+    def set_lines(self, share: float | None, cold_weight: float) -> None:
+        """A fleet's line share and cold weight, from now on: every sensor not watched
+        moves to them (members come and go rarely, so this walk over every sensor is rare
+        too; a weight changed between two settles misjudges only the use in between)."""
+        if share == self.line_share and cold_weight == self.cold_weight:
+            return
+        self.line_share, self.cold_weight = share, cold_weight
+        for sensors in self._sensors.values():
+            if not sensors.watched:
+                sensors.line, sensors.weight = self.line_of(sensors.limit), cold_weight
+
+    def _cross(self, sensors: ClientSensors) -> None:
+        sensors.line = NO_LINE
+        self.crossed.append(sensors)
+
+    def take_crossed(self) -> list[ClientSensors]:
+        crossed, self.crossed = self.crossed, []
+        return crossed
+
+    @staticmethod
+    def watch(sensors: ClientSensors) -> None:
+        """A fleet shares this sensor from now. What it charged here before its current
+        window is left out of what is settled: that use was this member's alone, and the
+        windows of the others no longer hold its time."""
+        sensors.line, sensors.watched = NO_LINE, True
+        rate = sensors.rate
+        recorded = rate.recorded()
+        before_window = max(sensors.exported, recorded - rate.total())
+        sensors.exported = min(before_window, recorded - sensors.remote)
+
+    def unwatch(self, sensors: ClientSensors) -> None:
+        """Settled, and far under its line on every member: judged here alone again."""
+        sensors.line, sensors.watched = self.line_of(sensors.limit), False
+        sensors.weight = self.cold_weight
 
     def _limit(self, tags: MetricTags) -> float:
         limit = self._quotas.limit(tags)
@@ -152,6 +208,8 @@ class QuotaManager:
         self._by_client.clear()
         for tags, sensors in self._sensors.items():
             sensors.limit = self._limit(tags)
+            if not sensors.watched:
+                sensors.line = self.line_of(sensors.limit)
 
     def throttle_time_ms(self, sensors: ClientSensors, now_ms: int) -> int:
         """The throttle owed now, recording nothing: whether a client is already over quota."""
@@ -172,14 +230,6 @@ class QuotaManager:
             sensors = self._sensors[tags] = self._new_sensors(tags, now_ms)
         return sensors
 
-    def exports(self) -> Iterator[ClientSensors]:
-        """Each sensor that charged use here since it was last settled: read from the rate's
-        running total, so the per-request path adds nothing for it."""
-        unsettled = self.unsettled
-        for sensors in list(self._sensors.values()):
-            if unsettled(sensors):
-                yield sensors
-
     @staticmethod
     def unsettled(sensors: ClientSensors) -> bool:
         """Whether the sensor charged use here since it was last settled."""
@@ -194,10 +244,6 @@ class QuotaManager:
         sensors.exported, sensors.remote = recorded, 0.0
         local = charged / sensors.weight
         return local, charged - local
-
-    def export(self) -> dict[MetricTags, float]:
-        """What each sensor charged here since the last export, by its metric tags."""
-        return {sensors.tags: self.settle(sensors)[0] for sensors in self.exports()}
 
     def record_throttle(self, sensors: ClientSensors, throttle_time_ms: int, now_ms: int) -> None:
         """The `throttle-time` average Kafka keeps whenever it throttles a client."""
@@ -265,6 +311,8 @@ class ClientQuotaManager(QuotaManager):
         observed, window_ms = sensors.rate.record_and_measure(
             self.config, value * sensors.weight, now_ms
         )
+        if observed > sensors.line:
+            self._cross(sensors)
         if observed <= sensors.limit:
             return 0
         return self._throttle_time_ms(sensors, observed, window_ms)
@@ -323,6 +371,11 @@ class TokenBucketQuotaManager(QuotaManager):
     def burst(self, limit: float) -> float:
         return burst(self.config, limit, self.unit_ms)
 
+    def line_of(self, limit: float) -> float:
+        """In tokens spent: a share of the burst."""
+        share = self.line_share
+        return NO_LINE if share is None or limit == UNLIMITED else self.burst(limit) * share
+
     def tokens(self, sensors: ClientSensors, now_ms: int) -> float:
         assert sensors.bucket is not None
         return sensors.bucket.refill(sensors.limit, self.burst(sensors.limit), self.unit_ms, now_ms)
@@ -339,8 +392,12 @@ class TokenBucketQuotaManager(QuotaManager):
         assert sensors.bucket is not None
         sensors.last_record_ms = now_ms
         sensors.rate.record(self.rate_config, value, now_ms)
-        sensors.bucket.record(sensors.limit, self.burst(sensors.limit), self.unit_ms, value, now_ms)
-        return sensors.bucket.tokens
+        full = self.burst(sensors.limit)
+        sensors.bucket.record(sensors.limit, full, self.unit_ms, value, now_ms)
+        tokens = sensors.bucket.tokens
+        if full - tokens > sensors.line:  # a bucket's line is in tokens spent
+            self._cross(sensors)
+        return tokens
 
     def record_remote(self, sensors: ClientSensors, value: float, now_ms: int) -> None:
         sensors.remote += value

@@ -208,6 +208,7 @@ class FleetBus:
         self._stats.members = self.member.members(now_ms)
         self._stats.bus_up = up
         self._stats.budget_share = share
+        self._stats.watched = self.member.watched()
         if up and not self._up:
             log.info(
                 "fleet %s: bus up on %s (members heard: %d): one budget per quota entity",

@@ -23,9 +23,18 @@ ANTICIPATED_FOR intervals. A principal spread evenly is then held as one process
 one that uses a single member is weighted 1 there once a publication has shown it. The bound
 this leaves is stated and tested in tests/unit/proxy/enforcement/test_fleet.py (docs/fleet.md).
 
-What is published is bounded: a sensor whose limit no entity sets cannot be throttled and is
-never published; a sensor far below its limit (cold) adds up its use and is published every
-COLD_EVERY_MS (whole intervals), or as soon as it is no longer cold; a hot one every interval.
+What is published follows the principals near their limit, not every principal (issue 51).
+Demarcation lines (Barbara and Garcia-Molina's protocol, or escrow): a sensor no member
+watches is judged on each member as if its use were spread evenly (weighted by the members),
+against a line of LINE_SHARE of its limit. While every member stays under its line, the
+fleet's use stays under LINE_SHARE of the limit: nobody needs to hear of it, and it costs
+the bus nothing. The first use past the line (checked where the use is recorded:
+QuotaManager.line_share) makes the member watch the sensor: it publishes its use every
+interval, and every member that reads a use that matters watches it too, so the fleet's use
+is known everywhere as before. A sensor is left again once the fleet's use, as this member
+sees it, has stayed under half the line for COOL_AFTER_MS. A topic's sensors are watched
+from their first use, since `top` reads topics from the bus; a sensor whose limit no entity
+sets is never watched.
 
 Membership is what the bus shows: a member whose publications stop for GONE_AFTER intervals
 is gone. A member that stops reading its own publications back has lost the bus: it falls
@@ -45,7 +54,6 @@ from quotas.entities import MetricTags
 from quotas.managers import (
     SETTLED,
     UNLIMITED,
-    ClientQuotaManager,
     ClientSensors,
     QuotaManager,
     TokenBucketQuotaManager,
@@ -55,10 +63,12 @@ from quotas.topics import TopicQuotaManager
 #: sync intervals of silence after which a member is gone (or, for its own publications, the
 #: bus is)
 GONE_AFTER: Final = 4
-#: a sensor whose use, as this member sees the fleet's, is below this share of its limit
-HOT_SHARE: Final = 0.25
-#: a cold sensor is published at least this often (8 intervals of the default 250 ms)
-COLD_EVERY_MS: Final = 2000
+#: the share of a sensor's limit the fleet may use unheard: a member's use weighted by the
+#: members, as if spread evenly (a half: a principal takes some time to be heard, and the
+#: others' use meanwhile is at most the rest of their lines)
+LINE_SHARE: Final = 0.5
+#: a watched sensor under half its line this long is left (8 intervals of the default 250 ms)
+COOL_AFTER_MS: Final = 2000
 #: intervals after which use anticipated on the others and not reported by them is withdrawn
 ANTICIPATED_FOR: Final = 2
 #: how much of its recent use, here and elsewhere, a sensor's weight remembers per interval
@@ -68,7 +78,7 @@ DECAY: Final = 0.9
 class _Share:
     """One sensor's part in the fleet, as this member sees it."""
 
-    __slots__ = ("anticipated", "elsewhere", "fresh", "here", "sensors", "unpublished")
+    __slots__ = ("anticipated", "cool", "elsewhere", "fresh", "here", "sensors", "unpublished")
 
     def __init__(self, sensors: ClientSensors) -> None:
         self.sensors = sensors
@@ -78,8 +88,10 @@ class _Share:
         self.here = 0.0
         self.fresh = 0.0
         self.elsewhere = 0.0
-        #: charged here and not yet published (a cold sensor's use adds up)
+        #: charged here and not yet published (a publication the bus lost adds up)
         self.unpublished = 0.0
+        #: intervals in a row under half its line
+        self.cool = 0
         #: [settled at ms, use the weight added for the others], oldest first
         self.anticipated: deque[list[float]] = deque()
 
@@ -124,39 +136,49 @@ class FleetMember:
         self._shares: list[dict[MetricTags, _Share]] = []
 
     def publish(self, engine: QuotaEngine, now_ms: int, wall_ms: int) -> Publication:
-        """What this member charged since its last publication; every sensor's weight
-        renewed from the use seen here and elsewhere."""
+        """What this member charged since its last publication of the sensors it watches;
+        every watched sensor's weight renewed from the use seen here and elsewhere."""
         shares = self._shares_of(engine)
-        others = self.members(now_ms) - 1 if self.bus_up(now_ms) else 0
-        cold_round = self._sequence % cold_every(self.sync_interval_ms) == 0
+        up = self.bus_up(now_ms)
+        others = self.members(now_ms) - 1 if up else 0
+        cool_after = cool_after_intervals(self.sync_interval_ms)
         # the others' reports of an interval come at most an interval after it, and a bus
         # delay later: what they did not report by then, they did not use
         expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self._delay_ms
         uses = []
         for index, (manager, by_tags) in enumerate(zip(self._managers, shares, strict=True)):
+            crossed = manager.take_crossed()
             if not manager.enabled:
                 continue
-            manager.new_weight = 1.0 + others
-            for sensors in manager.exports():
-                self._settle(manager, by_tags, sensors, now_ms)
+            for sensors in crossed:
+                if sensors.tags not in by_tags and sensors.limit != UNLIMITED:
+                    # settled with the weight its use was charged with, before it changes
+                    _settle(manager, _watch(manager, by_tags, sensors), now_ms)
+            topics = isinstance(manager, TopicQuotaManager)
+            manager.set_lines(0.0 if topics else LINE_SHARE, 1.0 + others)
             for tags, share in list(by_tags.items()):
+                sensors = share.sensors
+                if manager.unsettled(sensors):
+                    _settle(manager, share, now_ms)
                 anticipated = share.anticipated
                 if anticipated and anticipated[0][0] <= expired_ms:
                     _withdraw(manager, share, expired_ms, now_ms)
-                if share.unpublished and (cold_round or self._hot(manager, share, now_ms)):
+                if share.unpublished:
                     uses.append(Use(index, *tags, share.unpublished))
                     share.unpublished = 0.0
                 here, elsewhere = share.here, share.elsewhere
                 if here > SETTLED:
                     ratio = elsewhere / here
-                    share.sensors.weight = 1.0 + (others if ratio > others else max(ratio, 0.0))
+                    sensors.weight = 1.0 + (others if ratio > others else max(ratio, 0.0))
                 else:
-                    share.sensors.weight = 1.0 + others
-                here = share.here = here * DECAY + share.fresh
+                    sensors.weight = 1.0 + others
+                share.here = here * DECAY + share.fresh
                 share.fresh = 0.0
-                elsewhere = share.elsewhere = elsewhere * DECAY
-                idle = here < SETTLED and elsewhere < SETTLED
-                if idle and not anticipated and not share.unpublished:
+                share.elsewhere = elsewhere * DECAY
+                share.cool = share.cool + 1 if self._cool(manager, sensors, 0.0, now_ms) else 0
+                if share.cool >= cool_after:
+                    _withdraw(manager, share, now_ms, now_ms)
+                    manager.unwatch(sensors)
                     del by_tags[tags]
         engine.producer_ids.sharing = True  # a reload may have made the manager anew
         producer_ids = {tags[0]: ids for tags, ids in engine.producer_ids.take_admitted().items()}
@@ -207,11 +229,19 @@ class FleetMember:
                 continue
             by_tags = shares[quota_type]
             share = by_tags.get((user, client_id))
-            if share is None or manager.unsettled(share.sensors):
+            if share is None:
                 sensors = manager.sensors_of_tags((user, client_id), now_ms)
-                share = self._settle(manager, by_tags, sensors, now_ms)
-                if share is None:
+                if sensors.limit == UNLIMITED:
                     continue  # unlimited here: nothing to judge
+                if self._cool(manager, sensors, value, now_ms):
+                    # a sensor left as it cooled: recorded, and judged with its weight
+                    manager.record_remote(sensors, value, now_ms)
+                    continue
+                # watched from the first report of a use that matters, so that what the
+                # others use is known when this member's own use is weighted
+                share = _watch(manager, by_tags, sensors)
+            if manager.unsettled(share.sensors):
+                _settle(manager, share, now_ms)
             share.elsewhere += value
             if share.anticipated:
                 value -= share.replace_anticipated(value)
@@ -233,43 +263,20 @@ class FleetMember:
             self._shares = [{} for _ in managers]
         return self._shares
 
-    @staticmethod
-    def _settle(
-        manager: QuotaManager,
-        by_tags: dict[MetricTags, _Share],
-        sensors: ClientSensors,
-        now_ms: int,
-    ) -> _Share | None:
-        """Take what the sensor charged here since it was last settled into its share: the
-        use to publish, and what its weight anticipated for the others (replaced by what
-        they report from now on)."""
-        local, anticipated = manager.settle(sensors)
-        if sensors.limit == UNLIMITED:
-            return None  # never throttled, so never published
-        share = by_tags.get(sensors.tags)
-        if share is None:
-            share = by_tags[sensors.tags] = _Share(sensors)
-        share.fresh += local
-        share.unpublished += local
-        if anticipated:
-            share.anticipated.append([now_ms, anticipated])
-        return share
-
-    def _hot(self, manager: QuotaManager, share: _Share, now_ms: int) -> bool:
-        """Whether the fleet's use of this sensor, as this member sees it, is near its
-        limit: from the recent use the weights keep, and for a byte rate or request time
-        that comes close, from the sensor's own windows."""
-        sensors = share.sensors
+    def _cool(
+        self, manager: QuotaManager, sensors: ClientSensors, reported: float, now_ms: int
+    ) -> bool:
+        """Whether the fleet's use of the sensor, as this member sees it, with a use just
+        reported over one interval, is under half the line it has when not watched: left
+        then, it does not cross again at once."""
+        half = manager.line_of(sensors.limit) / 2
         if isinstance(manager, TokenBucketQuotaManager):
-            return manager.tokens(sensors, now_ms) < (1 - HOT_SHARE) * manager.burst(sensors.limit)
-        assert isinstance(manager, ClientQuotaManager)
-        recent = (1 - DECAY) * share.elsewhere + max((1 - DECAY) * share.here, share.fresh)
-        per_second = recent * 1000 / self.sync_interval_ms
-        if per_second >= HOT_SHARE * sensors.limit:
-            return True
-        if per_second < HOT_SHARE / 4 * sensors.limit:
-            return False
-        return sensors.rate.measure(manager.config, now_ms) >= HOT_SHARE * sensors.limit
+            return manager.burst(sensors.limit) - manager.tokens(sensors, now_ms) + reported <= half
+        # the samples' sum over the whole windows, not Kafka's measure: a measure purges
+        # samples, and the fleet's bookkeeping must not move what the quota judges
+        config = manager.config
+        rate = sensors.rate.total() * 1000 / (config.samples * config.window_ms)
+        return rate + reported * 1000 / self.sync_interval_ms <= half
 
     def local_rates(self) -> Iterator[tuple[QuotaManager, MetricTags, float]]:
         """Each shared sensor's rate per second of the use charged here alone, averaged
@@ -281,6 +288,10 @@ class FleetMember:
                 continue  # not a principal's: its own metrics are to come (issue 38)
             for tags, share in by_tags.items():
                 yield manager, tags, share.here * per_second
+
+    def watched(self) -> int:
+        """The sensors this member watches, over every quota type and topic."""
+        return sum(map(len, self._shares))
 
     def members(self, now_ms: int) -> int:
         """This member and every other heard from lately."""
@@ -312,9 +323,28 @@ def _merged(
     return [Use(*key, value) for key, value in values.items()], merged
 
 
-def cold_every(sync_interval_ms: int) -> int:
-    """The intervals between a cold sensor's publications."""
-    return max(1, COLD_EVERY_MS // sync_interval_ms)
+def cool_after_intervals(sync_interval_ms: int) -> int:
+    """The intervals a watched sensor stays under half its line before it is left."""
+    return max(1, COOL_AFTER_MS // sync_interval_ms)
+
+
+def _watch(
+    manager: QuotaManager, by_tags: dict[MetricTags, _Share], sensors: ClientSensors
+) -> _Share:
+    manager.watch(sensors)
+    share = by_tags[sensors.tags] = _Share(sensors)
+    return share
+
+
+def _settle(manager: QuotaManager, share: _Share, now_ms: int) -> None:
+    """Take what the sensor charged here since it was last settled into its share: the use
+    to publish, and what its weight anticipated for the others (replaced by what they
+    report from now on)."""
+    local, anticipated = manager.settle(share.sensors)
+    share.fresh += local
+    share.unpublished += local
+    if anticipated:
+        share.anticipated.append([now_ms, anticipated])
 
 
 def _withdraw(manager: QuotaManager, share: _Share, expired_ms: int, now_ms: int) -> None:

@@ -370,6 +370,14 @@ PROXY_FAMILIES: tuple[Family, ...] = (
         _fleet(lambda fleet: fleet.budget_share),
     ),
     Family(
+        "kafka_quota_proxy_fleet_watched",
+        _GAUGE,
+        "Quota sensors this member watches and publishes every interval: those past their "
+        "line, near their limit; the others cost the bus nothing",
+        (),
+        _fleet(lambda fleet: fleet.watched),
+    ),
+    Family(
         "kafka_quota_proxy_fleet_bytes_published",
         _COUNTER,
         "Bytes this member wrote to the bus",

@@ -46,6 +46,8 @@ class FleetStats:
     bus_up: bool = False
     #: the share of every budget enforced here on its own: 1 while the bus is up
     budget_share: float = 1.0
+    #: sensors this member watches: past their line, published every interval
+    watched: int = 0
     bytes_published: int = 0
     bytes_read: int = 0
     #: publications the bus did not take (their use went out with the next one)

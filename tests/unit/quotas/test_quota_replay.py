@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
-from quotas.managers import ClientQuotaManager, TokenBucketQuotaManager
+from quotas.managers import NO_LINE, ClientQuotaManager, TokenBucketQuotaManager
 from quotas.producer_ids import ProducerIdQuotaManager
 from quotas.replay import replay_bucket, replay_rate
 from quotas.settings import ProducerIdCacheSettings
@@ -119,13 +119,13 @@ def test_use_seen_elsewhere_is_judged_with_local_use_and_never_exported() -> Non
     assert elsewhere is here
     manager.record_remote(elsewhere, 900, 10)
     assert manager.record_and_get_throttle_time_ms(here, 100, 20) > 0  # 1,600 B in 1 s
-    assert manager.export() == {here.tags: 700.0}  # only what was recorded here
-    assert manager.export() == {}  # taken once
+    assert manager.settle(here)[0] == 700.0  # only what was recorded here
+    assert not manager.unsettled(here)  # taken once
     # a member's export names tags this process has not resolved yet: made on the spot
     other = manager.sensors_of_tags(("", "batch"), 30)
     manager.record_remote(other, 5000, 30)
     assert manager.sensors_for("v", "batch", 40) is other
-    assert manager.export() == {}
+    assert not manager.unsettled(other)
 
 
 def test_a_refund_is_exported_as_the_use_it_takes_back() -> None:
@@ -137,5 +137,46 @@ def test_a_refund_is_exported_as_the_use_it_takes_back() -> None:
     manager.record_permissive(sensors, 8, 0)
     manager.refund(sensors, 3, 5)
     manager.record_remote(sensors, 4, 6)
-    assert manager.export() == {sensors.tags: 5.0}
+    assert manager.settle(sensors)[0] == 5.0
     assert manager.tokens(sensors, 6) == 20 - 8 + 3 - 4 + 2.0 * 6 / 1000
+
+
+def test_a_sensor_crosses_its_line_once_and_is_settled_from_its_window() -> None:
+    """A fleet's demarcation line (proxy/enforcement/fleet.py): outside a fleet nothing
+    crosses; in one, the first use past the line hands the sensor over once, and watching it
+    settles only its current window's use, not all its history."""
+    config = MetricConfig(samples=2, window_ms=1000)
+    manager = ClientQuotaManager(QuotaType.PRODUCE, config, {EVERYONE: 1000.0})
+    sensors = manager.sensors_for("u", "app", 0)
+    manager.record_and_get_throttle_time_ms(sensors, 5000, 0)
+    assert not manager.take_crossed()  # no fleet: no line
+    # a fleet of three: half the limit, on a use weighted 3 (as if spread evenly)
+    manager.set_lines(0.5, 3.0)
+    assert (sensors.line, sensors.weight) == (500.0, 3.0)
+    for second in range(3, 7):  # 50 B/s once the burst has aged out: 300 B/s as weighted
+        manager.record_and_get_throttle_time_ms(sensors, 50, second * 1000)
+    assert not manager.take_crossed()
+    manager.record_and_get_throttle_time_ms(sensors, 100, 6500)  # 600 B/s as weighted
+    manager.record_and_get_throttle_time_ms(sensors, 100, 6600)
+    assert manager.take_crossed() == [sensors] and not manager.take_crossed()
+    manager.watch(sensors)
+    # the window's samples, not the first 5,000 B; and what the weight added for the others
+    assert manager.settle(sensors) == (300.0, 600.0)
+    manager.unwatch(sensors)
+    assert (sensors.line, sensors.weight) == (500.0, 3.0)
+    manager.set_lines(None, 1.0)
+    assert (sensors.line, sensors.weight) == (NO_LINE, 1.0)
+
+
+def test_a_bucket_crosses_its_line_in_tokens_spent() -> None:
+    config = MetricConfig(samples=10, window_ms=1000)
+    manager = TokenBucketQuotaManager(
+        QuotaType.CONTROLLER_MUTATION, config, {EVERYONE: 2.0}, unit_ms=1000.0
+    )
+    manager.set_lines(0.25, 1.0)
+    sensors = manager.sensors_for("u", "c", 0)
+    assert sensors.line == 5.0  # a quarter of a burst of 20
+    manager.record_permissive(sensors, 5, 0)
+    assert not manager.take_crossed()
+    manager.record_permissive(sensors, 1, 0)
+    assert manager.take_crossed() == [sensors]

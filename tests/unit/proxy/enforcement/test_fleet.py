@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.fleet_records import Publication, Use, decode, encode, split
-from proxy.enforcement.fleet import GONE_AFTER, FleetMember, cold_every
+from proxy.enforcement.fleet import GONE_AFTER, FleetMember
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaLimits
@@ -144,32 +144,38 @@ def test_a_producer_id_admitted_on_one_member_is_not_charged_on_another() -> Non
     assert second.admit(sensors, [7, 8, 9], SYNC_MS + 1).new_ids == 1
 
 
-def test_only_sensors_that_can_be_throttled_are_published_and_cold_ones_seldom() -> None:
+def test_a_sensor_is_published_once_past_its_line_and_left_once_cool() -> None:
+    """Issue 51: a principal far from its limit costs the bus nothing, one past its line is
+    published every interval from its window's use on, and one that cools is left again."""
     limits = {QuotaType.PRODUCE: {QuotaEntity(user="limited"): 1_000_000.0}}
     member, produce = FleetMember("m", SYNC_MS), engine(limits)
     manager = produce.produce
     now = 0
-    published = []
-    every = cold_every(SYNC_MS)
-    for _ in range(2 * every):
+
+    def interval(value: float) -> list[Use]:
+        nonlocal now
         now += SYNC_MS
         for user in ("limited", "unlimited"):
-            manager.record_and_get_throttle_time_ms(manager.sensors_for(user, "", now), 10, now)
-        published.append(member.publish(produce, now, now).uses)
-    # "unlimited" never; "limited", far below its quota, every 2 s (8 intervals) with
-    # what it charged since
-    cold = [uses for uses in published if uses]
-    assert len(cold) == 2
-    assert all(
-        [use.user for use in uses] == ["limited"] and uses[0].value == 10 * every
-        for uses in cold[1:]
+            sensors = manager.sensors_for(user, "", now)
+            manager.record_and_get_throttle_time_ms(sensors, value, now)
+        return member.publish(produce, now, now).uses
+
+    # alone, a member's line is half the limit: 40 kB/s is far under it
+    assert not any(interval(10_000) for _ in range(60))
+    # 1.6 MB/s: past the line once Kafka's 11 s window's rate is
+    published = [interval(400_000) for _ in range(20)]
+    first = next(index for index, uses in enumerate(published) if uses)
+    assert all(published[first:]) and [use.user for use in published[first]] == ["limited"]
+    # its first publication carries its window's use: the 400 kB of each interval, and the
+    # 10 kB of the intervals before that are in its window (not all 60 of them)
+    cold_part = published[first][0].value - 400_000 * (first + 1)
+    assert cold_part % 10_000 == 0 and 0 < cold_part < 60 * 10_000, cold_part
+    assert [use.value for uses in published[first + 1 :] for use in uses] == [400_000.0] * (
+        19 - first
     )
-    # near its quota, every interval
-    for _ in range(3):
-        now += SYNC_MS
-        sensors = manager.sensors_for("limited", "", now)
-        manager.record_and_get_throttle_time_ms(sensors, 5_000_000, now)
-        assert [use.user for use in member.publish(produce, now, now).uses] == ["limited"]
+    cooling = [interval(0) for _ in range(60)]
+    assert not any(cooling)  # nothing charged, nothing published
+    assert not list(member.local_rates())  # left once under half its line
 
 
 def test_losing_the_bus_shares_each_budget_and_its_return_restores_it() -> None:
