@@ -443,7 +443,22 @@ ROWS = (
                         for kind in ("bytes_published", "bytes_read", "publications_lost")
                     ),
                 ),
-                width=6,
+                width=4,
+            ),
+            Panel(
+                "Fleet bus CPU",
+                "The share of a core each member spends on the fleet's own work: publishing "
+                "the principals near their limit, and reading the others' (not the Kafka "
+                "client's I/O).",
+                (
+                    Query(
+                        "sum by (instance) (rate(kafka_quota_proxy_fleet_cpu_seconds_total"
+                        f"{{{PROXIES}}}[{WINDOW}]))",
+                        "{{instance}}",
+                    ),
+                ),
+                unit="percentunit",
+                width=4,
             ),
             Panel(
                 "Use charged at each member",
@@ -456,7 +471,7 @@ ROWS = (
                         "{{instance}} {{quota}} {{user}} {{client_id}}",
                     ),
                 ),
-                width=6,
+                width=4,
             ),
         ),
     ),

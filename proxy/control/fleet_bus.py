@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections.abc import Sequence
 from typing import Final
 
@@ -161,7 +162,9 @@ class FleetBus:
 
     def _publish(self) -> None:
         now_ms = self._clock.now_ms()
+        started = time.thread_time()
         publication = self.member.publish(self._context.quotas.engine, now_ms, wall_ms())
+        self._stats.cpu_seconds += time.thread_time() - started
         if self._own.is_open:
             task = asyncio.get_running_loop().create_task(self._send(publication))
             self._sends.add(task)
@@ -174,7 +177,9 @@ class FleetBus:
     async def _send(self, publication: Publication) -> None:
         try:
             for part in split(publication, USES_PER_RECORD):
+                started = time.thread_time()
                 record = encode(part)
+                self._stats.cpu_seconds += time.thread_time() - started
                 await self._own.send(record)
                 self._stats.bytes_published += len(record)
         except UNREACHABLE as exc:
@@ -185,6 +190,7 @@ class FleetBus:
     async def _follow(self) -> None:
         records = await self._own.read(int(self.member.sync_interval_ms))
         engine = self._context.quotas.engine
+        started = time.thread_time()
         for record in records:
             value = record.value or b""
             self._stats.bytes_read += len(value)
@@ -196,6 +202,7 @@ class FleetBus:
                 )
                 continue
             self.member.receive(publication, engine, self._clock.now_ms())
+        self._stats.cpu_seconds += time.thread_time() - started
         if records:
             self._report()
 

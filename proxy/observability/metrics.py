@@ -378,6 +378,14 @@ PROXY_FAMILIES: tuple[Family, ...] = (
         _fleet(lambda fleet: fleet.watched),
     ),
     Family(
+        "kafka_quota_proxy_fleet_cpu_seconds",
+        _COUNTER,
+        "CPU this member spent on the fleet's own work: publishing its use, encoding, and "
+        "decoding and recording the others' (not the Kafka client's I/O)",
+        (),
+        _fleet(lambda fleet: fleet.cpu_seconds),
+    ),
+    Family(
         "kafka_quota_proxy_fleet_bytes_published",
         _COUNTER,
         "Bytes this member wrote to the bus",

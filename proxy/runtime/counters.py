@@ -50,5 +50,8 @@ class FleetStats:
     watched: int = 0
     bytes_published: int = 0
     bytes_read: int = 0
+    #: CPU of the fleet's own work: publishing, encoding, decoding and recording the others'
+    #: use (not the Kafka client's I/O)
+    cpu_seconds: float = 0.0
     #: publications the bus did not take (their use went out with the next one)
     publications_lost: int = 0

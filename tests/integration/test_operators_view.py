@@ -194,3 +194,4 @@ async def test_every_panel_has_series_and_the_flooder_alone_is_alerted(
     assert peak("Fleet members and watched sensors/A") == 2
     # the flooder, near its limit, is published; the steady principal far from it need not be
     assert peak("Fleet members and watched sensors/B") >= 1
+    assert 0 < peak("Fleet bus CPU/A") < 1  # some of a core, never all of it
