@@ -32,7 +32,8 @@ from proxy.top.view import MEASURES, SPAN_MS, Measure, snapshot
 from quotas.store import FILE, QuotaStore
 
 #: how long `--once` reads the fleet's bus: every member publishes several times a second,
-#: but a sensor far from its quota (a topic's, say) only every 2 s (proxy/enforcement/fleet.py)
+#: and each topic in use every interval (proxy/enforcement/fleet.py); the margin lets a
+#: member's first interval after a quiet spell arrive
 BUS_READ_S = 2.5
 #: the most `--once` reads before it prints what it has
 ONCE_TIMEOUT_S = 30.0

@@ -1,10 +1,11 @@
 """One member of a fleet: proxy processes and hosts that hold one budget per quota entity.
 
-Every sync interval a member publishes what its sensors charged since its previous
-publication, keyed by metric tags, and records every other member's publication into the same
-sensors (QuotaManager.record_remote): a principal's rate is then the fleet's rate wherever
-its connections land, and each member throttles it on that rate. KIP-936's producer ids a
-member admits are published too, so a producer that reconnects through another member is not
+Every sync interval a member publishes what the sensors it watches (those near their limit:
+see the lines below) charged since its previous publication, keyed by metric tags, and
+records every other member's publication into the same sensors
+(QuotaManager.record_remote): a principal's rate is then the fleet's rate wherever its
+connections land, and each member throttles it on that rate. KIP-936's producer ids a member
+admits are published too, so a producer that reconnects through another member is not
 charged again. Sans-IO: the bus that carries publications is the caller's
 (proxy/control/fleet_bus.py over a topic of the cluster; a simulated one in
 tests/support/fleet_simulation.py).
