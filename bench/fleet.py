@@ -42,7 +42,7 @@ from config.fleet import FLEET_TOPIC_PREFIX
 from localkafka.cluster import KafkaCluster
 from localkafka.inprocess.wire import produce_request, record_batch
 from localkafka.proxy_process import RunningProxy, start_proxy
-from protocol.fleet_records import Publication, Use, decode, encode
+from protocol.fleet_records import Publication, decode, encode
 from proxy.enforcement.fleet import FleetMember
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
@@ -245,7 +245,7 @@ async def simulated_members(servers: str, fleet: str, members: int, stop: asynci
             sequence += 1
             for member in range(members):
                 uses = [
-                    Use(0, "", f"client-{index:05d}", SIMULATED_RATE * SYNC_MS / 1000)
+                    (0, "", f"client-{index:05d}", SIMULATED_RATE * SYNC_MS / 1000)
                     for index in range(PRINCIPALS)
                 ]
                 record = encode(Publication(f"simulated-{member}", sequence, 0, uses, {}))

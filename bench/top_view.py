@@ -27,7 +27,7 @@ import tracemalloc
 from pathlib import Path
 
 from config.cluster import ClusterSettings
-from protocol.fleet_records import Publication, Use
+from protocol.fleet_records import Publication
 from proxy.top.feed import LiveFeed, Update
 from proxy.top.screen import TopApp
 from proxy.top.view import LiveView, Measure
@@ -94,7 +94,7 @@ class SyntheticFeed(LiveFeed):
             self.published_at = now
             produce = len(QuotaType)
             uses = [
-                Use(produce, topic, "", rate * elapsed) for topic, rate in self.topic_rates.items()
+                (produce, topic, "", rate * elapsed) for topic, rate in self.topic_rates.items()
             ]
             publications = [Publication(name, 0, 0, uses, {}) for name in self.members]
         return Update(

@@ -231,16 +231,14 @@ class QuotaManager:
         return sensors
 
     @staticmethod
-    def unsettled(sensors: ClientSensors) -> bool:
-        """Whether the sensor charged use here since it was last settled."""
-        return abs(sensors.rate.recorded() - sensors.exported - sensors.remote) > SETTLED
-
-    @staticmethod
-    def settle(sensors: ClientSensors) -> tuple[float, float]:
+    def settle(sensors: ClientSensors) -> tuple[float, float] | None:
         """The use charged here since the last settle, and what its weight added for the
-        other members' use (the weight changes only once a sensor is settled)."""
+        other members' use (the weight changes only once a sensor is settled); None when it
+        charged nothing here since (beyond float rounding), and then nothing is taken."""
         recorded = sensors.rate.recorded()
         charged = recorded - sensors.exported - sensors.remote
+        if -SETTLED <= charged <= SETTLED:
+            return None
         sensors.exported, sensors.remote = recorded, 0.0
         local = charged / sensors.weight
         return local, charged - local

@@ -46,7 +46,7 @@ the whole limit, until it reads itself again.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 from protocol.fleet_records import Publication, Use
@@ -157,15 +157,15 @@ class FleetMember:
                     _settle(manager, _watch(manager, by_tags, sensors), now_ms)
             topics = isinstance(manager, TopicQuotaManager)
             manager.set_lines(0.0 if topics else LINE_SHARE, 1.0 + others)
+            cool = self._cooling(manager)
             for tags, share in list(by_tags.items()):
                 sensors = share.sensors
-                if manager.unsettled(sensors):
-                    _settle(manager, share, now_ms)
+                _settle(manager, share, now_ms)
                 anticipated = share.anticipated
                 if anticipated and anticipated[0][0] <= expired_ms:
                     _withdraw(manager, share, expired_ms, now_ms)
                 if share.unpublished:
-                    uses.append(Use(index, *tags, share.unpublished))
+                    uses.append((index, tags[0], tags[1], share.unpublished))
                     share.unpublished = 0.0
                 here, elsewhere = share.here, share.elsewhere
                 if here > SETTLED:
@@ -176,7 +176,7 @@ class FleetMember:
                 share.here = here * DECAY + share.fresh
                 share.fresh = 0.0
                 share.elsewhere = elsewhere * DECAY
-                share.cool = share.cool + 1 if self._cool(manager, sensors, 0.0, now_ms) else 0
+                share.cool = share.cool + 1 if cool(sensors, 0.0, now_ms) else 0
                 if share.cool >= cool_after:
                     _withdraw(manager, share, now_ms, now_ms)
                     manager.unwatch(sensors)
@@ -222,6 +222,7 @@ class FleetMember:
         self._heard[publication.member] = now_ms
         shares = self._shares_of(engine)
         managers = self._managers
+        coolings = [self._cooling(manager) for manager in managers]
         for quota_type, user, client_id, value in publication.uses:
             if not 0 <= quota_type < len(shares):
                 continue  # a newer member's quota type
@@ -234,15 +235,14 @@ class FleetMember:
                 sensors = manager.sensors_of_tags((user, client_id), now_ms)
                 if sensors.limit == UNLIMITED:
                     continue  # unlimited here: nothing to judge
-                if self._cool(manager, sensors, value, now_ms):
+                if coolings[quota_type](sensors, value, now_ms):
                     # a sensor left as it cooled: recorded, and judged with its weight
                     manager.record_remote(sensors, value, now_ms)
                     continue
                 # watched from the first report of a use that matters, so that what the
                 # others use is known when this member's own use is weighted
                 share = _watch(manager, by_tags, sensors)
-            if manager.unsettled(share.sensors):
-                _settle(manager, share, now_ms)
+            _settle(manager, share, now_ms)
             share.elsewhere += value
             if share.anticipated:
                 value -= share.replace_anticipated(value)
@@ -264,20 +264,30 @@ class FleetMember:
             self._shares = [{} for _ in managers]
         return self._shares
 
-    def _cool(
-        self, manager: QuotaManager, sensors: ClientSensors, reported: float, now_ms: int
-    ) -> bool:
-        """Whether the fleet's use of the sensor, as this member sees it, with a use just
-        reported over one interval, is under half the line it has when not watched: left
-        then, it does not cross again at once."""
-        half = manager.line_of(sensors.limit) / 2
+    def _cooling(self, manager: QuotaManager) -> Callable[[ClientSensors, float, int], bool]:
+        """Whether the fleet's use of one of the manager's sensors, as this member sees it,
+        with a use just reported over one interval, is under half the line it has when not
+        watched: left then, it does not cross again at once. Made once per manager for a
+        walk over its sensors."""
         if isinstance(manager, TokenBucketQuotaManager):
-            return manager.burst(sensors.limit) - manager.tokens(sensors, now_ms) + reported <= half
+            bucket = manager
+
+            def spent_under_half(sensors: ClientSensors, reported: float, now_ms: int) -> bool:
+                spent = bucket.burst(sensors.limit) - bucket.tokens(sensors, now_ms) + reported
+                return spent <= bucket.line_of(sensors.limit) / 2
+
+            return spent_under_half
         # the samples' sum over the whole windows, not Kafka's measure: a measure purges
         # samples, and the fleet's bookkeeping must not move what the quota judges
-        config = manager.config
-        rate = sensors.rate.total() * 1000 / (config.samples * config.window_ms)
-        return rate + reported * 1000 / self.sync_interval_ms <= half
+        span_ms = manager.config.samples * manager.config.window_ms
+        interval_ms = self.sync_interval_ms
+        line_of = manager.line_of
+
+        def rate_under_half(sensors: ClientSensors, reported: float, now_ms: int) -> bool:
+            rate = sensors.rate.total() * 1000 / span_ms
+            return rate + reported * 1000 / interval_ms <= line_of(sensors.limit) / 2
+
+        return rate_under_half
 
     def local_rates(self) -> Iterator[tuple[QuotaManager, MetricTags, float]]:
         """Each shared sensor's rate per second of the use charged here alone, averaged
@@ -315,13 +325,14 @@ def _merged(
     lost: Publication, uses: list[Use], producer_ids: dict[str, list[int]]
 ) -> tuple[list[Use], dict[str, list[int]]]:
     """A lost publication's use and producer ids added to a new one's."""
-    values = {use[:3]: use.value for use in uses}
-    for use in lost.uses:
-        values[use[:3]] = values.get(use[:3], 0.0) + use.value
+    values = {(quota_type, user, client_id): value for quota_type, user, client_id, value in uses}
+    for quota_type, user, client_id, value in lost.uses:
+        key = quota_type, user, client_id
+        values[key] = values.get(key, 0.0) + value
     merged = {user: [*lost.producer_ids.get(user, ()), *ids] for user, ids in producer_ids.items()}
     for user, ids in lost.producer_ids.items():
         merged.setdefault(user, ids)
-    return [Use(*key, value) for key, value in values.items()], merged
+    return [(*key, value) for key, value in values.items()], merged
 
 
 def cool_after_intervals(sync_interval_ms: int) -> int:
@@ -341,7 +352,10 @@ def _settle(manager: QuotaManager, share: _Share, now_ms: int) -> None:
     """Take what the sensor charged here since it was last settled into its share: the use
     to publish, and what its weight anticipated for the others (replaced by what they
     report from now on)."""
-    local, anticipated = manager.settle(share.sensors)
+    settled = manager.settle(share.sensors)
+    if settled is None:
+        return
+    local, anticipated = settled
     share.fresh += local
     share.unpublished += local
     if anticipated:

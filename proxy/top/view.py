@@ -220,10 +220,10 @@ class LiveView:
                 self._first_received_ms = received_ms
             return
         uses = self._topic_uses
-        for use in publication.uses:
-            measure = TOPIC_USES.get(use.quota_type)
+        for quota_type, user, _, value in publication.uses:
+            measure = TOPIC_USES.get(quota_type)
             if measure is not None:
-                uses.append((received_ms, use.user, measure, use.value))
+                uses.append((received_ms, user, measure, value))
         while uses and uses[0][0] <= received_ms - self.span_ms:
             uses.popleft()
 

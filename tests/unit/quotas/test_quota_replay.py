@@ -119,13 +119,13 @@ def test_use_seen_elsewhere_is_judged_with_local_use_and_never_exported() -> Non
     assert elsewhere is here
     manager.record_remote(elsewhere, 900, 10)
     assert manager.record_and_get_throttle_time_ms(here, 100, 20) > 0  # 1,600 B in 1 s
-    assert manager.settle(here)[0] == 700.0  # only what was recorded here
-    assert not manager.unsettled(here)  # taken once
+    assert manager.settle(here) == (700.0, 0.0)  # only what was recorded here
+    assert manager.settle(here) is None  # taken once
     # a member's export names tags this process has not resolved yet: made on the spot
     other = manager.sensors_of_tags(("", "batch"), 30)
     manager.record_remote(other, 5000, 30)
     assert manager.sensors_for("v", "batch", 40) is other
-    assert not manager.unsettled(other)
+    assert manager.settle(other) is None
 
 
 def test_a_refund_is_exported_as_the_use_it_takes_back() -> None:
@@ -137,7 +137,7 @@ def test_a_refund_is_exported_as_the_use_it_takes_back() -> None:
     manager.record_permissive(sensors, 8, 0)
     manager.refund(sensors, 3, 5)
     manager.record_remote(sensors, 4, 6)
-    assert manager.settle(sensors)[0] == 5.0
+    assert manager.settle(sensors) == (5.0, 0.0)
     assert manager.tokens(sensors, 6) == 20 - 8 + 3 - 4 + 2.0 * 6 / 1000
 
 

@@ -165,12 +165,12 @@ def test_a_sensor_is_published_once_past_its_line_and_left_once_cool() -> None:
     # 1.6 MB/s: past the line once Kafka's 11 s window's rate is
     published = [interval(400_000) for _ in range(20)]
     first = next(index for index, uses in enumerate(published) if uses)
-    assert all(published[first:]) and [use.user for use in published[first]] == ["limited"]
+    assert all(published[first:]) and [user for _, user, _, _ in published[first]] == ["limited"]
     # its first publication carries its window's use: the 400 kB of each interval, and the
     # 10 kB of the intervals before that are in its window (not all 60 of them)
-    cold_part = published[first][0].value - 400_000 * (first + 1)
+    cold_part = published[first][0][3] - 400_000 * (first + 1)
     assert cold_part % 10_000 == 0 and 0 < cold_part < 60 * 10_000, cold_part
-    assert [use.value for uses in published[first + 1 :] for use in uses] == [400_000.0] * (
+    assert [value for uses in published[first + 1 :] for *_, value in uses] == [400_000.0] * (
         19 - first
     )
     cooling = [interval(0) for _ in range(60)]
@@ -209,7 +209,7 @@ def test_a_lost_publication_goes_out_with_the_next() -> None:
     manager.record_and_get_throttle_time_ms(manager.sensors_for("", "a", 1), 100, 1)
     member.lost(member.publish(produce, SYNC_MS, 0), SYNC_MS)
     manager.record_and_get_throttle_time_ms(manager.sensors_for("", "a", 300), 50, 300)
-    assert [use.value for use in member.publish(produce, 2 * SYNC_MS, 0).uses] == [150.0]
+    assert [value for *_, value in member.publish(produce, 2 * SYNC_MS, 0).uses] == [150.0]
 
 
 def test_records_round_trip_split_and_refuse_what_they_are_not() -> None:
@@ -217,7 +217,7 @@ def test_records_round_trip_split_and_refuse_what_they_are_not() -> None:
         "host:9192/w0/1",
         7,
         1_700_000_000_000,
-        [Use(0, "User:alice", "app", 1234.5), Use(2, "", "é", 0.25)],
+        [(0, "User:alice", "app", 1234.5), (2, "", "é", 0.25)],
         {"User:alice": [1, -2, 2**62]},
     )
     assert decode(encode(publication)) == publication

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from localkafka.inprocess import samples
-from protocol.fleet_records import Publication, Use
+from protocol.fleet_records import Publication
 from protocol.quota_records import read_record
 from proxy.top.view import LiveView, Measure, UserClient, snapshot
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
@@ -218,8 +218,8 @@ def test_topics_under_a_quota_are_ranked_from_the_buss_publications() -> None:
     produce, fetch = len(QuotaType), len(QuotaType) + 1
     for second in range(10):
         for member in ("a", "b"):
-            uses = [Use(produce, "clicks", "", 600_000.0), Use(produce, "views", "", 50_000.0),
-                    Use(fetch, "clicks", "", 1.0), Use(0, "app", "", 9e9)]  # fmt: skip
+            uses = [(produce, "clicks", "", 600_000.0), (produce, "views", "", 50_000.0),
+                    (fetch, "clicks", "", 1.0), (0, "app", "", 9e9)]  # fmt: skip
             view.add_publication(Publication(member, second, 0, uses, {}), second * 1000)
     rows = view.topic_rows(Measure.PRODUCE, 9_000)
     assert [(r.topic, r.rate, r.quota) for r in rows] == [
