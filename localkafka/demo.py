@@ -12,6 +12,7 @@ from pathlib import Path
 
 from config.loader import ProxyConfig, load_config
 from localkafka.cluster import KafkaCluster
+from proxy.network.garbage import collect_rarely
 from proxy.network.loop import install_event_loop
 from proxy.observability.log_limit import configure_logging
 from proxy.process import ProxyProcess
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.create_topic(usage.kafka_topic, partitions=1, replication=1)
         print(f"Kafka serving at {cluster.bootstrap_servers} (topic 'demo', 6 partitions)")
         install_event_loop(proxy.uvloop)
+        collect_rarely()
         process = ProxyProcess(dataclasses.replace(config, proxy=proxy, usage=usage))
         asyncio.run(process.run(serving=what_to_try))
     except KeyboardInterrupt:

@@ -21,6 +21,7 @@ from proxy.cli.top import run as run_top
 from proxy.control.cluster import AuthenticationFailed
 from proxy.control.fleet_bus import FleetUnreachable
 from proxy.control.quota_topic import StoreUnreachable
+from proxy.network.garbage import collect_rarely
 from proxy.network.loop import install_event_loop
 from proxy.network.workers import Worker, run_workers
 from proxy.observability.build_info import version_line
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         print(exc.report(), file=sys.stderr)
         return 2
     loop_name = install_event_loop(config.proxy.uvloop)
+    collect_rarely()
     log.info("event loop: %s; open files: up to %d", loop_name, raise_open_file_limit())
     workers = config.proxy.workers
     if workers == 1:
