@@ -21,7 +21,7 @@ from localkafka.tls import ThrowawayCA
 #: what the SASL_PLAINTEXT listener accepts; PLAIN first, then the SCRAM ones
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: how long stop() waits for the nodes to exit on SIGTERM before it kills them
-STOP_GRACE_S = 10.0
+STOP_GRACE_S = 3.0
 
 
 _PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -213,13 +213,14 @@ class KafkaCluster:
         ]
         voters = ",".join(f"{b.node_id}@{LOOPBACK}:{b.controller_port}" for b in self.brokers)
         cluster_id = _cluster_id()
+        formats = []  # one JVM per node, side by side: each takes a second or two to start
         for broker in self.brokers:
             node_dir = broker.log_dir.parent
             node_dir.mkdir(parents=True, exist_ok=True)
             props_file = node_dir / "server.properties"
             keystore = ca.server(f"node-{broker.node_id}", LOOPBACK) if ca is not None else None
             props_file.write_text(self._properties(broker, voters, keystore))
-            subprocess.run(
+            formatting = subprocess.Popen(
                 java_command(
                     "kafka.tools.StorageTool",
                     [
@@ -232,9 +233,12 @@ class KafkaCluster:
                     ],
                     heap="256m",
                 ),
-                check=True,
                 stdout=subprocess.DEVNULL,
             )
+            formats.append(formatting)
+        for formatting in formats:
+            if formatting.wait() != 0:
+                raise subprocess.CalledProcessError(formatting.returncode, formatting.args)
         for broker in self.brokers:
             self._launch(broker)
         self._wait_serving(timeout)

@@ -39,7 +39,7 @@ KAFKA = "localhost:9094"
 PROXY, PROXY_B = "localhost:9192", "localhost:9292"
 USAGE_TOPIC = "kafka-quota-proxy-usage"
 #: how often the engine's health checks run (podman's timers need systemd, absent here)
-HEALTH_EVERY_S = 2.0
+HEALTH_EVERY_S = 1.0
 #: a cold cache builds every image first (about 3 minutes here); then the stack comes up
 pytestmark = pytest.mark.timeout(900)
 
@@ -225,6 +225,7 @@ async def test_top_and_report_read_the_usage_samples_topic(
             *("--conf", "spark.driver.host=127.0.0.1"),
             *("--conf", "spark.sql.shuffle.partitions=2"),
             *("--conf", "spark.ui.showConsoleProgress=false"),
+            *("--conf", "spark.ui.enabled=false"),  # no web UI to start: a few seconds
         ],
         capture_output=True,
         text=True,

@@ -11,7 +11,7 @@ from tests.fuzz.network import run_network_fuzz
 async def test_fuzzed_connections_neither_stop_the_proxy_nor_lose_a_record(
     tmp_path: Path,
 ) -> None:
-    report = await run_network_fuzz(tmp_path, seconds=15.0, connections=8, seed=2)
+    report = await run_network_fuzz(tmp_path, seconds=12.0, connections=8, seed=2)
     print(report)
     assert report.proxy_exit is None, "the proxy exited"
     assert report.tracebacks == 0, "the proxy logged a traceback"

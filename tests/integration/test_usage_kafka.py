@@ -48,22 +48,23 @@ def topic_proxy(kafka3: KafkaCluster, tmp_path: Path) -> Iterator[RunningProxy]:
 async def test_samples_produced_to_a_topic_are_reported_by_a_standalone_spark_cluster(
     topic_proxy: RunningProxy, kafka3: KafkaCluster, tmp_path: Path
 ) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=topic_proxy.bootstrap, client_id=CLIENT_ID)
-    await producer.start()
-    try:
-        for _ in range(40):  # 40 x 5 records over about 4 s
-            await asyncio.gather(*[await producer.send(TOPIC, b"x" * 1000) for _ in range(5)])
-            await asyncio.sleep(0.1)
-    finally:
-        await producer.stop()
-    produced = "kafka_quota_proxy_usage_samples_total"
-    await wait_for_metric(
-        topic_proxy.metrics_url, lambda m: (value(m, produced, sink="kafka") or 0) >= 3
-    )
-    jars = ",".join(str(jar) for jar in ensure_spark_kafka_jars())
-    out = tmp_path / "report"
     (tmp_path / "spark").mkdir()
-    with standalone_spark(tmp_path / "spark") as cluster:
+    with standalone_spark(tmp_path / "spark") as cluster:  # its JVMs start while we produce
+        producer = AIOKafkaProducer(bootstrap_servers=topic_proxy.bootstrap, client_id=CLIENT_ID)
+        await producer.start()
+        try:
+            for _ in range(40):  # 40 x 5 records over about 4 s
+                await asyncio.gather(*[await producer.send(TOPIC, b"x" * 1000) for _ in range(5)])
+                await asyncio.sleep(0.1)
+        finally:
+            await producer.stop()
+        produced = "kafka_quota_proxy_usage_samples_total"
+        await wait_for_metric(
+            topic_proxy.metrics_url, lambda m: (value(m, produced, sink="kafka") or 0) >= 3
+        )
+        jars = ",".join(str(jar) for jar in ensure_spark_kafka_jars())
+        out = tmp_path / "report"
+        await asyncio.to_thread(cluster.wait_for_worker)
         command = [
             *(sys.executable, "-m", "proxy", "report", "--out", str(out)),
             *("--kafka-topic", SAMPLES_TOPIC),
@@ -75,6 +76,7 @@ async def test_samples_produced_to_a_topic_are_reported_by_a_standalone_spark_cl
             # a few hundred samples: one core's worth of shuffle partitions, not 16
             *("--conf", "spark.sql.shuffle.partitions=2"),
             *("--conf", "spark.ui.showConsoleProgress=false"),
+            *("--conf", "spark.ui.enabled=false"),  # no web UI to start: a few seconds
         ]  # fmt: skip
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=env)

@@ -104,6 +104,7 @@ def report(proxy: RunningProxy, out: Path) -> subprocess.CompletedProcess[str]:
         *("--samples", str(proxy.config_path.parent / "samples")),
         *("--config", str(proxy.config_path), "--out", str(out), "--master", "local[2]"),
         *("--conf", "spark.ui.showConsoleProgress=false"),
+        *("--conf", "spark.ui.enabled=false"),  # no web UI to start: a few seconds
         *("--conf", "spark.sql.shuffle.partitions=2"),
     ]
     return subprocess.run(command, capture_output=True, text=True, timeout=300)

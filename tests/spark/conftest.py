@@ -14,7 +14,11 @@ from pipeline.report import ReportOptions, session
 def spark() -> Iterator[SparkSession]:
     options = ReportOptions(
         master="local[2]",
-        conf=("spark.ui.showConsoleProgress=false", "spark.sql.shuffle.partitions=2"),
+        conf=(
+            "spark.ui.showConsoleProgress=false",
+            "spark.ui.enabled=false",
+            "spark.sql.shuffle.partitions=2",
+        ),
     )
     spark = session(options)
     yield spark

@@ -24,6 +24,8 @@ SPARK_HOME = Path(pyspark.__file__).parent
 class StandaloneSpark:
     master_url: str
     ui_url: str
+    workdir: Path
+    daemons: list[subprocess.Popen[bytes]]
 
     def applications(self) -> list[dict[str, object]]:
         """Running and completed applications, as the master's web UI lists them."""
@@ -41,8 +43,23 @@ class StandaloneSpark:
             return 0
 
 
+    def wait_for_worker(self, timeout_s: float = 120) -> None:
+        """Until the worker has registered with the master (its JVMs start in about 10 s:
+        a test does its own work meanwhile)."""
+        deadline = time.monotonic() + timeout_s
+        while self.alive_workers() < 1:
+            for daemon, name in zip(self.daemons, ("master", "worker"), strict=True):
+                if daemon.poll() is not None:
+                    log = (self.workdir / f"{name}.log").read_text()[-2000:]
+                    raise RuntimeError(f"Spark {name} exited with {daemon.returncode}:\n{log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no Spark worker registered within {timeout_s}s")
+            time.sleep(0.25)
+
+
 @contextmanager
-def standalone_spark(workdir: Path, timeout_s: float = 120) -> Iterator[StandaloneSpark]:
+def standalone_spark(workdir: Path) -> Iterator[StandaloneSpark]:
+    """Launched, not yet ready: see StandaloneSpark.wait_for_worker."""
     port, ui, worker_port, worker_ui = free_ports(4)
     env = {
         **os.environ,
@@ -66,18 +83,8 @@ def standalone_spark(workdir: Path, timeout_s: float = 120) -> Iterator[Standalo
             env=env, stdout=(workdir / "worker.log").open("wb"), stderr=subprocess.STDOUT,
         ),
     ]  # fmt: skip
-    cluster = StandaloneSpark(master_url, f"http://{LOOPBACK}:{ui}")
     try:
-        deadline = time.monotonic() + timeout_s
-        while cluster.alive_workers() < 1:
-            for daemon, name in zip(daemons, ("master", "worker"), strict=True):
-                if daemon.poll() is not None:
-                    log = (workdir / f"{name}.log").read_text()[-2000:]
-                    raise RuntimeError(f"Spark {name} exited with {daemon.returncode}:\n{log}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no Spark worker registered within {timeout_s}s")
-            time.sleep(0.25)
-        yield cluster
+        yield StandaloneSpark(master_url, f"http://{LOOPBACK}:{ui}", workdir, daemons)
     finally:
         for daemon in reversed(daemons):
             daemon.terminate()
