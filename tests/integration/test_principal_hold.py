@@ -4,7 +4,7 @@ Three librdkafka processes share one client-id and flood a topic of six partitio
 three brokers: nine connections, three per broker, each of which a broker would throttle on its
 own. Through the proxy the fleet together stays near its producer_byte_rate. What any machine
 can show is asserted: the fleet was throttled, made progress and stayed under 1.10 x the quota
-over 30 s; a second principal producing beside it at the same time was never throttled; every
+over 20 s; a second principal producing beside it at the same time was never throttled; every
 acknowledged record is stored once. The bound is reasoned in tests/integration/support/held.py.
 bench/quota_fidelity.py sets this beside the brokers' own quota, which admits more.
 """

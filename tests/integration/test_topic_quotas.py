@@ -5,7 +5,7 @@ writes into (reads from) it, through every instance of a fleet. Three instances 
 the 3-broker cluster; two principals (client-ids) produce to one topic of six partitions,
 each through other instances, while a third principal writes another topic on the same
 brokers. Together the two are held within the bound a principal's quota is held to
-(tests/integration/support/held.py: 1.10 x over 30 s) and the third is never throttled;
+(tests/integration/support/held.py: 1.10 x over 20 s) and the third is never throttled;
 then the same for consumers. The quotas are set as operators would: with kafka-configs'
 `--entity-type topics` (beside retention.ms, in one command) and with the Admin API's
 client-quota entity of type topic.

@@ -3,11 +3,13 @@
 share one client-id flood a topic of six partitions on three brokers, with producer_byte_rate
 set for their client-id, while a neighbour produces beside them.
 
-The bound, over the 30 s after the first window at 1 MB/s (the span issue 27 asks for).
-Greedy clients fill the quota windows (2 x 1 s) in the first window, which is not measured,
-and keep them full: from then on Kafka's arithmetic admits the quota, and what is over it is
-what the processes hold unacknowledged at the edges of the 30 s (3 x IN_FLIGHT records of
-1 kB: 2 %) plus a fleet's own error (at most 2.5 % at the default 250 ms sync:
+The bound, over the 20 s after the first window at 1 MB/s. Issue 27 and 38 were shown over
+30 s (their figures are in docs/performance.md and docs/topic-quotas.md); 20 s keeps the bound's
+reasoning and takes six tests 10 s less each, for the suite's budget. Greedy clients fill
+the quota windows (2 x 1 s) in the first window, which is not measured, and keep them full:
+from then on Kafka's arithmetic admits the quota, and what is over it is what the processes
+hold unacknowledged at the edges of the 20 s (3 x IN_FLIGHT records of 1 kB: 3 %) plus a
+fleet's own error (at most 2.5 % at the default 250 ms sync:
 tests/unit/proxy/enforcement/test_fleet.py): 1.10 x leaves room for a request or two more. With
 1000 records
 in flight per process the edges alone were worth 10 %, and a loaded 2-core CI run measured a
@@ -37,7 +39,7 @@ QUOTA = 1_000_000
 FLEET, NEIGHBOUR = "fleet", "neighbour"
 PROCESSES, PARTITIONS = 3, 6
 IN_FLIGHT = 200
-FIRST_WINDOW_S, MEASURED_S = 2.0, 30.0
+FIRST_WINDOW_S, MEASURED_S = 2.0, 20.0
 BOUND = 1.10
 
 
