@@ -6,13 +6,23 @@ out to be read in few Python steps: the names once, then the uses as fixed-size 
 (struct.iter_unpack reads them all in one call):
 
     version u8 | member str | sequence u32 | time_ms u64 | names u16 | uses u32 |
-        producer-id sets u32 | name str ... | use ... | producer ids ...
-    use:             quota type u8 | user name u16 | client-id name u16 | value f64
+        producer-id sets u32 | [standings u32] | name str ... | use ... |
+        [standing ...] | producer ids ...
+    use, standing:   quota type u8 | user name u16 | client-id name u16 | value f64
     producer ids:    user name u16 | count u32 | id i64 ...
     str:             length u16 | UTF-8
 
 A use is keyed by its sensor's metric tags, which every member resolves a client to alike; a
 record names at most 65,535 distinct users and client-ids (split keeps it under that).
+
+Version 2 adds standings (issue 51): a standing is the use per sync interval its publisher
+expects to keep charging, which every reader adds for it, interval by interval, until the
+publisher names another; the uses of a version 2 record are then what its use differed from
+its standings (negative when it used less). Version 1 has no standings: its uses are all its
+use. A member reads both, and writes version 1 while it hears a version 1 member, who cannot
+read version 2 (proxy/enforcement/fleet.py): a fleet mid-roll works as the older one. Such a
+record's first use is of quota type READS_NEWEST, so that its writer is not taken for an
+older member itself.
 """
 
 from __future__ import annotations
@@ -20,10 +30,18 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
-VERSION: Final = 1
+#: the newest version: what a member writes once no member of an older one is heard
+VERSION: Final = 2
+#: the version without standings
+STANDINGLESS: Final = 1
+#: the quota type of a use that says its record's writer reads VERSION though it wrote
+#: STANDINGLESS (for an older member it hears): a reader of version 1 skips a quota type it
+#: does not know, and no quota type is numbered so
+READS_NEWEST: Final = 255
 
 _U16 = struct.Struct(">H")
 _HEAD = struct.Struct(">IQHII")
+_U32 = struct.Struct(">I")
 _USE = struct.Struct(">BHHd")
 _IDS_HEAD = struct.Struct(">HI")
 #: the most names one record holds (its indices are u16)
@@ -44,6 +62,9 @@ class Publication(NamedTuple):
     uses: list[Use]
     #: user tag -> producer ids admitted since the previous publication (KIP-936)
     producer_ids: dict[str, list[int]]
+    #: each sensor's use per interval from now on, which readers add for the publisher on
+    #: their own (a standing of 0 ends one); None in a record of STANDINGLESS
+    standings: list[Use] | None = None
 
 
 def _string(text: str) -> bytes:
@@ -54,15 +75,9 @@ def _string(text: str) -> bytes:
 def encode(publication: Publication) -> bytes:
     """ValueError when the record would name more than MAX_NAMES users and client-ids."""
     names: dict[str, int] = {}
-    uses = [
-        _USE.pack(
-            quota_type,
-            names.setdefault(user, len(names)),
-            names.setdefault(client_id, len(names)),
-            value,
-        )
-        for quota_type, user, client_id, value in publication.uses
-    ]
+    uses = _entries(publication.uses, names)
+    standings = publication.standings
+    entries = uses if standings is None else [*uses, *_entries(standings, names)]
     id_sets = [
         _IDS_HEAD.pack(names.setdefault(user, len(names)), len(ids))
         + struct.pack(f">{len(ids)}q", *ids)
@@ -70,46 +85,68 @@ def encode(publication: Publication) -> bytes:
     ]
     if len(names) > MAX_NAMES:
         raise ValueError(f"a fleet record names {len(names)} users and client-ids")
+    head = _HEAD.pack(
+        publication.sequence, publication.time_ms, len(names), len(uses), len(id_sets)
+    )
+    if standings is None:
+        version, counts = STANDINGLESS, head
+    else:
+        version, counts = VERSION, head + _U32.pack(len(standings))
     return b"".join(
         [
-            bytes([VERSION]),
+            bytes([version]),
             _string(publication.member),
-            _HEAD.pack(
-                publication.sequence,
-                publication.time_ms,
-                len(names),
-                len(uses),
-                len(id_sets),
-            ),
+            counts,
             *map(_string, names),
-            *uses,
+            *entries,
             *id_sets,
         ]
     )
 
 
+def _entries(uses: list[Use], names: dict[str, int]) -> list[bytes]:
+    return [
+        _USE.pack(
+            quota_type,
+            names.setdefault(user, len(names)),
+            names.setdefault(client_id, len(names)),
+            value,
+        )
+        for quota_type, user, client_id, value in uses
+    ]
+
+
 def decode(data: bytes) -> Publication:
-    """ValueError for what is not a record of this version."""
+    """ValueError for what is not a record of a version this proxy reads."""
     try:
-        if not data or data[0] != VERSION:
-            raise ValueError(f"a fleet record of version {data[:1]!r}, this proxy reads {VERSION}")
+        if not data or data[0] not in (STANDINGLESS, VERSION):
+            raise ValueError(
+                f"a fleet record of version {data[:1]!r}, this proxy reads {STANDINGLESS}"
+                f" to {VERSION}"
+            )
         pos = 1
         member, pos = _read_string(data, pos)
         sequence, time_ms, name_count, use_count, id_sets = _HEAD.unpack_from(data, pos)
         pos += _HEAD.size
+        standing_count = None
+        if data[0] == VERSION:
+            (standing_count,) = _U32.unpack_from(data, pos)
+            pos += _U32.size
         names = []
         unpack_length = _U16.unpack_from
         for _ in range(name_count):
             (length,) = unpack_length(data, pos)
             pos += 2 + length
             names.append(data[pos - length : pos].decode())
-        end = pos + use_count * _USE.size
+        end = pos + (use_count + (standing_count or 0)) * _USE.size
         if end > len(data):
             raise ValueError("a fleet record cut short")
-        uses = [
+        entries = [
             (quota_type, names[user], names[client_id], value)
             for quota_type, user, client_id, value in _USE.iter_unpack(data[pos:end])
         ]
+        uses = entries[:use_count]
+        standings = None if standing_count is None else entries[use_count:]
         pos = end
         producer_ids = {}
         for _ in range(id_sets):
@@ -121,7 +158,7 @@ def decode(data: bytes) -> Publication:
         raise ValueError(f"not a fleet record: {exc}") from exc
     if pos != len(data):
         raise ValueError("a fleet record with bytes past its end")
-    return Publication(member, sequence, time_ms, uses, producer_ids)
+    return Publication(member, sequence, time_ms, uses, producer_ids, standings)
 
 
 def _read_string(data: bytes, pos: int) -> tuple[str, int]:
@@ -133,15 +170,22 @@ def _read_string(data: bytes, pos: int) -> tuple[str, int]:
 
 
 def split(publication: Publication, per_record: int) -> list[Publication]:
-    """A publication as records of at most `per_record` uses and as many users' producer
-    ids each: every one is read as a publication of the same member and sequence."""
+    """A publication as records of at most `per_record` uses, as many standings and as
+    many users' producer ids each: every one is read as a publication of the same member
+    and sequence (and each carries the mark of READS_NEWEST if the publication does)."""
     uses, id_sets = publication.uses, list(publication.producer_ids.items())
-    if len(uses) <= per_record and len(id_sets) <= per_record:
+    standings = publication.standings
+    mark: list[Use] = []
+    if standings is None and uses and uses[0][0] == READS_NEWEST:
+        mark, uses = uses[:1], uses[1:]
+    most = max(len(uses), len(id_sets), len(standings or ()))
+    if most <= per_record:
         return [publication]
     return [
         publication._replace(
-            uses=uses[start : start + per_record],
+            uses=[*mark, *uses[start : start + per_record]],
             producer_ids=dict(id_sets[start : start + per_record]),
+            standings=None if standings is None else standings[start : start + per_record],
         )
-        for start in range(0, max(len(uses), len(id_sets)), per_record)
+        for start in range(0, most, per_record)
     ]

@@ -37,6 +37,19 @@ sees it, has stayed under half the line for COOL_AFTER_MS. A topic's sensors are
 from their first use, since `top` reads topics from the bus; a sensor whose limit no entity
 sets is never watched.
 
+Standings (dead reckoning). A watched sensor whose use here holds steady (charged every
+interval, within half the tolerance of its pace, for RESTATE_MS) is named as a standing: the
+use per interval every other member adds for this one at the end of each of its own
+intervals. This member then publishes what its use drifted from the standings once that
+passes the tolerance (DRIFT_SHARE of the quota over the windows), and the standing again
+every RESTATE_MS; a steady principal near its limit costs the bus an entry per RESTATE_MS
+instead of one per interval. A reader adds a standing from the interval after the one that
+follows its publication, which reported the interval the previous standing covered: the
+others' use lands no later than when it was published every interval, and the bound holds
+as before. Use that stops and starts (a client throttled, a consumer's large fetches) is not
+steady, and is published every interval. A member that hears one of version 1 (which reads
+no standings) publishes every use whole while it does (protocol/fleet_records.py).
+
 Membership is what the bus shows: a member whose publications stop for GONE_AFTER intervals
 is gone. A member that stops reading its own publications back has lost the bus: it falls
 back to its share of every budget (the limit divided by the members it last saw), never to
@@ -49,7 +62,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
-from protocol.fleet_records import Publication, Use
+from protocol.fleet_records import READS_NEWEST, VERSION, Publication, Use
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags
 from quotas.managers import (
@@ -74,12 +87,39 @@ COOL_AFTER_MS: Final = 2000
 ANTICIPATED_FOR: Final = 2
 #: how much of its recent use, here and elsewhere, a sensor's weight remembers per interval
 DECAY: Final = 0.9
+#: how far a member's use may drift from its standing unpublished, as a share of the quota
+#: over the windows (with 11 x 1 s windows, 0.11 s of the quota)
+DRIFT_SHARE: Final = 0.01
+#: a standing is named again this often though unchanged, so that a member that joins, or
+#: missed it, learns it
+RESTATE_MS: Final = 2000
+#: the weight of an interval's use in the pace a standing is taken from
+PACE: Final = 0.1
+#: use is steady while every interval's is within this share of the tolerance of the pace
+STEADY: Final = 0.5
 
 
 class _Share:
     """One sensor's part in the fleet, as this member sees it."""
 
-    __slots__ = ("anticipated", "cool", "elsewhere", "fresh", "here", "sensors", "unpublished")
+    __slots__ = (
+        "anticipated",
+        "cool",
+        "drift",
+        "elsewhere",
+        "fresh",
+        "here",
+        "pace",
+        "pending",
+        "sensors",
+        "since",
+        "standing",
+        "standings",
+        "standings_total",
+        "steady",
+        "unpublished",
+        "whole",
+    )
 
     def __init__(self, sensors: ClientSensors) -> None:
         self.sensors = sensors
@@ -95,6 +135,22 @@ class _Share:
         self.cool = 0
         #: [settled at ms, use the weight added for the others], oldest first
         self.anticipated: deque[list[float]] = deque()
+        #: this member's standing (use per interval the others add for it), what its use
+        #: differed from it since it was named, the intervals since, and the recent use per
+        #: interval the next standing is taken from (None before the first interval)
+        self.standing = 0.0
+        self.drift = 0.0
+        self.since = 0
+        self.pace: float | None = None
+        self.steady = 0
+        #: whether an interval of its own, after the one it was watched in, has passed
+        self.whole = False
+        #: the other members' standings and their total, added every interval; and what a
+        #: standing named anew since the last interval leaves of the one before it: the
+        #: publication that named it reported the interval the one before covered
+        self.standings: dict[str, float] | None = None
+        self.standings_total = 0.0
+        self.pending = 0.0
 
     def replace_anticipated(self, reported: float) -> float:
         """The part of use reported by another member that was already charged as
@@ -109,6 +165,54 @@ class _Share:
             if entry[1] <= SETTLED:
                 anticipated.popleft()
         return matched
+
+    def reckon(
+        self, local: float, tolerance: float, restate_after: int
+    ) -> tuple[float, float | None]:
+        """What to publish of an interval's use here: what it drifted from the standings
+        (0 while that is within the tolerance), and a standing named anew (None: the same)."""
+        if not self.whole:
+            # the first interval's use holds what the sensor charged before it was watched
+            self.whole = True
+            self.drift = 0.0
+            return local, None
+        pace = self.pace
+        pace = self.pace = local if pace is None else pace + PACE * (local - pace)
+        steady_now = local > 0 and abs(local - pace) <= tolerance * STEADY
+        self.steady = self.steady + 1 if steady_now else 0
+        steady = self.steady >= restate_after
+        drift = self.drift + local - self.standing
+        self.since += 1
+        if self.standing:
+            due = self.since >= restate_after
+            if steady and not due and abs(drift) <= tolerance:
+                self.drift = drift
+                return 0.0, None
+            restate = not steady or due or abs(pace - self.standing) * restate_after > tolerance
+        else:
+            # none named for use that would not reach the tolerance between restatements
+            restate = steady and pace * restate_after > tolerance
+        self.drift = 0.0
+        if not restate:
+            return drift, None
+        self.standing = pace if steady else 0.0
+        self.since = 0
+        return drift, self.standing
+
+    def stand(self, member: str, standing: float) -> None:
+        """Another member's standing from the next interval on (0 ends it)."""
+        standings = self.standings
+        if standings is None:
+            if not standing:
+                return
+            standings = self.standings = {}
+        before = standings.get(member, 0.0)
+        if standing:
+            standings[member] = standing
+        else:
+            standings.pop(member, None)
+        self.standings_total = sum(standings.values())
+        self.pending += before - standing
 
 
 class FleetMember:
@@ -127,6 +231,10 @@ class FleetMember:
         self._lost_ms = 0
         #: other members -> when their last publication arrived (this member's clock)
         self._heard: dict[str, int] = {}
+        #: members heard writing version 1 records (they read no standings), when last
+        self._older: dict[str, int] = {}
+        #: members whose standings some share holds
+        self._standing: set[str] = set()
         #: when this member's own last publication came back from the bus
         self._own_ms: int | None = None
         #: the members alive when the bus was last up: the budget is shared among them
@@ -137,16 +245,20 @@ class FleetMember:
         self._shares: list[dict[MetricTags, _Share]] = []
 
     def publish(self, engine: QuotaEngine, now_ms: int, wall_ms: int) -> Publication:
-        """What this member charged since its last publication of the sensors it watches;
-        every watched sensor's weight renewed from the use seen here and elsewhere."""
+        """What this member charged since its last publication of the sensors it watches,
+        beyond its standings, and the standings it names anew; every watched sensor's weight
+        renewed from the use seen here and elsewhere, the others' standings added."""
         shares = self._shares_of(engine)
         up = self.bus_up(now_ms)
         others = self.members(now_ms) - 1 if up else 0
+        reckoning = up and not self._older_heard(now_ms)
         cool_after = cool_after_intervals(self.sync_interval_ms)
+        restate_after = max(1, RESTATE_MS // self.sync_interval_ms)
         # the others' reports of an interval come at most an interval after it, and a bus
         # delay later: what they did not report by then, they did not use
         expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self._delay_ms
-        uses = []
+        uses: list[Use] = []
+        standings: list[Use] = []
         for index, (manager, by_tags) in enumerate(zip(self._managers, shares, strict=True)):
             crossed = manager.take_crossed()
             if not manager.enabled:
@@ -158,15 +270,39 @@ class FleetMember:
             topics = isinstance(manager, TopicQuotaManager)
             manager.set_lines(0.0 if topics else LINE_SHARE, 1.0 + others)
             cool = self._cooling(manager)
+            # a topic's use is published whole: `top` reads it from the bus
+            drift_per_limit = (
+                DRIFT_SHARE * _quota_span(manager) if reckoning and not topics else 0.0
+            )
             for tags, share in list(by_tags.items()):
                 sensors = share.sensors
                 _settle(manager, share, now_ms)
+                if share.standings:
+                    standing_elsewhere = share.standings_total + share.pending
+                    share.pending = 0.0
+                    if standing_elsewhere:
+                        _record_elsewhere(manager, share, standing_elsewhere, now_ms)
                 anticipated = share.anticipated
                 if anticipated and anticipated[0][0] <= expired_ms:
                     _withdraw(manager, share, expired_ms, now_ms)
-                if share.unpublished:
-                    uses.append((index, tags[0], tags[1], share.unpublished))
-                    share.unpublished = 0.0
+                local = share.unpublished
+                share.unpublished = 0.0
+                if drift_per_limit:
+                    drift, standing = share.reckon(
+                        local, drift_per_limit * sensors.limit, restate_after
+                    )
+                    if drift:
+                        uses.append((index, tags[0], tags[1], drift))
+                    if standing is not None:
+                        standings.append((index, tags[0], tags[1], standing))
+                else:
+                    if share.standing or share.drift:
+                        # no longer reckoned (an older member is heard, or the bus lost):
+                        # what the standing left out goes with the use
+                        local += share.drift
+                        share.standing = share.drift = 0.0
+                    if local:
+                        uses.append((index, tags[0], tags[1], local))
                 here, elsewhere = share.here, share.elsewhere
                 if here > SETTLED:
                     ratio = elsewhere / here
@@ -176,31 +312,47 @@ class FleetMember:
                 share.here = here * DECAY + share.fresh
                 share.fresh = 0.0
                 share.elsewhere = elsewhere * DECAY
+                if share.standings_total:
+                    continue  # not left while the others name standings for it
                 share.cool = share.cool + 1 if cool(sensors, 0.0, now_ms) else 0
                 if share.cool >= cool_after:
+                    if share.standing or share.drift:
+                        # its last standing ends with it
+                        if share.drift:
+                            uses.append((index, tags[0], tags[1], share.drift))
+                        standings.append((index, tags[0], tags[1], 0.0))
                     _withdraw(manager, share, now_ms, now_ms)
                     manager.unwatch(sensors)
                     del by_tags[tags]
         engine.producer_ids.sharing = True  # a reload may have made the manager anew
         producer_ids = {tags[0]: ids for tags, ids in engine.producer_ids.take_admitted().items()}
+        publication = Publication(
+            self.member,
+            self._sequence + 1,
+            wall_ms,
+            uses,
+            producer_ids,
+            standings if reckoning else None,
+        )
         if self._lost is not None:
-            uses, producer_ids = _merged(self._lost, uses, producer_ids)
+            publication = _merged(self._lost, publication)
             self._lost = None
+        if publication.standings is None:
+            publication.uses.insert(0, (READS_NEWEST, "", "", float(VERSION)))
         self._sequence += 1
         self._published_ms[self._sequence] = now_ms
         self._published_ms.pop(self._sequence - 2 * GONE_AFTER, None)  # never read back
-        return Publication(self.member, self._sequence, wall_ms, uses, producer_ids)
+        return publication
 
     def lost(self, publication: Publication, now_ms: int) -> None:
-        """The bus did not take a publication: its use goes out with the next one, unless
-        the bus stays down so long that the others have fallen back to their shares (then
-        it was held by the shares, and would only throttle everyone at once on return).
-        One that timed out may have been written after all: its use then counts twice,
-        on the safe side."""
+        """The bus did not take a publication: its use and standings go out with the next
+        one, unless the bus stays down so long that the others have fallen back to their
+        shares (then it was held by the shares, and would only throttle everyone at once on
+        return). One that timed out may have been written after all: its use then counts
+        twice, on the safe side."""
         self._published_ms.pop(publication.sequence, None)
         if self._lost is not None and now_ms - self._lost_ms <= self._gone_after_ms:
-            uses, producer_ids = _merged(self._lost, publication.uses, publication.producer_ids)
-            publication = publication._replace(uses=uses, producer_ids=producer_ids)
+            publication = _merged(self._lost, publication)
         else:
             self._lost_ms = now_ms
         self._lost = publication
@@ -208,8 +360,9 @@ class FleetMember:
     def receive(self, publication: Publication, engine: QuotaEngine, now_ms: int) -> None:
         """A publication the bus carried: this member's own says the bus is up; another
         member's use is recorded into the same sensors, unjudged, less what was already
-        charged here in anticipation of it."""
-        if publication.member == self.member:
+        charged here in anticipation of it, and its standings are added from now on."""
+        member = publication.member
+        if member == self.member:
             self._own_ms = now_ms
             published = self._published_ms.pop(publication.sequence, None)
             if published is not None:
@@ -219,11 +372,17 @@ class FleetMember:
             # the members the budget is shared among if the bus is lost from here on
             self._members_when_up = self.members(now_ms)
             return
-        self._heard[publication.member] = now_ms
+        self._heard[member] = now_ms
         shares = self._shares_of(engine)
         managers = self._managers
-        coolings = [self._cooling(manager) for manager in managers]
-        for quota_type, user, client_id, value in publication.uses:
+        uses, standings = publication.uses, publication.standings
+        if standings is None:
+            if not uses or uses[0][0] != READS_NEWEST:
+                self._older[member] = now_ms
+            if member in self._standing:
+                self._forget_standings(member)
+        coolings: dict[int, Callable[[ClientSensors, float, int], bool]] = {}
+        for quota_type, user, client_id, value in uses:
             if not 0 <= quota_type < len(shares):
                 continue  # a newer member's quota type
             manager = managers[quota_type]
@@ -232,10 +391,15 @@ class FleetMember:
             by_tags = shares[quota_type]
             share = by_tags.get((user, client_id))
             if share is None:
+                if value <= SETTLED:
+                    continue  # less than a standing that was never added here
                 sensors = manager.sensors_of_tags((user, client_id), now_ms)
                 if sensors.limit == UNLIMITED:
                     continue  # unlimited here: nothing to judge
-                if coolings[quota_type](sensors, value, now_ms):
+                cooling = coolings.get(quota_type)
+                if cooling is None:
+                    cooling = coolings[quota_type] = self._cooling(manager)
+                if cooling(sensors, value, now_ms):
                     # a sensor left as it cooled: recorded, and judged with its weight
                     manager.record_remote(sensors, value, now_ms)
                     continue
@@ -243,15 +407,41 @@ class FleetMember:
                 # others use is known when this member's own use is weighted
                 share = _watch(manager, by_tags, sensors)
             _settle(manager, share, now_ms)
-            share.elsewhere += value
-            if share.anticipated:
-                value -= share.replace_anticipated(value)
-            if value > SETTLED:
-                manager.record_remote(share.sensors, value, now_ms)
+            _record_elsewhere(manager, share, value, now_ms)
+        for quota_type, user, client_id, value in standings or ():
+            if not 0 <= quota_type < len(shares) or not managers[quota_type].enabled:
+                continue
+            by_tags = shares[quota_type]
+            share = by_tags.get((user, client_id))
+            if share is None:
+                if not value:
+                    continue
+                manager = managers[quota_type]
+                sensors = manager.sensors_of_tags((user, client_id), now_ms)
+                if sensors.limit == UNLIMITED:
+                    continue
+                share = _watch(manager, by_tags, sensors)
+            share.stand(member, value)
+            self._standing.add(member)
         producer_ids = engine.producer_ids
         if producer_ids.enabled:
             for user, ids in publication.producer_ids.items():
                 producer_ids.remember((user, ""), ids, now_ms)
+
+    def _older_heard(self, now_ms: int) -> bool:
+        """Whether a member that reads only STANDINGLESS records was heard lately."""
+        gone = [m for m, heard in self._older.items() if now_ms - heard > self._gone_after_ms]
+        for member in gone:
+            del self._older[member]
+        return bool(self._older)
+
+    def _forget_standings(self, member: str) -> None:
+        """A member gone, or writing records without standings: its standings end here."""
+        self._standing.discard(member)
+        for by_tags in self._shares:
+            for share in by_tags.values():
+                if share.standings and member in share.standings:
+                    share.stand(member, 0.0)
 
     def _shares_of(self, engine: QuotaEngine) -> list[dict[MetricTags, _Share]]:
         """The shares of the engine's managers: a reload that changed the quota windows
@@ -309,7 +499,14 @@ class FleetMember:
         gone = [m for m, heard in self._heard.items() if now_ms - heard > self._gone_after_ms]
         for member in gone:
             del self._heard[member]
+            if member in self._standing:
+                self._forget_standings(member)
         return 1 + len(self._heard)
+
+    def history_ms(self) -> int:
+        """How far back a member that starts reads the bus: the members, their recent use,
+        and every standing (each is named again within RESTATE_MS)."""
+        return max(GONE_AFTER * self.sync_interval_ms, RESTATE_MS)
 
     def bus_up(self, now_ms: int) -> bool:
         own = self._own_ms
@@ -321,18 +518,49 @@ class FleetMember:
         return 1.0 if self.bus_up(now_ms) else 1.0 / self._members_when_up
 
 
-def _merged(
-    lost: Publication, uses: list[Use], producer_ids: dict[str, list[int]]
-) -> tuple[list[Use], dict[str, list[int]]]:
-    """A lost publication's use and producer ids added to a new one's."""
-    values = {(quota_type, user, client_id): value for quota_type, user, client_id, value in uses}
+def _merged(lost: Publication, publication: Publication) -> Publication:
+    """A lost publication's use, standings and producer ids added to a new one's (a
+    standing named anew replaces the lost one)."""
+    values = {
+        (quota_type, user, client_id): value
+        for quota_type, user, client_id, value in publication.uses
+    }
     for quota_type, user, client_id, value in lost.uses:
-        key = quota_type, user, client_id
-        values[key] = values.get(key, 0.0) + value
-    merged = {user: [*lost.producer_ids.get(user, ()), *ids] for user, ids in producer_ids.items()}
+        if quota_type != READS_NEWEST:
+            key = quota_type, user, client_id
+            values[key] = values.get(key, 0.0) + value
+    producer_ids = {
+        user: [*lost.producer_ids.get(user, ()), *ids]
+        for user, ids in publication.producer_ids.items()
+    }
     for user, ids in lost.producer_ids.items():
-        merged.setdefault(user, ids)
-    return [(*key, value) for key, value in values.items()], merged
+        producer_ids.setdefault(user, ids)
+    standings = publication.standings
+    if standings is not None and lost.standings:
+        named = {(quota_type, user, client_id) for quota_type, user, client_id, _ in standings}
+        standings = [*(use for use in lost.standings if use[:3] not in named), *standings]
+    return publication._replace(
+        uses=[(*key, value) for key, value in values.items()],
+        producer_ids=producer_ids,
+        standings=standings,
+    )
+
+
+def _record_elsewhere(manager: QuotaManager, share: _Share, value: float, now_ms: int) -> None:
+    """Use of the other members', reported or standing, recorded less what this member
+    anticipated of it."""
+    share.elsewhere += value
+    if share.anticipated:
+        value -= share.replace_anticipated(value)
+    if value > SETTLED or value < -SETTLED:
+        manager.record_remote(share.sensors, value, now_ms)
+
+
+def _quota_span(manager: QuotaManager) -> float:
+    """The quota over the manager's whole windows, per unit of limit."""
+    if isinstance(manager, TokenBucketQuotaManager):
+        return manager.burst(1.0)
+    return manager.config.samples * manager.config.window_ms / 1000
 
 
 def cool_after_intervals(sync_interval_ms: int) -> int:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.fleet_records import Publication, Use, decode, encode, split
-from proxy.enforcement.fleet import GONE_AFTER, FleetMember
+from protocol.fleet_records import READS_NEWEST, Publication, Use, decode, encode, split
+from proxy.enforcement.fleet import GONE_AFTER, RESTATE_MS, FleetMember
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaLimits
@@ -93,7 +93,9 @@ def engine(limits: QuotaLimits) -> QuotaEngine:
     return QuotaEngine(QuotaConfig(limits=limits))
 
 
-def exchange(members: list[FleetMember], engines: list[QuotaEngine], now_ms: int) -> None:
+def exchange(
+    members: list[FleetMember], engines: list[QuotaEngine], now_ms: int
+) -> list[Publication]:
     """Every member publishes, and every publication reaches every member at once."""
     publications = [
         member.publish(each, now_ms, now_ms) for member, each in zip(members, engines, strict=True)
@@ -101,6 +103,12 @@ def exchange(members: list[FleetMember], engines: list[QuotaEngine], now_ms: int
     for publication in publications:
         for member, each in zip(members, engines, strict=True):
             member.receive(decode(encode(publication)), each, now_ms)
+    return publications
+
+
+def uses_of(publication: Publication) -> list[Use]:
+    """Its uses but the mark that says its writer reads standings."""
+    return [use for use in publication.uses if use[0] != READS_NEWEST]
 
 
 def fleet(size: int, limits: QuotaLimits) -> tuple[list[FleetMember], list[QuotaEngine]]:
@@ -158,7 +166,7 @@ def test_a_sensor_is_published_once_past_its_line_and_left_once_cool() -> None:
         for user in ("limited", "unlimited"):
             sensors = manager.sensors_for(user, "", now)
             manager.record_and_get_throttle_time_ms(sensors, value, now)
-        return member.publish(produce, now, now).uses
+        return uses_of(member.publish(produce, now, now))
 
     # alone, a member's line is half the limit: 40 kB/s is far under it
     assert not any(interval(10_000) for _ in range(60))
@@ -176,6 +184,89 @@ def test_a_sensor_is_published_once_past_its_line_and_left_once_cool() -> None:
     cooling = [interval(0) for _ in range(60)]
     assert not any(cooling)  # nothing charged, nothing published
     assert not list(member.local_rates())  # left once under half its line
+
+
+def steady(
+    members: list[FleetMember], engines: list[QuotaEngine], now: int, intervals: int
+) -> tuple[int, list[Publication]]:
+    """The first member's client charges 100 kB every interval (400 kB/s of a 1 MB/s quota,
+    past the line of two members); every member publishes each interval and reads all."""
+    published = []
+    for _ in range(intervals):
+        now += SYNC_MS
+        produce = engines[0].produce
+        produce.record_and_get_throttle_time_ms(produce.sensors_for("", "app", now), 100_000, now)
+        published.append(exchange(members, engines, now)[0])
+    return now, published
+
+
+def recorded_there(engine: QuotaEngine, now: int) -> float:
+    return engine.produce.sensors_for("", "app", now).rate.recorded()
+
+
+def test_a_steady_principal_costs_the_bus_its_restatements_only() -> None:
+    """Issue 51: a principal whose use holds steady is named once as a standing, which the
+    others add every interval on their own. From then on the bus carries a restatement every
+    RESTATE_MS, and a drift only once it passes the tolerance: the others' sensor records
+    what was charged all the same."""
+    members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}})
+    now, _ = steady(members, engines, 0, 200)
+    before = recorded_there(engines[1], now)
+    now, published = steady(members, engines, now, 40)
+    restatements = 40 // (RESTATE_MS // SYNC_MS)
+    assert sum(len(publication.standings or ()) for publication in published) == restatements
+    assert sum(len(uses_of(publication)) for publication in published) <= restatements
+    # the others add the standing every interval: 4 MB in 10 s, within one interval's use
+    assert abs(recorded_there(engines[1], now) - before - 40 * 100_000) <= 100_000
+
+
+def test_use_that_stops_and_starts_is_published_every_interval() -> None:
+    """A client throttled, or a consumer's large fetches: no standing would hold."""
+    members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}})
+    produce, now = engines[0].produce, 0
+    published = []
+    for interval in range(120):
+        now += SYNC_MS
+        if interval % 2:
+            produce.record_and_get_throttle_time_ms(produce.sensors_for("", "app", now), 2e5, now)
+        published.append(exchange(members, engines, now)[0])
+    assert not any(publication.standings for publication in published)
+    assert [uses_of(publication)[0][3] for publication in published[1::2][-10:]] == [2e5] * 10
+
+
+def test_a_gone_members_standings_end() -> None:
+    members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}})
+    now, _ = steady(members, engines, 0, 100)
+    for _ in range(GONE_AFTER + 1):  # the first member falls silent
+        now += SYNC_MS
+        exchange(members[1:], engines[1:], now)
+    before = recorded_there(engines[1], now)
+    for _ in range(8):
+        now += SYNC_MS
+        exchange(members[1:], engines[1:], now)
+    assert recorded_there(engines[1], now) == before
+    assert members[1].members(now) == 1
+
+
+def test_a_member_writes_version_1_while_it_hears_a_member_of_version_1() -> None:
+    """Issue 51's rolling upgrade: a member of version 1 cannot read standings, so while one
+    is heard every member writes what it charged whole, marked as a writer of version 2 (a
+    reader of version 1 skips the mark's quota type); once it is gone, standings again."""
+    members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}})
+    now, _ = steady(members, engines, 0, 100)
+    older = encode(Publication("older", 1, 0, [], {}))
+    assert older[0] == 1
+    for member, each in zip(members, engines, strict=True):
+        member.receive(decode(older), each, now)
+    now, published = steady(members, engines, now, 4)
+    assert all(publication.standings is None for publication in published)
+    assert all(publication.uses[0][0] == READS_NEWEST for publication in published)
+    # each interval's use whole (the first adds what the standing had left out)
+    assert [uses_of(publication)[0][3] for publication in published[1:]] == [100_000.0] * 3
+    assert all(encode(publication)[0] == 1 for publication in published)
+    # the marked records did not make the members take each other for older ones
+    now, published = steady(members, engines, now, GONE_AFTER + 1)
+    assert published[-1].standings is not None
 
 
 def test_losing_the_bus_shares_each_budget_and_its_return_restores_it() -> None:
@@ -209,7 +300,7 @@ def test_a_lost_publication_goes_out_with_the_next() -> None:
     manager.record_and_get_throttle_time_ms(manager.sensors_for("", "a", 1), 100, 1)
     member.lost(member.publish(produce, SYNC_MS, 0), SYNC_MS)
     manager.record_and_get_throttle_time_ms(manager.sensors_for("", "a", 300), 50, 300)
-    assert [value for *_, value in member.publish(produce, 2 * SYNC_MS, 0).uses] == [150.0]
+    assert [value for *_, value in uses_of(member.publish(produce, 2 * SYNC_MS, 0))] == [150.0]
 
 
 def test_records_round_trip_split_and_refuse_what_they_are_not() -> None:
@@ -217,14 +308,21 @@ def test_records_round_trip_split_and_refuse_what_they_are_not() -> None:
         "host:9192/w0/1",
         7,
         1_700_000_000_000,
-        [(0, "User:alice", "app", 1234.5), (2, "", "é", 0.25)],
+        [(0, "User:alice", "app", 1234.5), (2, "", "é", -0.25)],
         {"User:alice": [1, -2, 2**62]},
+        [(0, "User:bob", "", 10.0)],
     )
+    assert encode(publication)[0] == 2
     assert decode(encode(publication)) == publication
+    standingless = publication._replace(standings=None)
+    assert encode(standingless)[0] == 1
+    assert decode(encode(standingless)) == standingless
     parts = split(publication, 1)
-    assert [len(part.uses) for part in parts] == [1, 1]
+    assert [(len(part.uses), len(part.standings or ())) for part in parts] == [(1, 1), (1, 0)]
     assert parts[0].producer_ids and not parts[1].producer_ids
-    for bad in (b"", b"\x02" + encode(publication)[1:], encode(publication)[:-1]):
+    marked = standingless._replace(uses=[(READS_NEWEST, "", "", 2.0), *publication.uses])
+    assert [part.uses[0][0] for part in split(marked, 1)] == [READS_NEWEST, READS_NEWEST]
+    for bad in (b"", b"\x03" + encode(publication)[1:], encode(publication)[:-1]):
         with pytest.raises(ValueError):
             decode(bad)
     with pytest.raises(ValueError):
