@@ -6,7 +6,8 @@
    principal of rank r uses 0.8 x (principals / 10 / r) ** 1.5 of its quota, at most all of
    it, so a tenth of them are near their quota and the rest far below it. Printed per member
    per second: bytes published and read, the CPU of publishing and of reading (a member reads
-   every member's publication, its own included), and the principals published. With
+   every member's publication, its own included), and the entries published (uses and
+   standings: a principal published, or its standing named). With
    `--against REV` the same bus and demand run on the fleet of REV (a git worktree), first.
 2. One worker with 1,000 principals near their quota and, on the bus, two simulated
    members (another process) publishing the same principals' use every interval: the bus's
@@ -69,7 +70,7 @@ class BusCost:
     read: float
     publish_cpu: float
     read_cpu: float
-    #: uses in one member's publication, on average: the principals it published
+    #: uses and standings in one member's publication, on average
     uses: float
 
 
@@ -116,7 +117,7 @@ def bus(principals: int, members: int, intervals: int) -> BusCost:
             published += sum(map(len, records))
             publish_cpu += publishing
             read_cpu += reading
-            uses += sum(len(publication.uses) for publication in publications)
+            uses += sum(map(_entries, publications))
     seconds = intervals * SYNC_MS / 1000
     return BusCost(
         published / members / seconds,
@@ -125,6 +126,11 @@ def bus(principals: int, members: int, intervals: int) -> BusCost:
         read_cpu / seconds,
         uses / members / intervals,
     )
+
+
+def _entries(publication: Publication) -> int:
+    """Its uses and standings (a tree of --against may have no standings)."""
+    return len(publication.uses) + len(getattr(publication, "standings", None) or ())
 
 
 def bus_table(intervals: int) -> list[tuple[int, int, BusCost]]:
@@ -164,14 +170,14 @@ def print_bus(intervals: int, against: str | None) -> None:
             (f"at {against}", [(p, m, BusCost(**c)) for p, m, c in json.loads(done.stdout)])
         )
     legs.append(("this tree", bus_table(intervals)))
-    print("| fleet | principals | members | published | read | CPU publish + read | published |")
+    print("| fleet | principals | members | published | read | CPU publish + read | entries |")
     print("|---|---|---|---|---|---|---|")
     for name, table in legs:
         for principals, members, cost in table:
             print(
                 f"| {name} | {principals:,} | {members} | {cost.published / 1e3:,.1f} kB |"
                 f" {cost.read / 1e3:,.1f} kB | {cost.publish_cpu * 1e3:.1f} +"
-                f" {cost.read_cpu * 1e3:.1f} ms | {cost.uses:,.0f} principals |"
+                f" {cost.read_cpu * 1e3:.1f} ms | {cost.uses:,.0f} |"
             )
 
 
