@@ -399,8 +399,8 @@ ROWS = (
             Panel(
                 "Fleet members and watched sensors",
                 "Members each proxy heard from lately, itself included; and the quota "
-                "sensors each watches: those past their line, near their limit, which it "
-                "publishes every interval (the others cost the bus nothing).",
+                "sensors each watches: those past their line, near their limit, whose use it "
+                "shares on the bus (the others cost the bus nothing).",
                 (
                     Query(
                         f"max by (instance) (kafka_quota_proxy_fleet_members{{{PROXIES}}})",

@@ -90,8 +90,8 @@ class FleetBus:
         return self._own.topic
 
     async def start(self, timeout_s: float) -> None:
-        """Open the topic and read its recent history (the members, their recent use and
-        standings), then publish once and read that back: the bus is up."""
+        """Open the topic and read it from GONE_AFTER intervals ago (the members, their
+        recent use), then publish once and read that back: the bus is up."""
         try:
             await asyncio.wait_for(self._open(history=True), timeout_s)
             await asyncio.wait_for(self._until_up(), timeout_s)
@@ -141,13 +141,13 @@ class FleetBus:
         await self._own.close()
 
     async def _open(self, history: bool = False) -> None:
-        """Open the topic: at start-up from its recent history; opened again after a
+        """Open the topic: at start-up from GONE_AFTER intervals ago; opened again after a
         failure, from its end (what was published meanwhile is stale: the members held
         their shares, and recording it now would only throttle everyone at once)."""
         if await self._own.open():
             log.info("fleet %s: topic %s created", self.name, self.topic)
         if history:
-            await self._own.seek_to_time(wall_ms() - self.member.history_ms())
+            await self._own.seek_to_time(wall_ms() - GONE_AFTER * self.member.sync_interval_ms)
         else:
             await self._own.seek_to_end()
 

@@ -38,17 +38,18 @@ from their first use, since `top` reads topics from the bus; a sensor whose limi
 sets is never watched.
 
 Standings (dead reckoning). A watched sensor whose use here holds steady (charged every
-interval, within half the tolerance of its pace, for RESTATE_MS) is named as a standing: the
+interval, within half the tolerance of its pace, for STEADY_MS) is named as a standing: the
 use per interval every other member adds for this one at the end of each of its own
 intervals. This member then publishes what its use drifted from the standings once that
-passes the tolerance (DRIFT_SHARE of the quota over the windows), and the standing again
-every RESTATE_MS; a steady principal near its limit costs the bus an entry per RESTATE_MS
-instead of one per interval. A reader adds a standing from the interval after the one that
-follows its publication, which reported the interval the previous standing covered: the
-others' use lands no later than when it was published every interval, and the bound holds
-as before. Use that stops and starts (a client throttled, a consumer's large fetches) is not
-steady, and is published every interval. A member that hears one of version 1 (which reads
-no standings) publishes every use whole while it does (protocol/fleet_records.py).
+passes the tolerance (DRIFT_SHARE of the quota over the windows), and names the standing
+again every RESTATE_MS and whenever it hears a member it had not heard (who learns it so);
+a steady principal near its limit costs the bus an entry now and then instead of one per
+interval. A reader adds a standing from the interval after the one that follows its
+publication, which reported the interval the previous standing covered: the others' use
+lands no later than when it was published every interval, and the bound holds as before.
+Use that stops and starts (a client throttled, a consumer's large fetches) is not steady,
+and is published every interval. A member that hears one of version 1 (which reads no
+standings) publishes every use whole while it does (protocol/fleet_records.py).
 
 Membership is what the bus shows: a member whose publications stop for GONE_AFTER intervals
 is gone. A member that stops reading its own publications back has lost the bus: it falls
@@ -90,9 +91,11 @@ DECAY: Final = 0.9
 #: how far a member's use may drift from its standing unpublished, as a share of the quota
 #: over the windows (with 11 x 1 s windows, 0.11 s of the quota)
 DRIFT_SHARE: Final = 0.01
-#: a standing is named again this often though unchanged, so that a member that joins, or
-#: missed it, learns it
-RESTATE_MS: Final = 2000
+#: use is steady once it has been so long within STEADY of its pace
+STEADY_MS: Final = 2000
+#: a standing is named again this often though unchanged (and whenever a member joins), so
+#: that a member that missed it learns it
+RESTATE_MS: Final = 10_000
 #: the weight of an interval's use in the pace a standing is taken from
 PACE: Final = 0.1
 #: use is steady while every interval's is within this share of the tolerance of the pace
@@ -167,10 +170,11 @@ class _Share:
         return matched
 
     def reckon(
-        self, local: float, tolerance: float, restate_after: int
+        self, local: float, tolerance: float, steady_after: int, restate_after: int
     ) -> tuple[float, float | None]:
         """What to publish of an interval's use here: what it drifted from the standings
-        (0 while that is within the tolerance), and a standing named anew (None: the same)."""
+        (0 while that is within the tolerance), and a standing named anew (None: the same).
+        `restate_after` 0: named again now, whatever it is."""
         if not self.whole:
             # the first interval's use holds what the sensor charged before it was watched
             self.whole = True
@@ -180,18 +184,20 @@ class _Share:
         pace = self.pace = local if pace is None else pace + PACE * (local - pace)
         steady_now = local > 0 and abs(local - pace) <= tolerance * STEADY
         self.steady = self.steady + 1 if steady_now else 0
-        steady = self.steady >= restate_after
+        steady = self.steady >= steady_after
         drift = self.drift + local - self.standing
         self.since += 1
+        due = self.since >= restate_after
         if self.standing:
-            due = self.since >= restate_after
             if steady and not due and abs(drift) <= tolerance:
                 self.drift = drift
                 return 0.0, None
             restate = not steady or due or abs(pace - self.standing) * restate_after > tolerance
+        elif steady:
+            restate = True
         else:
-            # none named for use that would not reach the tolerance between restatements
-            restate = steady and pace * restate_after > tolerance
+            self.drift = 0.0
+            return drift, None
         self.drift = 0.0
         if not restate:
             return drift, None
@@ -233,8 +239,10 @@ class FleetMember:
         self._heard: dict[str, int] = {}
         #: members heard writing version 1 records (they read no standings), when last
         self._older: dict[str, int] = {}
-        #: members whose standings some share holds
+        #: members whose standings some share holds; whether a member was heard since the
+        #: last publication that was not heard before (it learns the standings from the next)
         self._standing: set[str] = set()
+        self._joined = False
         #: when this member's own last publication came back from the bus
         self._own_ms: int | None = None
         #: the members alive when the bus was last up: the budget is shared among them
@@ -253,7 +261,10 @@ class FleetMember:
         others = self.members(now_ms) - 1 if up else 0
         reckoning = up and not self._older_heard(now_ms)
         cool_after = cool_after_intervals(self.sync_interval_ms)
-        restate_after = max(1, RESTATE_MS // self.sync_interval_ms)
+        steady_after = max(1, STEADY_MS // self.sync_interval_ms)
+        # every standing named again now if a member joined since the last publication
+        restate_after = 0 if self._joined else max(1, RESTATE_MS // self.sync_interval_ms)
+        self._joined = False
         # the others' reports of an interval come at most an interval after it, and a bus
         # delay later: what they did not report by then, they did not use
         expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self._delay_ms
@@ -289,7 +300,7 @@ class FleetMember:
                 share.unpublished = 0.0
                 if drift_per_limit:
                     drift, standing = share.reckon(
-                        local, drift_per_limit * sensors.limit, restate_after
+                        local, drift_per_limit * sensors.limit, steady_after, restate_after
                     )
                     if drift:
                         uses.append((index, tags[0], tags[1], drift))
@@ -372,6 +383,8 @@ class FleetMember:
             # the members the budget is shared among if the bus is lost from here on
             self._members_when_up = self.members(now_ms)
             return
+        if member not in self._heard:
+            self._joined = True
         self._heard[member] = now_ms
         shares = self._shares_of(engine)
         managers = self._managers
@@ -502,11 +515,6 @@ class FleetMember:
             if member in self._standing:
                 self._forget_standings(member)
         return 1 + len(self._heard)
-
-    def history_ms(self) -> int:
-        """How far back a member that starts reads the bus: the members, their recent use,
-        and every standing (each is named again within RESTATE_MS)."""
-        return max(GONE_AFTER * self.sync_interval_ms, RESTATE_MS)
 
     def bus_up(self, now_ms: int) -> bool:
         own = self._own_ms

@@ -220,6 +220,21 @@ def test_a_steady_principal_costs_the_bus_its_restatements_only() -> None:
     assert abs(recorded_there(engines[1], now) - before - 40 * 100_000) <= 100_000
 
 
+def test_a_member_that_joins_learns_the_standings_at_once() -> None:
+    """Every member names its standings again once it hears a member it had not heard."""
+    limits: QuotaLimits = {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}}
+    members, engines = fleet(2, limits)
+    now, _ = steady(members, engines, 0, 100)
+    members.append(FleetMember("joiner", SYNC_MS))
+    engines.append(engine(limits))
+    now, published = steady(members, engines, now, 2)
+    # heard after its first publication, and named again in the next
+    assert not published[0].standings and published[1].standings
+    before = recorded_there(engines[2], now)
+    now, _ = steady(members, engines, now, 4)
+    assert abs(recorded_there(engines[2], now) - before - 4 * 100_000) <= 100_000
+
+
 def test_use_that_stops_and_starts_is_published_every_interval() -> None:
     """A client throttled, or a consumer's large fetches: no standing would hold."""
     members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}})
