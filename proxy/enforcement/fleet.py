@@ -298,7 +298,13 @@ class FleetMember:
                     _withdraw(manager, share, expired_ms, now_ms)
                 local = share.unpublished
                 share.unpublished = 0.0
-                if drift_per_limit:
+                if drift_per_limit and not local and not share.standing and share.whole:
+                    # no use here and none standing (a principal that used another member,
+                    # or cools): nothing drifts, and it is not steady here; saves a call
+                    share.steady = 0
+                    if share.pace:
+                        share.pace -= PACE * share.pace
+                elif drift_per_limit:
                     drift, standing = share.reckon(
                         local, drift_per_limit * sensors.limit, steady_after, restate_after
                     )
