@@ -23,7 +23,7 @@ from aiokafka.errors import KafkaError
 
 from config.cluster import ClusterSettings
 from config.fleet import FLEET_TOPIC_PREFIX
-from protocol.fleet_records import Publication, decode, encode, split
+from protocol.fleet_records import STANDINGLESS, VERSION, Publication, decode, encode, split
 from proxy.control.own_topic import UNREACHABLE, OwnTopic
 from proxy.enforcement.fleet import GONE_AFTER, FleetMember
 from proxy.runtime.clock import Clock, wall_ms
@@ -80,8 +80,10 @@ class FleetBus:
             _TOPIC_CONFIGS,
             {"acks": 1, "linger_ms": 0, "request_timeout_ms": 5_000},
         )
-        #: whether the bus was up when last reported, and why it last failed
+        #: whether the bus was up when last reported, and why it last failed; whether a
+        #: member of an older record version was heard then
         self._up = False
+        self._older = False
         self._failure = "its own publications stopped coming back"
         self._sends: set[asyncio.Task[None]] = set()
 
@@ -234,3 +236,22 @@ class FleetBus:
                 round(1 / share),
             )
         self._up = up
+        older = self.member.hears_older(now_ms)
+        if older and not self._older:
+            log.warning(
+                "fleet %s: a member that reads only fleet records of version %d is heard: "
+                "every member publishes its whole use in them, and names no standings, until "
+                "it is gone",
+                self.name,
+                STANDINGLESS,
+            )
+        elif self._older and not older:
+            log.info(
+                "fleet %s: no member of record version %d heard for %d intervals: standings "
+                "again, in records of version %d",
+                self.name,
+                STANDINGLESS,
+                GONE_AFTER,
+                VERSION,
+            )
+        self._older = older

@@ -259,7 +259,7 @@ class FleetMember:
         shares = self._shares_of(engine)
         up = self.bus_up(now_ms)
         others = self.members(now_ms) - 1 if up else 0
-        reckoning = up and not self._older_heard(now_ms)
+        reckoning = up and not self.hears_older(now_ms)
         cool_after = cool_after_intervals(self.sync_interval_ms)
         steady_after = max(1, STEADY_MS // self.sync_interval_ms)
         # every standing named again now if a member joined since the last publication
@@ -447,8 +447,9 @@ class FleetMember:
             for user, ids in publication.producer_ids.items():
                 producer_ids.remember((user, ""), ids, now_ms)
 
-    def _older_heard(self, now_ms: int) -> bool:
-        """Whether a member that reads only STANDINGLESS records was heard lately."""
+    def hears_older(self, now_ms: int) -> bool:
+        """Whether a member that reads only STANDINGLESS records was heard lately: then
+        every use is published whole, in records it reads."""
         gone = [m for m, heard in self._older.items() if now_ms - heard > self._gone_after_ms]
         for member in gone:
             del self._older[member]
