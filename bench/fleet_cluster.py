@@ -14,7 +14,9 @@ rate over that span against their quota (median and worst); then one member kill
 the same load: how long the survivors took to count two members, and the HEAVY principals'
 rate together, second by second and over every span of Kafka's default quota windows (11 x
 1 s), before and after the kill. With `--against REV` the same run on REV's proxies (a git
-worktree), first, on the same cluster.
+worktree), first, on the same cluster. With `--mixed REV`, a fleet mid-roll as well: member 0
+on REV, the others on this tree, and what their logs said of the record versions (member 0
+is the one killed, and the others are then alone on this tree's).
 """
 
 from __future__ import annotations
@@ -180,12 +182,15 @@ def _reading(proxy: RunningProxy) -> tuple[float, float, float, float | None]:
 
 
 @contextmanager
-def fleet(cluster: KafkaCluster, work: Path, tree: Path, name: str) -> Iterator[list[RunningProxy]]:
+def fleet(
+    cluster: KafkaCluster, work: Path, trees: Sequence[Path], name: str
+) -> Iterator[list[RunningProxy]]:
+    """A member per tree, each running that tree's code."""
     quotas = f'[clients."<default>"]\nproducer_byte_rate = {LIMIT}\n[fleet]\nname = "{name}"\n'
-    env = {"PYTHONPATH": str(tree)}
     proxies = []
     try:
-        for index in range(MEMBERS):
+        for index, tree in enumerate(trees):
+            env = {"PYTHONPATH": str(tree)}
             proxies.append(
                 start_proxy(work, cluster.bootstrap_servers, 3, quotas, f"{name}-{index}", env)
             )
@@ -195,10 +200,10 @@ def fleet(cluster: KafkaCluster, work: Path, tree: Path, name: str) -> Iterator[
             proxy.stop()
 
 
-def leg(cluster: KafkaCluster, work: Path, tree: Path, name: str) -> None:
+def leg(cluster: KafkaCluster, work: Path, trees: Sequence[Path], name: str) -> None:
     topic = f"bench-fleet-cluster-{name}"
     cluster.create_topic(topic, partitions=MEMBERS)
-    with fleet(cluster, work, tree, name) as proxies:
+    with fleet(cluster, work, trees, name) as proxies:
         paths = routes(cluster, topic, proxies)
         start = time.time() + 5  # the load processes are spawned meanwhile
         measured_end = start + WARM_S + MEASURED_S
@@ -252,6 +257,18 @@ def leg(cluster: KafkaCluster, work: Path, tree: Path, name: str) -> None:
         for b, a in zip(before, after, strict=True)
     ]
     report(name, members, acked, converged_s)
+    if len(set(trees)) > 1:
+        for index, proxy in enumerate(proxies):
+            lines = proxy.log_path.read_text().splitlines()
+            said = [
+                line.strip() for line in lines if "record version" in line or "of version" in line
+            ]
+            skipped = sum("skipped" in line for line in lines)
+            print(
+                f"  member {index}'s log: {skipped} bus records skipped; on record versions:",
+                *said or ["nothing"],
+                sep="\n    ",
+            )
 
 
 def report(
@@ -295,6 +312,7 @@ def report(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fleet_cluster", description=__doc__)
     parser.add_argument("--against", metavar="REV", help="the same run on REV's proxies, first")
+    parser.add_argument("--mixed", metavar="REV", help="and a run with member 0 on REV")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-fleet-cluster-") as tmp:
         work = Path(tmp)
@@ -303,9 +321,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.against is not None:
                 with checkout(args.against) as tree:
-                    leg(cluster, work, tree, f"at-{args.against}")
+                    leg(cluster, work, [tree] * MEMBERS, f"at-{args.against}")
             with checkout(None) as tree:
-                leg(cluster, work, tree, "this-tree")
+                leg(cluster, work, [tree] * MEMBERS, "this-tree")
+                if args.mixed is not None:
+                    with checkout(args.mixed) as old:
+                        trees = [old, *[tree] * (MEMBERS - 1)]
+                        leg(cluster, work, trees, f"mixed-{args.mixed}")
         finally:
             cluster.stop()
     return 0
