@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import resource
 import struct
 import tempfile
 import time
@@ -33,6 +32,7 @@ from localkafka.cluster import KafkaCluster
 from localkafka.load import RECORD_BYTES, Timeline, aiokafka_flood
 from localkafka.proxy_process import RunningProxy, start_proxy
 from localkafka.scrape import scrape, total
+from proxy.cli.main import raise_open_file_limit
 from proxy.runtime.read_budget import PRESSURE_READ_BYTES
 
 MIB = 2**20
@@ -96,11 +96,10 @@ async def _sample(proxy: RunningProxy, until: float, rss: list[int], waiting: li
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> bool:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     needed = args.idle + args.trickling + 200
-    if needed > hard:
-        raise SystemExit(f"{needed} open files are needed and the hard limit is {hard}")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
+    allowed = raise_open_file_limit()
+    if needed > allowed:
+        raise SystemExit(f"{needed} open files are needed and the limit is {allowed}")
     pool = args.pool_mb * MIB
     frame = args.frame_mb * 10**6
     cluster = KafkaCluster(workdir=workdir / "kafka")
