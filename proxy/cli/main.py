@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import resource
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from config.errors import ConfigError, StartupError
@@ -61,6 +64,17 @@ def _report(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     return run(parser.parse_args(argv))
 
 
+def _into_a_pipe(command: Callable[[], int]) -> int:
+    """A command whose reader stopped early (`check-config | head`) ends as Unix tools do,
+    with SIGPIPE's status and no traceback."""
+    try:
+        return command()
+    except BrokenPipeError:
+        # Python flushes stdout once more at exit, into the same closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kafka-quota-proxy",
@@ -103,11 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         return _report(report, args_list[1:])
     args = parser.parse_args(args_list)
     if args.command == "check-config":
-        return check_config(args.file, args.offline)
+        return _into_a_pipe(lambda: check_config(args.file, args.offline))
     if args.command == "quotas":
-        return run_quotas(args)
+        return _into_a_pipe(lambda: run_quotas(args))
     if args.command == "top":
-        return run_top(args)
+        return _into_a_pipe(lambda: run_top(args))
     configure_logging(args.log_level)
     try:
         config = load_config(args.config)

@@ -71,6 +71,23 @@ def test_check_config_prints_every_entitys_effective_quotas(tmp_path: Path) -> N
     assert default_user[2].split() == ["request_percentage", "25", "from", "users/<default>"]
 
 
+def test_check_config_into_a_pipe_closed_early_ends_without_a_traceback(tmp_path: Path) -> None:
+    """`check-config file | head -1`: the reader is gone before the output is written."""
+    path = tmp_path / "quotas.toml"
+    path.write_text(GOOD)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "check-config", "--offline", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    process.stdout.close()
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 141
+    assert stderr == ""
+
+
 def test_a_bad_config_is_refused_at_start_up_naming_file_entity_and_key(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(GOOD + "\n[clients.app]\nproducer_ids_rate = 5\nrequest_percentage = 0\n")
