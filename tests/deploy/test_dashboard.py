@@ -31,9 +31,7 @@ def test_panels_tile_the_grid_without_overlap() -> None:
         ids.append(panel["id"])
         box = panel["gridPos"]
         assert box["x"] >= 0 and box["x"] + box["w"] <= WIDTH, panel["title"]
-        cells = {
-            (box["x"] + dx, box["y"] + dy) for dx in range(box["w"]) for dy in range(box["h"])
-        }
+        cells = {(box["x"] + dx, box["y"] + dy) for dx in range(box["w"]) for dy in range(box["h"])}
         assert not cells & taken, f"{panel['title']} overlaps another panel"
         taken |= cells
     assert len(ids) == len(set(ids))

@@ -55,9 +55,7 @@ def sasl_proxy(
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    kafka1: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningProxy]:
+def proxy(kafka1: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
     yield from sasl_proxy(kafka1, tmp_path_factory, HOURLY)
 
 

@@ -42,7 +42,6 @@ class StandaloneSpark:
         except (OSError, ValueError, KeyError):
             return 0
 
-
     def wait_for_worker(self, timeout_s: float = 120) -> None:
         """Until the worker has registered with the master (its JVMs start in about 10 s:
         a test does its own work meanwhile)."""
