@@ -220,6 +220,12 @@ class _Share:
         self.standings_total = sum(standings.values())
         self.pending += before - standing
 
+    def forget(self, member: str) -> None:
+        """A member's standings end at once: it is gone, or publishes its use whole again
+        (its record of the interval holds what the standing covered)."""
+        if self.standings and self.standings.pop(member, None) is not None:
+            self.standings_total = sum(self.standings.values())
+
 
 class FleetMember:
     def __init__(self, member: str, sync_interval_ms: int) -> None:
@@ -460,8 +466,7 @@ class FleetMember:
         self._standing.discard(member)
         for by_tags in self._shares:
             for share in by_tags.values():
-                if share.standings and member in share.standings:
-                    share.stand(member, 0.0)
+                share.forget(member)
 
     def _shares_of(self, engine: QuotaEngine) -> list[dict[MetricTags, _Share]]:
         """The shares of the engine's managers: a reload that changed the quota windows
