@@ -25,7 +25,7 @@ from config.cluster import ClusterSettings
 from config.fleet import FLEET_TOPIC_PREFIX
 from protocol.fleet_records import STANDINGLESS, VERSION, Publication, decode, encode, split
 from proxy.control.own_topic import UNREACHABLE, OwnTopic
-from proxy.enforcement.fleet import GONE_AFTER, FleetMember
+from proxy.enforcement.fleet import GONE_AFTER, OLDER_FOR_MS, FleetMember
 from proxy.runtime.clock import Clock, wall_ms
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.counters import FleetStats
@@ -247,11 +247,11 @@ class FleetBus:
             )
         elif self._older and not older:
             log.info(
-                "fleet %s: no member of record version %d heard for %d intervals: standings "
-                "again, in records of version %d",
+                "fleet %s: no member of record version %d heard for %d s: standings again, in "
+                "records of version %d",
                 self.name,
                 STANDINGLESS,
-                GONE_AFTER,
+                OLDER_FOR_MS // 1000,
                 VERSION,
             )
         self._older = older

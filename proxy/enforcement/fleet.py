@@ -96,6 +96,10 @@ STEADY_MS: Final = 2000
 #: a standing is named again this often though unchanged (and whenever a member joins), so
 #: that a member that missed it learns it
 RESTATE_MS: Final = 10_000
+#: how long after a member of record version 1 was last heard its records are still written:
+#: far longer than a member is gone after, since one that reads the bus late for a second
+#: (a loaded host) must not see records it cannot read
+OLDER_FOR_MS: Final = 30_000
 #: the weight of an interval's use in the pace a standing is taken from
 PACE: Final = 0.1
 #: use is steady while every interval's is within this share of the tolerance of the pace
@@ -454,9 +458,9 @@ class FleetMember:
                 producer_ids.remember((user, ""), ids, now_ms)
 
     def hears_older(self, now_ms: int) -> bool:
-        """Whether a member that reads only STANDINGLESS records was heard lately: then
-        every use is published whole, in records it reads."""
-        gone = [m for m, heard in self._older.items() if now_ms - heard > self._gone_after_ms]
+        """Whether a member that reads only STANDINGLESS records was heard in the last
+        OLDER_FOR_MS: then every use is published whole, in records it reads."""
+        gone = [m for m, heard in self._older.items() if now_ms - heard > OLDER_FOR_MS]
         for member in gone:
             del self._older[member]
         return bool(self._older)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.fleet_records import READS_NEWEST, Publication, Use, decode, encode, split
-from proxy.enforcement.fleet import GONE_AFTER, RESTATE_MS, FleetMember
+from proxy.enforcement.fleet import GONE_AFTER, OLDER_FOR_MS, RESTATE_MS, FleetMember
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaLimits
@@ -279,8 +279,12 @@ def test_a_member_writes_version_1_while_it_hears_a_member_of_version_1() -> Non
     # each interval's use whole (the first adds what the standing had left out)
     assert [uses_of(publication)[0][3] for publication in published[1:]] == [100_000.0] * 3
     assert all(encode(publication)[0] == 1 for publication in published)
-    # the marked records did not make the members take each other for older ones
-    now, published = steady(members, engines, now, GONE_AFTER + 1)
+    # the marked records did not make the members take each other for older ones: standings
+    # again once the older member has been silent OLDER_FOR_MS (a reader late for a second
+    # does not turn to records it cannot read)
+    now, published = steady(members, engines, now, 4 * GONE_AFTER)
+    assert published[-1].standings is None
+    now, published = steady(members, engines, now, OLDER_FOR_MS // SYNC_MS)
     assert published[-1].standings is not None
 
 
