@@ -224,6 +224,13 @@ class _Share:
         self.standings_total = sum(standings.values())
         self.pending += before - standing
 
+    def carry(self, before: _Share) -> None:
+        """The standings of the share this one replaces (new managers, of a reload)."""
+        self.standing, self.drift, self.since = before.standing, before.drift, before.since
+        self.pace, self.steady, self.whole = before.pace, before.steady, before.whole
+        self.standings, self.standings_total = before.standings, before.standings_total
+        self.pending = before.pending
+
     def forget(self, member: str) -> None:
         """A member's standings end at once: it is gone, or publishes its use whole again
         (its record of the interval holds what the standing covered)."""
@@ -266,7 +273,7 @@ class FleetMember:
         """What this member charged since its last publication of the sensors it watches,
         beyond its standings, and the standings it names anew; every watched sensor's weight
         renewed from the use seen here and elsewhere, the others' standings added."""
-        shares = self._shares_of(engine)
+        shares = self._shares_of(engine, now_ms)
         up = self.bus_up(now_ms)
         others = self.members(now_ms) - 1 if up else 0
         reckoning = up and not self.hears_older(now_ms)
@@ -402,7 +409,7 @@ class FleetMember:
         if member not in self._heard:
             self._joined = True
         self._heard[member] = now_ms
-        shares = self._shares_of(engine)
+        shares = self._shares_of(engine, now_ms)
         managers = self._managers
         uses, standings = publication.uses, publication.standings
         if standings is None:
@@ -472,15 +479,24 @@ class FleetMember:
             for share in by_tags.values():
                 share.forget(member)
 
-    def _shares_of(self, engine: QuotaEngine) -> list[dict[MetricTags, _Share]]:
+    def _shares_of(self, engine: QuotaEngine, now_ms: int) -> list[dict[MetricTags, _Share]]:
         """The shares of the engine's managers: a reload that changed the quota windows
-        made new managers, whose sensors start afresh, and so do their shares. A use names
-        its manager by its place here: the quota types' managers in QuotaType's order, then
-        the topics' (a member that knows no topic quotas skips those places)."""
+        made new managers, whose sensors start afresh, and so do their shares, but for the
+        standings, which go on (the others add this member's until it names them anew, and
+        name theirs only every RESTATE_MS). A use names its manager by its place here: the
+        quota types' managers in QuotaType's order, then the topics' (a member that knows
+        no topic quotas skips those places)."""
         managers = (*engine.managers(), *engine.topic_managers())
         if managers != self._managers:
+            before = self._shares
             self._managers = managers
             self._shares = [{} for _ in managers]
+            for manager, by_tags, old in zip(managers, self._shares, before, strict=False):
+                for tags, share in old.items():
+                    if share.standing or share.standings:
+                        sensors = manager.sensors_of_tags(tags, now_ms)
+                        if sensors.limit != UNLIMITED:
+                            _watch(manager, by_tags, sensors).carry(share)
         return self._shares
 
     def _cooling(self, manager: QuotaManager) -> Callable[[ClientSensors, float, int], bool]:

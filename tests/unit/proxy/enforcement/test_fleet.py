@@ -23,7 +23,8 @@ from protocol.fleet_records import READS_NEWEST, Publication, Use, decode, encod
 from proxy.enforcement.fleet import GONE_AFTER, OLDER_FOR_MS, RESTATE_MS, FleetMember
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
-from quotas.settings import QuotaConfig, QuotaLimits
+from quotas.settings import QuotaConfig, QuotaLimits, QuotaSettings
+from quotas.stats import MetricConfig
 from tests.support.fidelity import BEHAVIOURS, WINDOWS, WORKLOADS, Behaviour, Workload
 from tests.support.fleet_simulation import Bus, simulate_fleet
 
@@ -233,6 +234,30 @@ def test_a_member_that_joins_learns_the_standings_at_once() -> None:
     before = recorded_there(engines[2], now)
     now, _ = steady(members, engines, now, 4)
     assert abs(recorded_there(engines[2], now) - before - 4 * 100_000) <= 100_000
+
+
+def test_standings_go_on_across_a_reload_that_changes_the_windows() -> None:
+    """New windows make a new engine, whose sensors start afresh; the standings do not."""
+    limits: QuotaLimits = {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}}
+    renewed = QuotaConfig(QuotaSettings(client=MetricConfig(samples=5, window_ms=2000)), limits)
+    # the reloaded member goes on adding the others' standings
+    members, engines = fleet(2, limits)
+    now, _ = steady(members, engines, 0, 100)
+    engines[1] = QuotaEngine(renewed)
+    now, _ = steady(members, engines, now, 8)
+    assert abs(recorded_there(engines[1], now) - 8 * 100_000) <= 100_000
+    # and the others stop adding its own once it stops using, as before the reload
+    members, engines = fleet(2, limits)
+    now, _ = steady(members, engines, 0, 100)
+    engines[0] = QuotaEngine(renewed)
+    for _ in range(60):
+        now += SYNC_MS
+        exchange(members, engines, now)
+    before = recorded_there(engines[1], now)
+    for _ in range(8):
+        now += SYNC_MS
+        exchange(members, engines, now)
+    assert recorded_there(engines[1], now) == before
 
 
 def test_use_that_stops_and_starts_is_published_every_interval() -> None:
