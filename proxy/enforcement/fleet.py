@@ -297,7 +297,7 @@ class FleetMember:
                     _settle(manager, _watch(manager, by_tags, sensors), now_ms)
             topics = isinstance(manager, TopicQuotaManager)
             manager.set_lines(0.0 if topics else LINE_SHARE, 1.0 + others)
-            cool = self._cooling(manager)
+            cool = _cooling(manager, self.sync_interval_ms)
             # a topic's use is published whole: `top` reads it from the bus
             drift_per_limit = (
                 DRIFT_SHARE * _quota_span(manager) if reckoning and not topics else 0.0
@@ -434,7 +434,7 @@ class FleetMember:
                     continue  # unlimited here: nothing to judge
                 cooling = coolings.get(quota_type)
                 if cooling is None:
-                    cooling = coolings[quota_type] = self._cooling(manager)
+                    cooling = coolings[quota_type] = _cooling(manager, self.sync_interval_ms)
                 if cooling(sensors, value, now_ms):
                     # a sensor left as it cooled: recorded, and judged with its weight
                     manager.record_remote(sensors, value, now_ms)
@@ -498,31 +498,6 @@ class FleetMember:
                         if sensors.limit != UNLIMITED:
                             _watch(manager, by_tags, sensors).carry(share)
         return self._shares
-
-    def _cooling(self, manager: QuotaManager) -> Callable[[ClientSensors, float, int], bool]:
-        """Whether the fleet's use of one of the manager's sensors, as this member sees it,
-        with a use just reported over one interval, is under half the line it has when not
-        watched: left then, it does not cross again at once. Made once per manager for a
-        walk over its sensors."""
-        if isinstance(manager, TokenBucketQuotaManager):
-            bucket = manager
-
-            def spent_under_half(sensors: ClientSensors, reported: float, now_ms: int) -> bool:
-                spent = bucket.burst(sensors.limit) - bucket.tokens(sensors, now_ms) + reported
-                return spent <= bucket.line_of(sensors.limit) / 2
-
-            return spent_under_half
-        # the samples' sum over the whole windows, not Kafka's measure: a measure purges
-        # samples, and the fleet's bookkeeping must not move what the quota judges
-        span_ms = manager.config.samples * manager.config.window_ms
-        interval_ms = self.sync_interval_ms
-        line_of = manager.line_of
-
-        def rate_under_half(sensors: ClientSensors, reported: float, now_ms: int) -> bool:
-            rate = sensors.rate.total() * 1000 / span_ms
-            return rate + reported * 1000 / interval_ms <= line_of(sensors.limit) / 2
-
-        return rate_under_half
 
     def local_rates(self) -> Iterator[tuple[QuotaManager, MetricTags, float]]:
         """Each shared sensor's rate per second of the use charged here alone, averaged
@@ -601,6 +576,33 @@ def _quota_span(manager: QuotaManager) -> float:
     if isinstance(manager, TokenBucketQuotaManager):
         return manager.burst(1.0)
     return manager.config.samples * manager.config.window_ms / 1000
+
+
+def _cooling(
+    manager: QuotaManager, interval_ms: int
+) -> Callable[[ClientSensors, float, int], bool]:
+    """Whether the fleet's use of one of the manager's sensors, as this member sees it,
+    with a use just reported over one interval, is under half the line it has when not
+    watched: left then, it does not cross again at once. Made once per manager for a
+    walk over its sensors."""
+    if isinstance(manager, TokenBucketQuotaManager):
+        bucket = manager
+
+        def spent_under_half(sensors: ClientSensors, reported: float, now_ms: int) -> bool:
+            spent = bucket.burst(sensors.limit) - bucket.tokens(sensors, now_ms) + reported
+            return spent <= bucket.line_of(sensors.limit) / 2
+
+        return spent_under_half
+    # the samples' sum over the whole windows, not Kafka's measure: a measure purges
+    # samples, and the fleet's bookkeeping must not move what the quota judges
+    span_ms = manager.config.samples * manager.config.window_ms
+    line_of = manager.line_of
+
+    def rate_under_half(sensors: ClientSensors, reported: float, now_ms: int) -> bool:
+        rate = sensors.rate.total() * 1000 / span_ms
+        return rate + reported * 1000 / interval_ms <= line_of(sensors.limit) / 2
+
+    return rate_under_half
 
 
 def cool_after_intervals(sync_interval_ms: int) -> int:
