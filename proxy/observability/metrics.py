@@ -372,8 +372,9 @@ PROXY_FAMILIES: tuple[Family, ...] = (
     Family(
         "kafka_quota_proxy_fleet_watched",
         _GAUGE,
-        "Quota sensors this member watches and publishes every interval: those past their "
-        "line, near their limit; the others cost the bus nothing",
+        "Quota sensors this member watches, whose use it shares on the bus (every interval, "
+        "or as a standing while steady): those past their line, near their limit; the "
+        "others cost the bus nothing",
         (),
         _fleet(lambda fleet: fleet.watched),
     ),

@@ -46,7 +46,7 @@ class FleetStats:
     bus_up: bool = False
     #: the share of every budget enforced here on its own: 1 while the bus is up
     budget_share: float = 1.0
-    #: sensors this member watches: past their line, published every interval
+    #: sensors this member watches: past their line, shared on the bus
     watched: int = 0
     bytes_published: int = 0
     bytes_read: int = 0
