@@ -27,8 +27,9 @@ class, or in the nearest class learned).
 
 On a busy broker every round trip waits: in the request queue behind bursts of requests
 (which the proxy's own holds make, when a principal's connections resume at once), behind a
-stall of the broker, and for a core. Kafka charges none of that, and the quartile cannot
-leave it out when every request of a class waited. So a round trip counts towards its class
+stall of the broker, and for a core. Kafka charges none of the queueing (and a stall only to
+the requests that sat in a thread through it), and the quartile cannot leave it out when
+every request of a class waited. So a round trip counts towards its class
 at most what a busy broker's threads spend on a request of its kind (its Bound): a time for
 the request, and one per byte of request and response by what the threads do with the
 bytes (read and answer them or hand them on, send them as the log holds them, validate and
