@@ -50,6 +50,10 @@ class Bus:
     loss: float = 0.0
     #: from this second of the run on, nothing is delivered
     cut_at_s: int | None = None
+    #: a member that every other member's publications reach the rest through, at its own
+    #: next sync (an owner of the principal that publishes what it heard: issue 51's design
+    #: question); None for every publication straight to every member
+    relay: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,12 @@ def simulate_fleet(
     def delivery(recipient: int, record: bytes) -> Callable[[], None]:
         return lambda: deliver(recipient, record)
 
+    #: (recipient, record) the relay has heard and publishes again at its next sync
+    heard: list[tuple[int, bytes]] = []
+
+    def relayed(recipient: int, record: bytes) -> Callable[[], None]:
+        return lambda: heard.append((recipient, record))
+
     def sync(index: int) -> None:
         now_ms = clock.now_ms()
         member, context = fleet[index], contexts[index]
@@ -117,7 +127,14 @@ def simulate_fleet(
         else:
             record = encode(publication)
             for recipient in range(members):
+                if bus.relay in (None, index, recipient) or recipient == index:
+                    clock.call_later(bus.delay_ms * MS, delivery(recipient, record))
+                else:
+                    clock.call_later(bus.delay_ms * MS, relayed(recipient, record))
+        if index == bus.relay:
+            for recipient, record in heard:
                 clock.call_later(bus.delay_ms * MS, delivery(recipient, record))
+            heard.clear()
         context.share_budgets(member.share(now_ms))
         clock.call_later(bus.sync_interval_ms * MS, syncing(index))
 
@@ -164,11 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sync-ms", type=int, default=250)
     parser.add_argument("--delay-ms", type=int, default=20)
     parser.add_argument("--loss", type=float, default=0.0)
+    parser.add_argument(
+        "--relay", type=int, help="the member every other member's publications go through"
+    )
     args = parser.parse_args(argv)
-    bus = Bus(args.sync_ms, args.delay_ms, args.loss)
+    bus = Bus(args.sync_ms, args.delay_ms, args.loss, relay=args.relay)
     placement = tuple(int(served) for served in args.placement.split(","))
     print(f"clients per member {args.placement}, sync {args.sync_ms} ms,", end=" ")
-    print(f"delay {args.delay_ms} ms, loss {args.loss}")
+    print(f"delay {args.delay_ms} ms, loss {args.loss}, relay {args.relay}")
     print("| quota | windows | client | fleet / quota |")
     print("|---|---|---|---|")
     for workload in WORKLOADS:
