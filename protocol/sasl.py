@@ -183,6 +183,9 @@ class SaslExchange:
     claimed: str | None = None
     #: SaslAuthenticate responses still expected before the exchange completes
     steps_left: int = 0
+    #: the last SaslAuthenticate response ended its exchange refused: an error, or a last
+    #: token that does not confirm it
+    refused: bool = False
 
     @property
     def learnable(self) -> bool:
@@ -226,6 +229,7 @@ class SaslExchange:
 
     def on_authenticate_response(self, frame: bytes, version: int) -> str | None:
         """The authenticated user when this response completes a successful exchange."""
+        self.refused = False
         if self.steps_left == 0:
             return None
         response = decode_response(
@@ -235,7 +239,7 @@ class SaslExchange:
             version,
         )
         if response.error_code != 0:
-            self.claimed, self.steps_left = None, 0
+            self.claimed, self.steps_left, self.refused = None, 0, True
             return None
         self.steps_left -= 1
         if self.steps_left:
@@ -245,7 +249,7 @@ class SaslExchange:
         if not mechanism.confirmed(bytes(response.auth_bytes or b"")):
             # a failed exchange: what the client sends until the next handshake (an
             # OAUTHBEARER client's acknowledgement of the error) starts no new one
-            self.mechanism = None
+            self.mechanism, self.refused = None, True
             return None
         if getattr(response, "session_lifetime_ms", 0) < 0:  # v1+; 0: no re-authentication
             return None

@@ -85,6 +85,29 @@ def test_scram_user_needs_both_steps_and_the_server_verifier() -> None:
     assert authenticate(odd, b"c=biws,r=x,p=proof", b"e=other-error") is None
 
 
+def test_an_exchange_says_when_the_broker_refused_it() -> None:
+    """What the failed-login backoff counts: an error, or a last token that does not confirm
+    the exchange; not a step on the way, and not a success."""
+    first = b"n,,n=alice,r=nonce"
+    scram = SaslExchange()
+    handshake(scram, "SCRAM-SHA-256")
+    authenticate(scram, first, b"r=nonce+server,s=salt,i=4096")
+    assert not scram.refused
+    authenticate(scram, b"c=biws,r=nonce+server,p=bad", b"", error=FAILED)
+    assert scram.refused
+    unconfirmed = SaslExchange()
+    handshake(unconfirmed, "SCRAM-SHA-256")
+    authenticate(unconfirmed, first, b"r=x")
+    authenticate(unconfirmed, b"c=biws,r=x,p=proof", b"e=other-error")
+    assert unconfirmed.refused
+    plain = SaslExchange()
+    handshake(plain, "PLAIN")
+    authenticate(plain, b"\x00alice\x00wrong", b"", error=FAILED)
+    assert plain.refused
+    handshake(plain, "PLAIN")
+    assert authenticate(plain, b"\x00alice\x00secret", b"") == "alice" and not plain.refused
+
+
 def test_rejected_or_unlearnable_mechanisms_yield_no_principal() -> None:
     rejected = SaslExchange()
     handshake(rejected, "PLAIN", error=33)  # UNSUPPORTED_SASL_MECHANISM
