@@ -12,6 +12,7 @@ from config.cluster import ClusterSettings, parse_cluster
 from config.enforcement import parse_enforcement
 from config.errors import ConfigError
 from config.fleet import FleetSettings, parse_fleet
+from config.guards import FailedLoginSettings, parse_guards
 from config.metrics import MetricsSettings, parse_metrics_settings
 from config.proxy import ProxySettings, parse_proxy_settings
 from config.proxy_protocol import ProxyProtocolSettings, parse_proxy_protocol
@@ -36,6 +37,7 @@ SECTIONS = (
     "metrics",
     "usage",
     "enforcement",
+    "guards",
     "broker",
     "users",
     "clients",
@@ -72,6 +74,8 @@ class ProxyConfig:
     proxy_protocol: ProxyProtocolSettings = field(default_factory=ProxyProtocolSettings)
     #: the names of the bootstrap and the brokers on one TLS port ([proxy] routing = "sni")
     sni: SniSettings | None = None
+    #: the failed-login backoff ([guards.failed_logins]); None: off
+    failed_logins: FailedLoginSettings | None = None
 
     @property
     def fleet_name(self) -> str:
@@ -110,6 +114,7 @@ def load_config(path: Path | str) -> ProxyConfig:
     metrics = parse_metrics_settings(_table(document, "metrics", problems), problems)
     usage = parse_usage_settings(_table(document, "usage", problems), problems)
     shadow, hold_principal = parse_enforcement(_table(document, "enforcement", problems), problems)
+    failed_logins = parse_guards(_table(document, "guards", problems), problems)
     settings = parse_broker_settings(_table(document, "broker", problems), problems)
     limits = parse_entities(document.get("users"), document.get("clients"), problems)
     ip_rates = parse_ips(document.get("ips"), problems)
@@ -147,6 +152,7 @@ def load_config(path: Path | str) -> ProxyConfig:
         fleet=fleet,
         proxy_protocol=proxy_protocol,
         sni=sni,
+        failed_logins=failed_logins,
     )
 
 

@@ -71,6 +71,13 @@ def check_config(path: Path, offline: bool = False) -> int:
         print(f"shadow mode (decided and reported, not enforced): {keys}")
     if not config.hold_principal:
         print("hold: connection (a throttle mutes only the connection it answers, as a broker)")
+    if (logins := config.failed_logins) is not None:
+        shadow = " (shadow mode: counted, nothing held)" if logins.shadow else ""
+        print(
+            f"failed-login backoff{shadow}: a user's or client address's next SASL"
+            f" authentication waits {logins.first_wait_ms} ms after a refusal, doubling to"
+            f" {logins.max_wait_ms} ms"
+        )
     for line in effective_quotas(quotas, sources):
         print(line)
     return 0

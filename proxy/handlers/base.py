@@ -342,6 +342,20 @@ class Principals(Protocol):
     ) -> None: ...
 
 
+class LoginGuard(Protocol):
+    """The failed-login backoff ([guards.failed_logins]; proxy/runtime/login_guard.py)."""
+
+    def hold(self, channel: Channel) -> bool:
+        """Whether the connection's SaslAuthenticate waits (the handler returns Defer) for
+        earlier refusals of the user its exchange claims, or of its client address."""
+        ...
+
+    def answered(self, channel: Channel, claimed: str | None) -> None:
+        """After a SaslAuthenticate response of an exchange that claimed `claimed`: a
+        refusal lengthens the waits, a success ends them."""
+        ...
+
+
 class Runtime(Protocol):
     """What the proxy shares with every handler (proxy/runtime/context.py builds it once)."""
 
@@ -359,6 +373,9 @@ class Runtime(Protocol):
 
     @property
     def quota_admin(self) -> QuotaAdmin: ...
+
+    @property
+    def login_guard(self) -> LoginGuard: ...
 
 
 @dataclass(slots=True)

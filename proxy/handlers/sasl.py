@@ -1,9 +1,9 @@
 """SaslHandshake and SaslAuthenticate: passed on, while the principal builder learns the
-principal from the exchange."""
+principal from the exchange, and the login guard holds an attempt after refusals."""
 
 from __future__ import annotations
 
-from proxy.handlers.base import Channel, Forward, Handler, Outcome, Request, Stage
+from proxy.handlers.base import Channel, Defer, Forward, Handler, Outcome, Request, Stage
 
 
 class SaslHandshakeHandler(Handler):
@@ -22,9 +22,15 @@ class SaslAuthenticateHandler(Handler):
     stage = Stage.AUTHENTICATION
 
     def on_request(self, channel: Channel, request: Request) -> Outcome:
-        channel.runtime.principals.on_authenticate_request(channel, request)
+        if not request.refreshed:  # handled again once its wait is over: it goes on
+            runtime = channel.runtime
+            runtime.principals.on_authenticate_request(channel, request)
+            if runtime.login_guard.hold(channel):
+                return Defer()
         return Forward(request.frame)
 
     def on_response(self, channel: Channel, frame: bytes, request: Request) -> bytes:
+        claimed = channel.sasl.claimed
         channel.runtime.principals.on_authenticate_response(channel, frame, request)
+        channel.runtime.login_guard.answered(channel, claimed)
         return frame

@@ -285,6 +285,29 @@ PROXY_FAMILIES: tuple[Family, ...] = (
         _by_listener("connections_throttled"),
     ),
     Family(
+        "kafka_quota_proxy_failed_logins",
+        _COUNTER,
+        "SASL authentications the brokers refused, as the failed-login backoff counts them "
+        "([guards.failed_logins]; 0 without it)",
+        (),
+        lambda r: r.stats.failed_logins.refused,
+    ),
+    Family(
+        "kafka_quota_proxy_logins_held",
+        _COUNTER,
+        "SASL authentications held for earlier refusals, by what held them longest: the "
+        "user's or the client address's backoff (in shadow mode, that would have been)",
+        ("by",),
+        lambda r: {(by,): held for by, held in r.stats.failed_logins.held.items()},
+    ),
+    Family(
+        "kafka_quota_proxy_login_held_seconds",
+        _COUNTER,
+        "Time SASL authentications were held for earlier refusals, in all",
+        (),
+        lambda r: r.stats.failed_logins.held_ms / 1000,
+    ),
+    Family(
         "kafka_quota_proxy_proxy_header_refused",
         _COUNTER,
         "Client connections closed for their PROXY protocol header: missing where one is "

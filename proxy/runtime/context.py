@@ -20,12 +20,14 @@ from config.tls import SUB_CLAIM_NAME
 from protocol.rewrite import Advertise
 from protocol.sasl import SUB_CLAIM, Mechanism, mechanisms
 from proxy.enforcement import Enforcement
+from proxy.enforcement.failed_logins import FailedLogins
 from proxy.handlers.base import QuotaAdmin
 from proxy.handlers.principals import PrincipalBuilder
 from proxy.handlers.topic_cache import TopicCache
 from proxy.runtime.brokers import Brokers
 from proxy.runtime.clock import Clock
 from proxy.runtime.counters import ProxyStats
+from proxy.runtime.login_guard import LoginGuard
 from proxy.runtime.memory_pool import MemoryPool
 from proxy.runtime.sni import SniRoutes
 from proxy.runtime.usage_recorder import UsageRecorder
@@ -79,6 +81,8 @@ class ProxyContext:
     #: the share of every budget this process enforces on its own: 1 alone or while its
     #: fleet's bus carries the others' use, less while it does not (proxy/enforcement/fleet.py)
     budget_share: float = field(default=1.0, init=False)
+    #: the failed-login backoff (the handlers' LoginGuard): off until a config turns it on
+    login_guard: LoginGuard = field(init=False)
 
     def __post_init__(self) -> None:
         self.brokers = Brokers(self.settings, self.sni)
@@ -87,6 +91,7 @@ class ProxyContext:
         self.connection_quotas = ConnectionQuotas(ConnectionLimits(), window)
         self.quota_layers.subscribe(self._limits_changed)
         self.quota_admin = FileQuotas(self.quota_layers)
+        self.login_guard = LoginGuard(self.clock, FailedLogins(None, self.stats.failed_logins))
         # usage samples say how long each principal was throttled
         self.quotas.settlement.counting_throttled = self.usage is not None
 
@@ -121,6 +126,7 @@ class ProxyContext:
         self.own_client = config.cluster
         self.principals.certificates = config.listener.principal_mapper
         self.principals.mechanisms = learned_mechanisms(config)
+        self.login_guard.backoffs.reconfigure(config.failed_logins)
         return kept
 
 
@@ -192,4 +198,5 @@ def build_context(config: ProxyConfig, clock: Clock, usage: UsageRecorder | None
     )
     limits = connection_limits(config.proxy, store.ip_rates())
     context.connection_quotas.update(limits, config.quotas.settings.client)
+    context.login_guard.backoffs.reconfigure(config.failed_logins)
     return context

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from proxy.enforcement.failed_logins import FailedLoginCounts
+
 
 @dataclass
 class ProxyStats:
@@ -37,6 +39,8 @@ class ProxyStats:
     quota_store_up: bool | None = None
     #: the fleet's bus (proxy/control/fleet_bus.py); None outside a fleet
     fleet: FleetStats | None = None
+    #: what the failed-login backoff refused and held ([guards.failed_logins])
+    failed_logins: FailedLoginCounts = field(default_factory=FailedLoginCounts)
 
 
 @dataclass

@@ -13,6 +13,9 @@ upstream_bootstrap_servers = ["127.0.0.1:1"]
 [enforcement]
 shadow = ["consumer_byte_rate"]
 
+[guards.failed_logins]
+max_wait_ms = 30000
+
 [users.alice]
 producer_byte_rate = 1048576
 producer_ids_rate = 100
@@ -43,6 +46,10 @@ def test_check_config_prints_every_entitys_effective_quotas(tmp_path: Path) -> N
     lines = result.stdout.splitlines()
     assert lines[0] == f"{path}: valid"
     assert lines[1] == "shadow mode (decided and reported, not enforced): consumer_byte_rate"
+    assert lines[2] == (
+        "failed-login backoff: a user's or client address's next SASL authentication waits"
+        " 100 ms after a refusal, doubling to 30000 ms"
+    )
     assert "quota.window.num=11 quota.window.size.seconds=1" in lines
     entities = [line for line in lines if line.startswith(("users/", "clients/"))]
     assert entities == [

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from config.errors import ConfigError
+from config.guards import FailedLoginSettings
 from config.loader import load_config
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.stats import MetricConfig
@@ -317,3 +318,29 @@ sync_interval_ms = 5
         load_config(write(tmp_path, "[fleet]\nsync_interval_ms = 100\n"))
     with pytest.raises(ConfigError, match=r"\[proxy\] key 'bootstrap_port': workers share"):
         load_config(write(tmp_path, "[proxy]\nworkers = 2\nbootstrap_port = 0\n"))
+
+
+def test_the_failed_login_backoff_is_on_with_its_table(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, "")).failed_logins is None
+    on = load_config(write(tmp_path, "[guards.failed_logins]\n")).failed_logins
+    assert on == FailedLoginSettings(first_wait_ms=100, max_wait_ms=60_000, shadow=False)
+    text = "[guards.failed_logins]\nfirst_wait_ms = 250\nmax_wait_ms = 5000\nshadow = true\n"
+    assert load_config(write(tmp_path, text)).failed_logins == FailedLoginSettings(250, 5000, True)
+    path = write(
+        tmp_path,
+        "[guards.failed_logins]\nfirst_wait_ms = 0\nmax_wait_ms = -1\nwait = 1\n[guards.logins]\n",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert sorted(str(caught.value).splitlines()) == [
+        f"{path}: [guards.failed_logins] key 'first_wait_ms': expected a positive number of "
+        "milliseconds, got 0",
+        f"{path}: [guards.failed_logins] key 'max_wait_ms': expected a positive number of "
+        "milliseconds, got -1",
+        f"{path}: [guards.failed_logins] key 'wait': unknown key (known: first_wait_ms, "
+        "max_wait_ms, shadow)",
+        f"{path}: unknown table [guards.logins] (known: failed_logins)",
+    ]
+    short = write(tmp_path, "[guards.failed_logins]\nfirst_wait_ms = 500\nmax_wait_ms = 200\n")
+    with pytest.raises(ConfigError, match="'max_wait_ms': 200 is less than first_wait_ms"):
+        load_config(short)

@@ -1,0 +1,151 @@
+"""Failed-login backoff (issue 52): every SASL authentication the broker refuses lengthens the
+wait before the same user's next attempt, and before the next attempt from the same client
+address; the proxy holds that attempt, so it never reaches the broker early.
+
+Kafka only delays the refusal it answers (connection.failed.authentication.delay.ms, 100 ms by
+default) and keeps no memory of who failed. A client with a rotated password, or an attacker,
+reconnects at once and costs the broker another SASL exchange, whose SCRAM iterations are
+expensive on purpose. The wait doubles with each refusal, from first_wait_ms to max_wait_ms,
+and is jittered by a fifth either way, as Kafka's clients jitter their reconnect backoff, so
+that clients refused together do not all come back together. A success resets the user's
+wait; other users and addresses are never held. A user or address whose wait ran out more
+than max_wait_ms ago starts again from first_wait_ms.
+
+A client's address is the real one behind a load balancer (the PROXY protocol header's). The
+user is the one its first token claims: a guess by whoever sends it, but it is the account an
+attacker tries, and the one a client with an old password keeps failing. A user whose last
+authentication succeeded is not held for its address's refusals: many clients may share an
+address (a NAT, a node's pods), and the others' refusals are not its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from config.guards import FailedLoginSettings
+
+log = logging.getLogger(__name__)
+
+#: users and addresses remembered at most; past it, the ones refused longest ago are forgotten
+KEPT = 100_000
+#: a wait is its doubling times a factor drawn from 1 - JITTER to 1 + JITTER
+JITTER = 0.2
+
+
+@dataclass(slots=True)
+class _Backoff:
+    #: refusals in a row
+    refusals: int
+    #: when the next attempt may go to the broker, ms
+    until_ms: int
+
+
+@dataclass
+class FailedLoginCounts:
+    """What the guard did, for the proxy's metrics."""
+
+    #: authentications the broker refused
+    refused: int = 0
+    #: attempts held (in shadow mode: that would have been), by what held them the longest
+    #: ("user" or "address"), and for how long in all
+    held: dict[str, int] = field(default_factory=lambda: {"user": 0, "address": 0})
+    held_ms: int = 0
+
+
+class FailedLogins:
+    def __init__(
+        self,
+        settings: FailedLoginSettings | None,
+        counts: FailedLoginCounts | None = None,
+        draw: Callable[[], float] = random.random,
+    ) -> None:
+        #: None: no guard ([guards.failed_logins] not in the file)
+        self.settings = settings
+        self._draw = draw
+        #: ("user", name) or ("address", address) -> its backoff, the last refused last
+        self._backoffs: dict[tuple[str, str], _Backoff] = {}
+        #: users whose last authentication succeeded, the last one last: an address's
+        #: backoff does not hold them (the others behind a shared address are not theirs)
+        self._good: dict[str, None] = {}
+        self.counts = FailedLoginCounts() if counts is None else counts
+
+    def wait_ms(self, user: str | None, address: str, now_ms: int) -> tuple[int, str]:
+        """How long an attempt by `user` (None: its token names none) from `address` waits
+        now, and what holds it the longest ("user" or "address"); (0, "") when nothing does.
+
+        Attempts held together go on together when the wait is over: so the attempts of a
+        user's many clients reach the broker at most as often as the wait comes round, and
+        no attempt waits longer than max_wait_ms, however many clients keep trying."""
+        if self.settings is None:
+            return 0, ""
+        wait, by = 0, ""
+        keys = (("user", user),) if user in self._good else _keys(user, address)
+        for key in keys:
+            backoff = self._backoffs.get(key)
+            if backoff is not None and backoff.until_ms - now_ms > wait:
+                wait, by = backoff.until_ms - now_ms, key[0]
+        return wait, by
+
+    def held(self, by: str, wait_ms: int) -> None:
+        """Count an attempt held for `wait_ms` by `by`'s backoff."""
+        self.counts.held[by] += 1
+        self.counts.held_ms += wait_ms
+
+    def refused(self, user: str | None, address: str, now_ms: int) -> None:
+        """The broker refused an authentication by `user` from `address`: both wait longer."""
+        settings = self.settings
+        if settings is None:
+            return
+        self.counts.refused += 1
+        if user is not None:
+            self._good.pop(user, None)
+        backoffs = self._backoffs
+        for key in _keys(user, address):
+            backoff = backoffs.pop(key, None)
+            if backoff is None or now_ms - backoff.until_ms > settings.max_wait_ms:
+                backoff = _Backoff(0, now_ms)
+            backoff.refusals += 1
+            # never shorter: another client's refusal, jittered less, does not end a wait
+            backoff.until_ms = max(backoff.until_ms, now_ms + self._wait(backoff.refusals))
+            backoffs[key] = backoff
+            if backoff.refusals == 1:
+                log.info(
+                    "%s %s: a SASL authentication refused; its next attempts wait from %d ms",
+                    *key,
+                    settings.first_wait_ms,
+                )
+        while len(backoffs) > KEPT:
+            del backoffs[next(iter(backoffs))]
+
+    def _wait(self, refusals: int) -> int:
+        """The wait after `refusals` in a row, jittered."""
+        settings = self.settings
+        assert settings is not None
+        wait = min(settings.max_wait_ms, settings.first_wait_ms << min(refusals - 1, 32))
+        return round(wait * (1 - JITTER + 2 * JITTER * self._draw()))
+
+    def accepted(self, user: str) -> None:
+        """A successful authentication: the user waits no more, and is not held for its
+        address's refusals. The address's wait goes on for the users never seen to succeed:
+        behind a shared address, one client's right password says nothing of the others'."""
+        self._backoffs.pop(("user", user), None)
+        good = self._good
+        good.pop(user, None)
+        good[user] = None
+        while len(good) > KEPT:
+            del good[next(iter(good))]
+
+    def reconfigure(self, settings: FailedLoginSettings | None) -> None:
+        """A reload: the backoffs already counted stay (within the new maximum, from the
+        next refusal on); without the table, none is kept."""
+        self.settings = settings
+        if settings is None:
+            self._backoffs.clear()
+            self._good.clear()
+
+
+def _keys(user: str | None, address: str) -> tuple[tuple[str, str], ...]:
+    return (("address", address),) if user is None else (("user", user), ("address", address))

@@ -1,0 +1,48 @@
+"""The failed-login backoff on a connection (the handlers' LoginGuard): the backoffs are the
+process's (proxy/enforcement/failed_logins.py); an attempt that must wait is deferred, and
+handled again when its wait is over, as a request waiting for the proxy's own questions is."""
+
+from __future__ import annotations
+
+import logging
+
+from proxy.enforcement.failed_logins import FailedLogins
+from proxy.handlers.base import Channel
+from proxy.runtime.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class LoginGuard:
+    def __init__(self, clock: Clock, backoffs: FailedLogins) -> None:
+        self._clock = clock
+        self.backoffs = backoffs
+
+    def hold(self, channel: Channel) -> bool:
+        backoffs = self.backoffs
+        settings = backoffs.settings
+        if settings is None:
+            return False
+        wait_ms, by = backoffs.wait_ms(channel.sasl.claimed, channel.address, self._clock.now_ms())
+        if not wait_ms:
+            return False
+        backoffs.held(by, wait_ms)
+        if settings.shadow:
+            log.info(
+                "client %s (User:%s): a SASL authentication would wait %d ms for its %s's "
+                "refusals (shadow mode: not held)",
+                channel.peer,
+                channel.sasl.claimed,
+                wait_ms,
+                by,
+            )
+            return False
+        self._clock.call_later(wait_ms * 1_000_000, channel.cluster.begin())
+        return True
+
+    def answered(self, channel: Channel, claimed: str | None) -> None:
+        sasl = channel.sasl
+        if sasl.refused:
+            self.backoffs.refused(claimed, channel.address, self._clock.now_ms())
+        elif claimed is not None and sasl.claimed is None and not sasl.steps_left:
+            self.backoffs.accepted(claimed)
