@@ -296,6 +296,25 @@ ROWS = (
                     ),
                 ),
             ),
+            Panel(
+                "Failed logins",
+                "SASL authentications per second the brokers refused, and the attempts the "
+                "failed-login backoff held, by the user's or the client address's backoff "
+                "([guards.failed_logins]; 0 without it).",
+                (
+                    Query(
+                        f"sum(rate(kafka_quota_proxy_failed_logins_total{{{PROXIES}}}[{WINDOW}]))",
+                        "refused",
+                    ),
+                    Query(
+                        "sum by (by) (rate(kafka_quota_proxy_logins_held_total"
+                        f"{{{PROXIES}}}[{WINDOW}]))",
+                        "held by {{by}}",
+                    ),
+                ),
+                unit="reqps",
+                width=24,
+            ),
         ),
     ),
     Row(
