@@ -65,6 +65,19 @@ class Timeline:
         return total / (end - start)
 
 
+def scram_producer(bootstrap: str, user: str, password: str) -> AIOKafkaProducer:
+    """An aiokafka producer that logs in as `user` with SCRAM-SHA-512 over SASL_PLAINTEXT
+    (not started)."""
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username=user,
+        sasl_plain_password=password,
+        request_timeout_ms=30_000,
+    )
+
+
 async def aiokafka_flood(
     bootstrap: str,
     client_id: str,

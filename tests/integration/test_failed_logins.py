@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from localkafka.cluster import KafkaCluster
+from localkafka.load import scram_producer
 from localkafka.proxy_process import RunningProxy, start_proxy
 from localkafka.scrape import scrape, total
 from tests.integration.support.clients import SASL_USERS
@@ -62,17 +62,6 @@ def proxies(kafka1: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> I
         unguarded.stop()
 
 
-def producer(bootstrap: str, user: str, password: str) -> AIOKafkaProducer:
-    return AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="SCRAM-SHA-512",
-        sasl_plain_username=user,
-        sasl_plain_password=password,
-        request_timeout_ms=30_000,
-    )
-
-
 @dataclass
 class Storm:
     #: each refused attempt's time from connecting to the refusal, s
@@ -82,7 +71,7 @@ class Storm:
 async def attack(bootstrap: str, deadline: float, storm: Storm) -> None:
     """One old client of grace's: it logs in with the old password, again and again."""
     while time.monotonic() < deadline:
-        client = producer(bootstrap, ROTATED, "the-old-password")
+        client = scram_producer(bootstrap, ROTATED, "the-old-password")
         began = time.monotonic()
         try:
             await client.start()
@@ -94,7 +83,7 @@ async def attack(bootstrap: str, deadline: float, storm: Storm) -> None:
 
 async def log_in(bootstrap: str, user: str) -> float:
     """A healthy client's login and one record; the seconds its start took."""
-    client = producer(bootstrap, user, SASL_USERS[user])
+    client = scram_producer(bootstrap, user, SASL_USERS[user])
     began = time.monotonic()
     await client.start()
     took = time.monotonic() - began
