@@ -1,7 +1,7 @@
 """A failed-login storm beside healthy producers, with and without the failed-login backoff.
 
     python -m bench.failed_logins [--attackers 200] [--healthy 20] [--seconds 20]
-                                  [--max-wait-ms 60000]
+                                  [--max-wait-ms 20000]
 
 One broker with a SASL listener, and two proxies in front of it: one with
 [guards.failed_logins] (first_wait_ms 100, max_wait_ms as given) and one without. Three legs,
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attackers", type=int, default=200)
     parser.add_argument("--healthy", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--max-wait-ms", type=int, default=60_000)
+    parser.add_argument("--max-wait-ms", type=int, default=20_000)
     parser.add_argument("--attack", metavar="BOOTSTRAP", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     raise_open_file_limit()

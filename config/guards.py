@@ -21,7 +21,7 @@ class FailedLoginSettings:
     first_wait_ms: int = 100
     #: the longest wait, and how long a user or address is remembered once its wait has run
     #: out
-    max_wait_ms: int = 60_000
+    max_wait_ms: int = 20_000
     #: decide, log and count the waits, but hold no client
     shadow: bool = False
 

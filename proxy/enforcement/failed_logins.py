@@ -14,8 +14,9 @@ than max_wait_ms ago starts again from first_wait_ms.
 A client's address is the real one behind a load balancer (the PROXY protocol header's). The
 user is the one its first token claims: a guess by whoever sends it, but it is the account an
 attacker tries, and the one a client with an old password keeps failing. A user whose last
-authentication succeeded is not held for its address's refusals: many clients may share an
-address (a NAT, a node's pods), and the others' refusals are not its own.
+authentication from an address succeeded is not held there for the address's refusals: many
+clients may share an address (a NAT, a node's pods), and the others' refusals are not its
+own.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 
 #: users and addresses remembered at most; past it, the ones refused longest ago are forgotten
 KEPT = 100_000
-#: a wait is its doubling times a factor drawn from 1 - JITTER to 1 + JITTER
+#: a wait is its doubling times a factor drawn from 1 - JITTER to 1 + JITTER, then capped
 JITTER = 0.2
 
 
@@ -67,9 +68,11 @@ class FailedLogins:
         self._draw = draw
         #: ("user", name) or ("address", address) -> its backoff, the last refused last
         self._backoffs: dict[tuple[str, str], _Backoff] = {}
-        #: users whose last authentication succeeded, the last one last: an address's
-        #: backoff does not hold them (the others behind a shared address are not theirs)
-        self._good: dict[str, None] = {}
+        #: (user, address) whose last authentication succeeded, the last one last: the
+        #: address's backoff does not hold that user there (the others behind a shared
+        #: address are not theirs); elsewhere it does, or an attacker could try a busy
+        #: user's password from anywhere between its clients' logins
+        self._good: dict[tuple[str, str], None] = {}
         self.counts = FailedLoginCounts() if counts is None else counts
 
     def wait_ms(self, user: str | None, address: str, now_ms: int) -> tuple[int, str]:
@@ -82,7 +85,10 @@ class FailedLogins:
         if self.settings is None:
             return 0, ""
         wait, by = 0, ""
-        keys = (("user", user),) if user in self._good else _keys(user, address)
+        if user is not None and (user, address) in self._good:
+            keys: tuple[tuple[str, str], ...] = (("user", user),)
+        else:
+            keys = _keys(user, address)
         for key in keys:
             backoff = self._backoffs.get(key)
             if backoff is not None and backoff.until_ms - now_ms > wait:
@@ -101,7 +107,7 @@ class FailedLogins:
             return
         self.counts.refused += 1
         if user is not None:
-            self._good.pop(user, None)
+            self._good.pop((user, address), None)
         backoffs = self._backoffs
         for key in _keys(user, address):
             backoff = backoffs.pop(key, None)
@@ -124,23 +130,28 @@ class FailedLogins:
         """The wait after `refusals` in a row, jittered."""
         settings = self.settings
         assert settings is not None
-        wait = min(settings.max_wait_ms, settings.first_wait_ms << min(refusals - 1, 32))
-        return round(wait * (1 - JITTER + 2 * JITTER * self._draw()))
+        doubled = settings.first_wait_ms << min(refusals - 1, 32)
+        jittered = round(doubled * (1 - JITTER + 2 * JITTER * self._draw()))
+        return min(settings.max_wait_ms, jittered)
 
-    def accepted(self, user: str) -> None:
+    def accepted(self, user: str, address: str) -> None:
         """A successful authentication: the user waits no more, and is not held for its
-        address's refusals. The address's wait goes on for the users never seen to succeed:
-        behind a shared address, one client's right password says nothing of the others'."""
+        address's refusals there. The address's wait goes on for the users not seen to
+        succeed from it: behind a shared address, one client's right password says nothing
+        of the others'."""
+        if self.settings is None:
+            return
         self._backoffs.pop(("user", user), None)
         good = self._good
-        good.pop(user, None)
-        good[user] = None
+        good.pop((user, address), None)
+        good[user, address] = None
         while len(good) > KEPT:
             del good[next(iter(good))]
 
     def reconfigure(self, settings: FailedLoginSettings | None) -> None:
-        """A reload: the backoffs already counted stay (within the new maximum, from the
-        next refusal on); without the table, none is kept."""
+        """A reload: the backoffs already counted stay, and the waits under way run their
+        course; the next refusal waits by the new settings. Without the table, none is kept
+        (attempts already held still wait out their time)."""
         self.settings = settings
         if settings is None:
             self._backoffs.clear()

@@ -177,8 +177,9 @@ class Drop:
 class Defer:
     """Hold this request and every later one of the connection until every question the
     handler asked the cluster (Channel.cluster.ask) has its answer; then the request is
-    handled again with `refreshed` set. A handler returns it only after an ask succeeded,
-    and before it has recorded anything (no quota charged, no state changed)."""
+    handled again with `refreshed` set. A handler returns it only after an ask (or a
+    begin) succeeded, and before it has recorded anything (no quota charged, no state
+    changed) that handling it again would record twice."""
 
 
 Outcome = Forward | Answer | Drop | Defer

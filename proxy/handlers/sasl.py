@@ -24,8 +24,9 @@ class SaslAuthenticateHandler(Handler):
     def on_request(self, channel: Channel, request: Request) -> Outcome:
         if not request.refreshed:  # handled again once its wait is over: it goes on
             runtime = channel.runtime
+            starts = not channel.sasl.steps_left  # an exchange's first token
             runtime.principals.on_authenticate_request(channel, request)
-            if runtime.login_guard.hold(channel):
+            if starts and runtime.login_guard.hold(channel):
                 return Defer()
         return Forward(request.frame)
 

@@ -21,9 +21,12 @@ class LoginGuard:
     def hold(self, channel: Channel) -> bool:
         backoffs = self.backoffs
         settings = backoffs.settings
-        if settings is None:
+        sasl = channel.sasl
+        # an exchange the proxy follows (one it cannot is never counted either), and not a
+        # KIP-368 re-authentication of the user the connection already proved it is
+        if settings is None or not sasl.steps_left or sasl.claimed == channel.user:
             return False
-        wait_ms, by = backoffs.wait_ms(channel.sasl.claimed, channel.address, self._clock.now_ms())
+        wait_ms, by = backoffs.wait_ms(sasl.claimed, channel.address, self._clock.now_ms())
         if not wait_ms:
             return False
         backoffs.held(by, wait_ms)
@@ -45,4 +48,4 @@ class LoginGuard:
         if sasl.refused:
             self.backoffs.refused(claimed, channel.address, self._clock.now_ms())
         elif claimed is not None and sasl.claimed is None and not sasl.steps_left:
-            self.backoffs.accepted(claimed)
+            self.backoffs.accepted(claimed, channel.address)

@@ -323,7 +323,7 @@ sync_interval_ms = 5
 def test_the_failed_login_backoff_is_on_with_its_table(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, "")).failed_logins is None
     on = load_config(write(tmp_path, "[guards.failed_logins]\n")).failed_logins
-    assert on == FailedLoginSettings(first_wait_ms=100, max_wait_ms=60_000, shadow=False)
+    assert on == FailedLoginSettings(first_wait_ms=100, max_wait_ms=20_000, shadow=False)
     text = "[guards.failed_logins]\nfirst_wait_ms = 250\nmax_wait_ms = 5000\nshadow = true\n"
     assert load_config(write(tmp_path, text)).failed_logins == FailedLoginSettings(250, 5000, True)
     path = write(

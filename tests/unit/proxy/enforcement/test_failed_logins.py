@@ -78,7 +78,7 @@ def test_a_success_ends_the_users_wait_and_not_its_addresss() -> None:
     logins = guard()
     for now in (0, 100, 300):
         logins.refused("alice", "10.0.0.1", now)
-    logins.accepted("alice")
+    logins.accepted("alice", "10.0.0.1")
     assert logins.wait_ms("alice", "10.0.0.1", 301) == (0, "")
     # another user behind the same address, never seen to succeed, still waits
     assert logins.wait_ms("bob", "10.0.0.1", 301) == (399, "address")
@@ -196,13 +196,14 @@ def test_an_attempt_after_a_refusal_is_held_then_goes_on_and_a_success_ends_the_
 
 def test_another_user_from_another_address_is_never_held() -> None:
     context = guarded(VirtualClock())
+    authenticate(connection(context, "10.0.0.1:4000"), "carol", 0, 0)  # before the storm
     for port in range(5000, 5005):
         channel = connection(context, f"10.0.0.1:{port}")
         authenticate(channel, "mallory", 0, SASL_AUTHENTICATION_FAILED)
     assert authenticate(connection(context, "10.0.0.2:6000"), "alice", 0, 0) == "forwarded"
-    # from mallory's address: a user never seen to succeed waits; alice, who just did, not
-    assert authenticate(connection(context, "10.0.0.1:6000"), "bob", 0, 0) == "held"
-    assert authenticate(connection(context, "10.0.0.1:6001"), "alice", 0, 0) == "forwarded"
+    # from mallory's address: a user not seen to succeed there waits; carol, who had, not
+    assert authenticate(connection(context, "10.0.0.1:6000"), "alice", 0, 0) == "held"
+    assert authenticate(connection(context, "10.0.0.1:6001"), "carol", 0, 0) == "forwarded"
 
 
 def test_shadow_mode_counts_the_wait_and_holds_nothing() -> None:
@@ -216,23 +217,68 @@ def test_a_user_that_succeeded_is_not_held_for_its_addresss_refusals() -> None:
     """Clients behind one address (a NAT, a node's pods): an attacker's refusals hold the
     users it tries and the users never seen succeed, not a user whose last login succeeded."""
     logins = guard()
-    logins.accepted("alice")
+    logins.accepted("alice", "10.0.0.1")
     for now in (0, 100, 300):
         logins.refused("mallory", "10.0.0.1", now)
     assert logins.wait_ms("alice", "10.0.0.1", 300) == (0, "")
     assert logins.wait_ms("bob", "10.0.0.1", 300) == (400, "address")
+    # from another address, where she was not seen to succeed, its refusals hold her
+    for now in (0, 100):
+        logins.refused("mallory", "10.0.0.2", now)
+    assert logins.wait_ms("alice", "10.0.0.2", 300) == (0, "")  # ran out at 300
+    logins.refused("mallory", "10.0.0.2", 300)
+    assert logins.wait_ms("alice", "10.0.0.2", 300) == (400, "address")
     # alice refused once: she is held for her own refusal, and her address's, again
     logins.refused("alice", "10.0.0.1", 300)
     assert logins.wait_ms("alice", "10.0.0.1", 300) == (800, "address")
 
 
-def test_a_refusal_never_shortens_a_wait() -> None:
-    """Clients of one user refused a moment apart, at the cap: the later refusal's jitter
-    drawn low does not bring the wait forward."""
-    draws = iter([0.5] * 8 + [1.0, 1.0, 0.0, 0.0])
-    logins = FailedLogins(SETTINGS, draw=lambda: next(draws))
-    for now in range(4):
-        logins.refused("grace", "10.0.0.1", now)  # 100, 200, 400, 800 ms
-    logins.refused("grace", "10.0.0.1", 10)  # at the cap, drawn high: until 1210
-    logins.refused("grace", "10.0.0.1", 100)  # drawn low: 900, not sooner than 1210
-    assert logins.wait_ms("grace", "10.0.0.1", 100) == (1110, "user")
+def test_the_jitter_never_passes_the_cap_and_a_refusal_never_shortens_a_wait() -> None:
+    high = FailedLogins(SETTINGS, draw=lambda: 1.0)
+    for now in range(5):
+        high.refused("grace", "10.0.0.1", now)  # the fifth: 1,600 ms, times 1.2
+    assert high.wait_ms("grace", "10.0.0.1", 4) == (1000, "user")
+    # a reload that lowers the cap: the wait under way runs its course
+    high.reconfigure(FailedLoginSettings(first_wait_ms=100, max_wait_ms=500))
+    high.refused("grace", "10.0.0.1", 100)
+    assert high.wait_ms("grace", "10.0.0.1", 100) == (904, "user")
+
+
+def test_only_an_exchanges_first_token_waits_and_never_a_re_authentication() -> None:
+    """A SCRAM exchange's second token goes on whatever was refused meanwhile (the broker
+    holds its half of the exchange open); a KIP-368 re-authentication of the user the
+    connection proved it is goes on at once."""
+    clock = VirtualClock()
+    context = guarded(clock)
+    scram = handler_channel(context, RecordingCluster())
+    scram.peer = "10.0.0.1:5000"
+    handshake = handler_request(
+        scram, request_frame(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
+    )
+    HANDLERS[SASL_HANDSHAKE].on_request(scram, handshake)
+    reply = SaslHandshakeResponse(error_code=0, mechanisms=["SCRAM-SHA-256"])
+    HANDLERS[SASL_HANDSHAKE].on_response(scram, response_frame(SASL_HANDSHAKE, 1, reply), handshake)
+    first = SaslAuthenticateRequest(auth_bytes=b"n,,n=grace,r=nonce")
+    request = handler_request(scram, request_frame(SASL_AUTHENTICATE, 2, first))
+    assert isinstance(HANDLERS[SASL_AUTHENTICATE].on_request(scram, request), Forward)
+    server_first = SaslAuthenticateResponse(
+        error_code=0, error_message=None, auth_bytes=b"r=nonce+s,s=c2FsdA==,i=4096"
+    )
+    HANDLERS[SASL_AUTHENTICATE].on_response(
+        scram, response_frame(SASL_AUTHENTICATE, 2, server_first), request
+    )
+    authenticate(connection(context, "10.0.0.1:5001"), "grace", 0, SASL_AUTHENTICATION_FAILED)
+    final = SaslAuthenticateRequest(auth_bytes=b"c=biws,r=nonce+s,p=proof")
+    request = handler_request(scram, request_frame(SASL_AUTHENTICATE, 2, final))
+    assert isinstance(HANDLERS[SASL_AUTHENTICATE].on_request(scram, request), Forward)
+    # alice's connection re-authenticates after another alice client was refused
+    alice = connection(context, "10.0.0.2:5000")
+    assert authenticate(alice, "alice", 0, 0) == "forwarded" and alice.user == "alice"
+    authenticate(connection(context, "10.0.0.3:5000"), "alice", 0, SASL_AUTHENTICATION_FAILED)
+    handshake = handler_request(
+        alice, request_frame(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+    )
+    HANDLERS[SASL_HANDSHAKE].on_request(alice, handshake)
+    reply = SaslHandshakeResponse(error_code=0, mechanisms=["PLAIN"])
+    HANDLERS[SASL_HANDSHAKE].on_response(alice, response_frame(SASL_HANDSHAKE, 1, reply), handshake)
+    assert authenticate(alice, "alice", 0, 0) == "forwarded"
