@@ -5,11 +5,11 @@ address; the proxy holds that attempt, so it never reaches the broker early.
 Kafka only delays the refusal it answers (connection.failed.authentication.delay.ms, 100 ms by
 default) and keeps no memory of who failed. A client with a rotated password, or an attacker,
 reconnects at once and costs the broker another SASL exchange, whose SCRAM iterations are
-expensive on purpose. The wait doubles with each refusal, from first_wait_ms to max_wait_ms,
-and is jittered by a fifth either way, as Kafka's clients jitter their reconnect backoff, so
-that clients refused together do not all come back together. A success resets the user's
-wait; other users and addresses are never held. A user or address whose wait ran out more
-than max_wait_ms ago starts again from first_wait_ms.
+expensive on purpose. The wait doubles with each refusal, from first_wait_ms to max_wait_ms.
+Each attempt held is held up to a fifth longer, drawn for each, as Kafka's clients jitter
+their reconnect backoff: clients refused together do not all reach the broker together. A
+success resets the user's wait; other users and addresses are never held. A user or address
+whose wait ran out more than max_wait_ms ago starts again from first_wait_ms.
 
 A client's address is the real one behind a load balancer (the PROXY protocol header's). The
 user is the one its first token claims: a guess by whoever sends it, but it is the account an
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 #: users and addresses remembered at most; past it, the ones refused longest ago are forgotten
 KEPT = 100_000
-#: a wait is its doubling times a factor drawn from 1 - JITTER to 1 + JITTER, then capped
+#: an attempt held is held up to this share of its wait longer, drawn for each attempt
 JITTER = 0.2
 
 
@@ -78,10 +78,7 @@ class FailedLogins:
     def wait_ms(self, user: str | None, address: str, now_ms: int) -> tuple[int, str]:
         """How long an attempt by `user` (None: its token names none) from `address` waits
         now, and what holds it the longest ("user" or "address"); (0, "") when nothing does.
-
-        Attempts held together go on together when the wait is over: so the attempts of a
-        user's many clients reach the broker at most as often as the wait comes round, and
-        no attempt waits longer than max_wait_ms, however many clients keep trying."""
+        An attempt held is held a little longer (hold)."""
         if self.settings is None:
             return 0, ""
         wait, by = 0, ""
@@ -95,10 +92,17 @@ class FailedLogins:
                 wait, by = backoff.until_ms - now_ms, key[0]
         return wait, by
 
-    def held(self, by: str, wait_ms: int) -> None:
-        """Count an attempt held for `wait_ms` by `by`'s backoff."""
-        self.counts.held[by] += 1
-        self.counts.held_ms += wait_ms
+    def hold(self, user: str | None, address: str, now_ms: int) -> tuple[int, str]:
+        """How long to hold an attempt, and what holds it (wait_ms), counted: its wait, and
+        up to a fifth more, drawn for each attempt. The clients of a user refused together
+        are all held until the same moment; the draw spreads them over the fifth instead of
+        sending them to the broker at once."""
+        wait, by = self.wait_ms(user, address, now_ms)
+        if wait:
+            wait += round(wait * JITTER * self._draw())
+            self.counts.held[by] += 1
+            self.counts.held_ms += wait
+        return wait, by
 
     def refused(self, user: str | None, address: str, now_ms: int) -> None:
         """The broker refused an authentication by `user` from `address`: both wait longer."""
@@ -114,7 +118,7 @@ class FailedLogins:
             if backoff is None or now_ms - backoff.until_ms > settings.max_wait_ms:
                 backoff = _Backoff(0, now_ms)
             backoff.refusals += 1
-            # never shorter: another client's refusal, jittered less, does not end a wait
+            # never shorter: a reload that lowered max_wait_ms does not end a wait
             backoff.until_ms = max(backoff.until_ms, now_ms + self._wait(backoff.refusals))
             backoffs[key] = backoff
             if backoff.refusals == 1:
@@ -127,12 +131,10 @@ class FailedLogins:
             del backoffs[next(iter(backoffs))]
 
     def _wait(self, refusals: int) -> int:
-        """The wait after `refusals` in a row, jittered."""
+        """The wait after `refusals` in a row."""
         settings = self.settings
         assert settings is not None
-        doubled = settings.first_wait_ms << min(refusals - 1, 32)
-        jittered = round(doubled * (1 - JITTER + 2 * JITTER * self._draw()))
-        return min(settings.max_wait_ms, jittered)
+        return min(settings.max_wait_ms, settings.first_wait_ms << min(refusals - 1, 32))
 
     def accepted(self, user: str, address: str) -> None:
         """A successful authentication: the user waits no more, and is not held for its

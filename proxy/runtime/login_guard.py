@@ -26,10 +26,9 @@ class LoginGuard:
         # KIP-368 re-authentication of the user the connection already proved it is
         if settings is None or not sasl.steps_left or sasl.claimed == channel.user:
             return False
-        wait_ms, by = backoffs.wait_ms(sasl.claimed, channel.address, self._clock.now_ms())
+        wait_ms, by = backoffs.hold(sasl.claimed, channel.address, self._clock.now_ms())
         if not wait_ms:
             return False
-        backoffs.held(by, wait_ms)
         if settings.shadow:
             log.info(
                 "client %s (User:%s): a SASL authentication would wait %d ms for its %s's "

@@ -56,12 +56,16 @@ def test_each_refusal_doubles_the_wait_up_to_its_maximum() -> None:
     assert logins.counts.refused == 6
 
 
-def test_the_jitter_is_a_fifth_either_way() -> None:
-    low, high = FailedLogins(SETTINGS, draw=lambda: 0.0), FailedLogins(SETTINGS, draw=lambda: 1.0)
-    for logins in (low, high):
-        logins.refused("alice", "10.0.0.1", 0)
-    assert low.wait_ms("alice", "10.0.0.1", 0) == (80, "user")
-    assert high.wait_ms("alice", "10.0.0.1", 0) == (120, "user")
+def test_each_attempt_held_is_held_up_to_a_fifth_longer() -> None:
+    """Clients refused together are held until one moment: drawn apart, they do not all
+    reach the broker at once."""
+    draws = iter([0.0, 1.0, 0.5])
+    logins = FailedLogins(SETTINGS, draw=lambda: next(draws))
+    logins.refused("alice", "10.0.0.1", 0)
+    held = [logins.hold("alice", "10.0.0.1", 0)[0] for _ in range(3)]
+    assert held == [100, 120, 110]
+    assert logins.hold("bob", "10.0.0.2", 0) == (0, "")  # nothing drawn, nothing counted
+    assert (logins.counts.held, logins.counts.held_ms) == ({"user": 3, "address": 0}, 330)
 
 
 def test_other_users_and_addresses_are_untouched() -> None:
@@ -175,12 +179,12 @@ def test_an_attempt_after_a_refusal_is_held_then_goes_on_and_a_success_ends_the_
     assert authenticate(again, "alice", 0, 0) == "held"
     cluster = again.cluster
     assert isinstance(cluster, RecordingCluster) and cluster.pending == 1
-    clock.advance(99 * MS)
+    clock.advance(109 * MS)  # its 100 ms, and a tenth more drawn
     assert cluster.pending == 1
     clock.advance(1 * MS)
     assert cluster.pending == 0  # the deferral ends: handled again, it goes to the broker
     token = SaslAuthenticateRequest(auth_bytes=b"\0alice\0secret")
-    request = handler_request(again, request_frame(SASL_AUTHENTICATE, 2, token), 100, True)
+    request = handler_request(again, request_frame(SASL_AUTHENTICATE, 2, token), 110, True)
     assert isinstance(HANDLERS[SASL_AUTHENTICATE].on_request(again, request), Forward)
     ok = SaslAuthenticateResponse(
         error_code=0, error_message=None, auth_bytes=b"", session_lifetime_ms=0
@@ -189,9 +193,9 @@ def test_an_attempt_after_a_refusal_is_held_then_goes_on_and_a_success_ends_the_
         again, response_frame(SASL_AUTHENTICATE, 2, ok), request
     )
     assert again.user == "alice"
-    assert authenticate(connection(context, "10.0.0.1:5002"), "alice", 100, 0) == "forwarded"
+    assert authenticate(connection(context, "10.0.0.1:5002"), "alice", 110, 0) == "forwarded"
     counts = context.stats.failed_logins
-    assert (counts.refused, counts.held, counts.held_ms) == (1, {"user": 1, "address": 0}, 100)
+    assert (counts.refused, counts.held, counts.held_ms) == (1, {"user": 1, "address": 0}, 110)
 
 
 def test_another_user_from_another_address_is_never_held() -> None:
@@ -233,11 +237,12 @@ def test_a_user_that_succeeded_is_not_held_for_its_addresss_refusals() -> None:
     assert logins.wait_ms("alice", "10.0.0.1", 300) == (800, "address")
 
 
-def test_the_jitter_never_passes_the_cap_and_a_refusal_never_shortens_a_wait() -> None:
+def test_a_wait_is_capped_and_a_refusal_never_shortens_one() -> None:
     high = FailedLogins(SETTINGS, draw=lambda: 1.0)
     for now in range(5):
-        high.refused("grace", "10.0.0.1", now)  # the fifth: 1,600 ms, times 1.2
+        high.refused("grace", "10.0.0.1", now)  # the fifth: 1,600 ms, capped
     assert high.wait_ms("grace", "10.0.0.1", 4) == (1000, "user")
+    assert high.hold("grace", "10.0.0.1", 4) == (1200, "user")  # held a fifth longer at most
     # a reload that lowers the cap: the wait under way runs its course
     high.reconfigure(FailedLoginSettings(first_wait_ms=100, max_wait_ms=500))
     high.refused("grace", "10.0.0.1", 100)
