@@ -30,7 +30,8 @@ from config.guards import FailedLoginSettings
 
 log = logging.getLogger(__name__)
 
-#: users and addresses remembered at most; past it, the ones refused longest ago are forgotten
+#: backoffs (users and addresses) and successes (user, address) remembered at most each;
+#: past it, the oldest are forgotten
 KEPT = 100_000
 #: an attempt held is held up to this share of its wait longer, drawn for each attempt
 JITTER = 0.2
