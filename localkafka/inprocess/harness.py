@@ -165,6 +165,8 @@ class RecordingCluster:
         self.principal: Principal | None = None
         #: what handlers began and has not ended yet (a deferral waits for it too)
         self.pending = 0
+        #: times the client was read again while a request of its was held
+        self.watched = 0
 
     def begin(self) -> Callable[[], None]:
         self.pending += 1
@@ -173,6 +175,9 @@ class RecordingCluster:
             self.pending -= 1
 
         return done
+
+    def watch_client(self) -> None:
+        self.watched += 1
 
     def ask(
         self, api_key: int, api_version: int, body: bytes, on_answer: Callable[[bytes], object]

@@ -195,6 +195,12 @@ class Cluster(Protocol):
         for a handler elsewhere than on this connection (the quota store's topic)."""
         ...
 
+    def watch_client(self) -> None:
+        """Read the client again while a Defer still holds its request: a client that has
+        gone meanwhile is seen closing before its request is handled again (what it sends
+        waits behind the request)."""
+        ...
+
     def ask(
         self,
         api_key: int,

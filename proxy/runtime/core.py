@@ -255,6 +255,10 @@ class ConnectionCore:
         self._upstream.resume_reading()
         self.gate.resume(Pause.CLIENT_BUSY)
 
+    def watch_client(self) -> None:
+        if not self.closed:
+            self._client.resume_reading()
+
     def close(self) -> None:
         if self.closed:
             return

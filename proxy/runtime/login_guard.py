@@ -12,6 +12,10 @@ from proxy.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
 
+#: how long a held connection is read before its attempt goes on: a close waiting in its
+#: socket is seen by then (the event loop polls sockets between timers)
+_SEEN_NS = 1_000_000
+
 
 class LoginGuard:
     def __init__(self, clock: Clock, backoffs: FailedLogins) -> None:
@@ -39,7 +43,16 @@ class LoginGuard:
                 by,
             )
             return False
-        self._clock.call_later(wait_ms * 1_000_000, channel.cluster.begin())
+        cluster, done = channel.cluster, channel.cluster.begin()
+
+        def over() -> None:
+            # a held connection is not read: a client that gave up meanwhile has not been
+            # seen to close. Read it first, so that its attempt is dropped with it rather
+            # than sent to the broker for nobody
+            cluster.watch_client()
+            self._clock.call_later(_SEEN_NS, done)
+
+        self._clock.call_later(wait_ms * 1_000_000, over)
         return True
 
     def answered(self, channel: Channel, claimed: str | None) -> None:

@@ -16,6 +16,7 @@ from config.guards import FailedLoginSettings
 from localkafka.inprocess.harness import (
     RecordingCluster,
     VirtualClock,
+    connect,
     handler_channel,
     handler_request,
     proxy_context,
@@ -180,11 +181,13 @@ def test_an_attempt_after_a_refusal_is_held_then_goes_on_and_a_success_ends_the_
     cluster = again.cluster
     assert isinstance(cluster, RecordingCluster) and cluster.pending == 1
     clock.advance(109 * MS)  # its 100 ms, and a tenth more drawn
-    assert cluster.pending == 1
+    assert (cluster.pending, cluster.watched) == (1, 0)
+    clock.advance(1 * MS)  # over: the client is read again, to see whether it has gone
+    assert (cluster.pending, cluster.watched) == (1, 1)
     clock.advance(1 * MS)
     assert cluster.pending == 0  # the deferral ends: handled again, it goes to the broker
     token = SaslAuthenticateRequest(auth_bytes=b"\0alice\0secret")
-    request = handler_request(again, request_frame(SASL_AUTHENTICATE, 2, token), 110, True)
+    request = handler_request(again, request_frame(SASL_AUTHENTICATE, 2, token), 111, True)
     assert isinstance(HANDLERS[SASL_AUTHENTICATE].on_request(again, request), Forward)
     ok = SaslAuthenticateResponse(
         error_code=0, error_message=None, auth_bytes=b"", session_lifetime_ms=0
@@ -193,7 +196,7 @@ def test_an_attempt_after_a_refusal_is_held_then_goes_on_and_a_success_ends_the_
         again, response_frame(SASL_AUTHENTICATE, 2, ok), request
     )
     assert again.user == "alice"
-    assert authenticate(connection(context, "10.0.0.1:5002"), "alice", 110, 0) == "forwarded"
+    assert authenticate(connection(context, "10.0.0.1:5002"), "alice", 111, 0) == "forwarded"
     counts = context.stats.failed_logins
     assert (counts.refused, counts.held, counts.held_ms) == (1, {"user": 1, "address": 0}, 110)
 
@@ -287,3 +290,36 @@ def test_only_an_exchanges_first_token_waits_and_never_a_re_authentication() -> 
     reply = SaslHandshakeResponse(error_code=0, mechanisms=["PLAIN"])
     HANDLERS[SASL_HANDSHAKE].on_response(alice, response_frame(SASL_HANDSHAKE, 1, reply), handshake)
     assert authenticate(alice, "alice", 0, 0) == "forwarded"
+
+
+def test_a_client_that_gives_up_while_held_never_reaches_the_broker() -> None:
+    """Through the connection core: the wait over, the held connection is read again, its
+    close is seen, and its SaslAuthenticate goes nowhere."""
+    clock = VirtualClock()
+    context = guarded(clock)
+    authenticate(connection(context, "10.0.0.1:5000"), "alice", 0, SASL_AUTHENTICATION_FAILED)
+    core, client, upstream = connect(context)
+    handshake = request_frame(SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"), 1)
+    core.requests_received(handshake)
+    reply = SaslHandshakeResponse(error_code=0, mechanisms=["PLAIN"])
+    core.responses_received(response_frame(SASL_HANDSHAKE, 1, reply, 1))
+    token = SaslAuthenticateRequest(auth_bytes=b"\0alice\0secret")
+    core.requests_received(request_frame(SASL_AUTHENTICATE, 2, token, 2))
+    assert len(upstream.written) == 1 and not client.reading  # held: only the handshake sent
+    clock.advance(110 * MS)  # the wait is over, and a tenth more drawn
+    assert client.reading  # read again: the event loop delivers the client's close now
+    core.close()
+    clock.advance(10 * MS)
+    assert len(upstream.written) == 1  # the attempt went nowhere
+    # a client still there, held after a second refusal: its attempt goes on once the wait
+    # is over, a moment after its connection is read again
+    authenticate(connection(context, "10.0.0.1:5001"), "alice", 0, SASL_AUTHENTICATION_FAILED)
+    core, client, upstream = connect(context)
+    core.requests_received(handshake)
+    core.responses_received(response_frame(SASL_HANDSHAKE, 1, reply, 1))
+    core.requests_received(request_frame(SASL_AUTHENTICATE, 2, token, 2))
+    assert len(upstream.written) == 1 and not client.reading
+    clock.advance(220 * MS)  # 200 ms, and a tenth more drawn
+    assert len(upstream.written) == 1 and client.reading
+    clock.advance(1 * MS)
+    assert len(upstream.written) == 2
