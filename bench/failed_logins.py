@@ -35,6 +35,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
+from bench.latency import percentile
 from localkafka.cluster import KafkaCluster
 from localkafka.load import scram_producer
 from localkafka.proxy_process import start_proxy
@@ -71,18 +72,18 @@ async def attack(bootstrap: str, attackers: int, seconds: float) -> dict[str, fl
 
 async def healthy(
     bootstrap: str, count: int, seconds: float, started: asyncio.Event
-) -> list[tuple[float, float]]:
-    """(seconds into the leg, send latency in s) of `count` producers of alice, each sending
+) -> list[tuple[float, int]]:
+    """(seconds into the leg, send latency in us) of `count` producers of alice, each sending
     a record every PAUSE_S."""
     clients = [scram_producer(bootstrap, "alice", USERS["alice"]) for _ in range(count)]
     await asyncio.gather(*(client.start() for client in clients))
-    latencies: list[tuple[float, float]] = []
+    latencies: list[tuple[float, int]] = []
 
     async def send(client: AIOKafkaProducer, start: float) -> None:
         while time.monotonic() < start + seconds:
             began = time.monotonic()
             await client.send_and_wait(TOPIC, b"x" * 100)
-            latencies.append((began - start, time.monotonic() - began))
+            latencies.append((began - start, round((time.monotonic() - began) * 1e6)))
             await asyncio.sleep(PAUSE_S)
 
     try:
@@ -103,7 +104,7 @@ async def client_warm(clients: list[AIOKafkaProducer]) -> None:
 
 async def leg(
     bootstrap: str, attackers: int, healthy_count: int, seconds: float
-) -> tuple[dict[str, float], list[tuple[float, float]]]:
+) -> tuple[dict[str, float], list[tuple[float, int]]]:
     started = asyncio.Event()
     run = asyncio.ensure_future(healthy(bootstrap, healthy_count, seconds, started))
     await started.wait()
@@ -117,15 +118,10 @@ async def leg(
     return storm, await run
 
 
-def settled(latencies: list[tuple[float, float]]) -> list[float]:
+def settled(latencies: list[tuple[float, int]]) -> list[int]:
     """The latencies of sends from SETTLED_S into the leg on: after the storm's first
     attempts, which no backoff holds (nobody was refused yet)."""
     return [latency for at, latency in latencies if at >= SETTLED_S]
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> None:
@@ -169,16 +165,16 @@ async def run(args: argparse.Namespace, workdir: Path) -> None:
     )
     print("|---|---|---|---|---|---|")
     whole = [latency for _, latency in results["none"][1]]
-    base = percentile(whole, 0.99)
-    settled_base = percentile(settled(results["none"][1]), 0.99)
+    base = percentile(whole, 99)
+    settled_base = percentile(settled(results["none"][1]), 99)
     for name, (storm, latencies) in results.items():
         values = [latency for _, latency in latencies]
-        p50, p99 = statistics.median(values), percentile(values, 0.99)
-        later = percentile(settled(latencies), 0.99)
+        p50, p99 = statistics.median(values) / 1000, percentile(values, 99)  # ms
+        later = percentile(settled(latencies), 99)
         print(
             f"| {name} | {storm['refused'] / args.seconds:.1f} | {storm['longest_s']:.2f} s"
-            f" | {p50 * 1000:.1f} ms | {p99 * 1000:.1f} ms ({p99 / base:.2f} x)"
-            f" | {later * 1000:.1f} ms ({later / settled_base:.2f} x) |"
+            f" | {p50:.1f} ms | {p99:.1f} ms ({p99 / base:.2f} x)"
+            f" | {later:.1f} ms ({later / settled_base:.2f} x) |"
         )
     print(f"\nthe guarded proxy held attempts {held_s:.0f} s in all")
 
