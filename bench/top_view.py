@@ -31,7 +31,7 @@ from protocol.fleet_records import Publication
 from proxy.top.feed import LiveFeed, Update
 from proxy.top.screen import TopApp
 from proxy.top.view import LiveView, Measure
-from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.entities import DEFAULT, KAFKA_QUOTA_TYPES, QuotaEntity
 from quotas.store import FILE, QuotaStore
 from quotas.usage_samples import SCHEMA_VERSION, UsageSample
 
@@ -92,7 +92,7 @@ class SyntheticFeed(LiveFeed):
         if self.published_at is None or now - self.published_at >= 0.25:
             elapsed = 0.0 if self.published_at is None else now - self.published_at
             self.published_at = now
-            produce = len(QuotaType)
+            produce = len(KAFKA_QUOTA_TYPES)
             uses = [
                 (produce, topic, "", rate * elapsed) for topic, rate in self.topic_rates.items()
             ]

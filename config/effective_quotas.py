@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from quotas.entities import DEFAULT, EntityQuotas, QuotaEntity, QuotaType
+from quotas.entities import DEFAULT, KAFKA_QUOTA_TYPES, EntityQuotas, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
 from quotas.stats import MetricConfig
 from quotas.topics import client_entities
@@ -38,16 +38,23 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
         f" producer.id.quota.cache.false.positive.rate={cache.false_positive_rate}"
         f" producer.id.quota.cache.cleanup.scheduler.interval.ms={cache.cleanup_interval_ms}",
     ]
+    # Kafka's quota types always; a request-rate guard only where an entity sets it
+    shown = [t for t in QuotaType if t.api_key is None or config.limits.get(t)]
+    if len(shown) > len(KAFKA_QUOTA_TYPES):
+        guards = settings.guards
+        lines.append(
+            f"guards.requests burst_s={guards.burst_s} max_throttle_ms={guards.max_throttle_ms}"
+        )
     resolvers = {
         quota_type: EntityQuotas(client_entities(config.limits.get(quota_type, {})))
-        for quota_type in QuotaType
+        for quota_type in shown
     }
     entities = {entity for per_type in config.limits.values() for entity in per_type}
     topics = sorted((e for e in entities if e.topic is not None), key=_topic_order)
     entities -= set(topics)
     if not entities:
         lines.append("no quota entities: every client is unlimited")
-    width = max(len(quota_type.key) for quota_type in QuotaType)
+    width = max(len(quota_type.key) for quota_type in shown)
     for entity in sorted(entities, key=_precedence):
         lines.append(str(entity))
         user = entity.user if entity.user not in (None, DEFAULT) else _UNNAMED

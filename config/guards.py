@@ -3,13 +3,18 @@ its own, and is on when its table is in the file."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from config.values import typed_values
+from quotas.settings import GuardSettings
 
 #: the guards, by table name under [guards]
-GUARDS = ("failed_logins",)
+GUARDS = ("failed_logins", "requests")
+#: half of Kafka's group.min.session.timeout.ms default, the shortest session a broker
+#: grants: a guard's throttle mutes a connection at most this long, so a group member
+#: muted between two heartbeats still heartbeats within its session (docs/guards.md)
+MAX_GUARD_THROTTLE_MS: Final = 3000
 
 
 @dataclass(frozen=True)
@@ -33,13 +38,60 @@ _FAILED_LOGIN_KEYS: dict[str, tuple[type, ...]] = {
 }
 
 
-def parse_guards(section: dict[str, Any], problems: list[str]) -> FailedLoginSettings | None:
-    """[guards]: each guard's table; None for failed logins without [guards.failed_logins]."""
+REQUEST_KEYS: dict[str, tuple[type, ...]] = {
+    "burst_s": (int,),
+    "max_throttle_ms": (int,),
+    "shadow": (bool,),
+}
+
+
+@dataclass(frozen=True)
+class Guards:
+    """[guards]: what each guard's table sets."""
+
+    #: None: the failed-login backoff is off
+    failed_logins: FailedLoginSettings | None = None
+    #: the request-rate guards' buckets; the rates are quota keys of the entities
+    requests: GuardSettings = field(default_factory=GuardSettings)
+    #: [guards.requests] shadow: every request-rate guard decides, logs and counts only
+    requests_shadow: bool = False
+
+
+def parse_guards(section: dict[str, Any], problems: list[str]) -> Guards:
+    """[guards]: each guard's table."""
     for name, table in section.items():
         if name not in GUARDS:
             problems.append(f"unknown table [guards.{name}] (known: {', '.join(GUARDS)})")
         elif not isinstance(table, dict):
             problems.append(f"[guards.{name}] must be a table")
+    requests = section.get("requests")
+    values = (
+        typed_values("guards.requests", requests, REQUEST_KEYS, problems)
+        if isinstance(requests, dict)
+        else {}
+    )
+    shadow = values.pop("shadow", False)
+    return Guards(_failed_logins(section, problems), _requests(values, problems), shadow)
+
+
+def _requests(values: dict[str, Any], problems: list[str]) -> GuardSettings:
+    settings = GuardSettings(**values)
+    if settings.burst_s < 1:
+        problems.append(
+            f"[guards.requests] key 'burst_s': expected at least 1 second, got {settings.burst_s}"
+        )
+    if not 1 <= settings.max_throttle_ms <= MAX_GUARD_THROTTLE_MS:
+        problems.append(
+            f"[guards.requests] key 'max_throttle_ms': expected 1 to {MAX_GUARD_THROTTLE_MS}, "
+            f"got {settings.max_throttle_ms}: a guard's throttle mutes the connection, and a "
+            f"longer one could keep a group member's heartbeat past Kafka's shortest session "
+            f"(group.min.session.timeout.ms, 6000 ms by default), expelling it from its group"
+        )
+    return settings
+
+
+def _failed_logins(section: dict[str, Any], problems: list[str]) -> FailedLoginSettings | None:
+    """[guards.failed_logins]; None without the table."""
     failed_logins = section.get("failed_logins")
     if not isinstance(failed_logins, dict):
         return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from config.quotas import parse_broker_settings, parse_entities, parse_ips, pars
 from config.sni import SniSettings, parse_sni
 from config.tls import TlsSettings, parse_tls
 from config.usage import UsageSettings, parse_usage_settings
-from quotas.entities import QuotaEntity, QuotaType
+from quotas.entities import GUARDS, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
 from quotas.store import Values, entries_of
 
@@ -114,8 +114,13 @@ def load_config(path: Path | str) -> ProxyConfig:
     metrics = parse_metrics_settings(_table(document, "metrics", problems), problems)
     usage = parse_usage_settings(_table(document, "usage", problems), problems)
     shadow, hold_principal = parse_enforcement(_table(document, "enforcement", problems), problems)
-    failed_logins = parse_guards(_table(document, "guards", problems), problems)
-    settings = parse_broker_settings(_table(document, "broker", problems), problems)
+    guards = parse_guards(_table(document, "guards", problems), problems)
+    settings = replace(
+        parse_broker_settings(_table(document, "broker", problems), problems),
+        guards=guards.requests,
+    )
+    if guards.requests_shadow:
+        shadow |= frozenset(GUARDS.values())
     limits = parse_entities(document.get("users"), document.get("clients"), problems)
     ip_rates = parse_ips(document.get("ips"), problems)
     topic_quotas = parse_topics(document.get("topics"), problems)
@@ -152,7 +157,7 @@ def load_config(path: Path | str) -> ProxyConfig:
         fleet=fleet,
         proxy_protocol=proxy_protocol,
         sni=sni,
-        failed_logins=failed_logins,
+        failed_logins=guards.failed_logins,
     )
 
 

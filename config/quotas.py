@@ -129,7 +129,8 @@ def _parse_entity(
     if not isinstance(table, dict):
         problems.append(f"{entity}: expected a table of quotas, got {table!r}")
         return
-    for key, value in table.items():
+    # a guard's key, kafka-quota-proxy.<api>_rate, is a dotted key in TOML
+    for key, value in flatten_dotted(table).items():
         where = f"{entity}: key '{key}'"
         quota = _quota_value(entity, key, value, where, problems)
         if quota is not None:

@@ -65,6 +65,7 @@ INCREMENTAL_ALTER_CONFIGS: Final = 44
 CREATE_PARTITIONS: Final = 37
 DESCRIBE_CLIENT_QUOTAS: Final = 48
 ALTER_CLIENT_QUOTAS: Final = 49
+CONSUMER_GROUP_HEARTBEAT: Final = 68
 
 #: Requests Kafka never charges to a client's request quota: SASL (handled by the network
 #: layer) and the cluster actions of ApiKeys (clusterAction = true), which brokers and

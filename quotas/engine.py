@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
-from quotas.entities import QuotaType
-from quotas.managers import ClientQuotaManager, QuotaManager, TokenBucketQuotaManager
+from quotas.entities import GUARDS, QuotaType
+from quotas.managers import (
+    ClientQuotaManager,
+    QuotaManager,
+    RequestGuardManager,
+    TokenBucketQuotaManager,
+)
 from quotas.producer_ids import ProducerIdQuotaManager
 from quotas.settings import QuotaConfig
 from quotas.topics import TopicQuotaManager, client_entities
@@ -44,6 +50,16 @@ class QuotaEngine:
             settings.producer_id_cache,
             limits.get(QuotaType.PRODUCER_IDS, {}),
         )
+        #: the request-rate guards, by the api_key each counts (docs/guards.md)
+        self.guards = {
+            api_key: RequestGuardManager(
+                guard,
+                settings.guards.windows,
+                limits.get(guard, {}),
+                settings.guards.max_throttle_ms,
+            )
+            for api_key, guard in GUARDS.items()
+        }
 
         self._by_type: dict[QuotaType, QuotaManager] = {m.quota_type: m for m in self.managers()}
 
@@ -51,21 +67,36 @@ class QuotaEngine:
         return self._by_type[quota_type]
 
     def managers(self) -> Iterator[QuotaManager]:
+        """Every quota type's, a principal's: Kafka's, then the request-rate guards."""
+        yield from self.kafka_managers()
+        yield from self.guards.values()
+
+    def kafka_managers(self) -> Iterator[QuotaManager]:
         yield self.produce
         yield self.fetch
         yield self.request
         yield self.controller_mutation
         yield self.producer_ids
 
+    def shared(self) -> tuple[QuotaManager, ...]:
+        """What a fleet shares, in the order its records number the managers: Kafka's
+        quota types, the topics', then the guards' (a member from before the guards skips
+        their numbers, so a fleet mid-roll guards on its newer members alone)."""
+        return (*self.kafka_managers(), *self.topic_managers(), *self.guards.values())
+
     def update(self, config: QuotaConfig) -> bool:
         """Apply a reloaded config to live sensors; False when the windows changed.
 
         Kafka reads its quota window settings once at start-up; if a reload changes them,
-        the caller starts a fresh engine (sensor history cannot be re-sampled).
+        the caller starts a fresh engine (sensor history cannot be re-sampled). The guards'
+        buckets are not windows: they take new settings in place.
         """
-        if config.settings != self.config.settings:
+        settings, guards = config.settings, config.settings.guards
+        if replace(settings, guards=self.config.settings.guards) != self.config.settings:
             return False
         self.config = config
+        for guard in self.guards.values():  # a bucket refills to its new burst as it goes
+            guard.config, guard.max_throttle_ms = guards.windows, guards.max_throttle_ms
         for manager in self.managers():
             limits = config.limits.get(manager.quota_type, {})
             manager.update_limits(client_entities(limits))

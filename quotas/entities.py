@@ -18,21 +18,46 @@ from typing import Final
 DEFAULT: Final = "<default>"
 
 
+#: the prefix of the proxy's own keys, which no Kafka config carries: a topic's quotas, and
+#: the request-rate guards of user and client-id entities
+PROXY_PREFIX: Final = "kafka-quota-proxy."
+
+
 class QuotaType(Enum):
-    """Each quota key, with the metric group Kafka reports it under."""
+    """Each quota key, with the metric group Kafka reports it under; a request-rate guard
+    (issue 52; docs/guards.md) is the proxy's own, named by the API whose requests it counts
+    and by that API's key."""
 
     PRODUCE = ("producer_byte_rate", "Produce")
     FETCH = ("consumer_byte_rate", "Fetch")
     REQUEST = ("request_percentage", "Request")
     CONTROLLER_MUTATION = ("controller_mutation_rate", "ControllerMutation")
     PRODUCER_IDS = ("producer_ids_rate", "ProducerIds")
+    METADATA_RATE = (PROXY_PREFIX + "metadata_rate", "Metadata", 3)
+    FIND_COORDINATOR_RATE = (PROXY_PREFIX + "find_coordinator_rate", "FindCoordinator", 10)
+    JOIN_GROUP_RATE = (PROXY_PREFIX + "join_group_rate", "JoinGroup", 11)
+    SYNC_GROUP_RATE = (PROXY_PREFIX + "sync_group_rate", "SyncGroup", 14)
+    CONSUMER_GROUP_HEARTBEAT_RATE = (
+        PROXY_PREFIX + "consumer_group_heartbeat_rate",
+        "ConsumerGroupHeartbeat",
+        68,
+    )
+    OFFSET_COMMIT_RATE = (PROXY_PREFIX + "offset_commit_rate", "OffsetCommit", 8)
+    INIT_PRODUCER_ID_RATE = (PROXY_PREFIX + "init_producer_id_rate", "InitProducerId", 22)
+    LIST_OFFSETS_RATE = (PROXY_PREFIX + "list_offsets_rate", "ListOffsets", 2)
 
-    def __init__(self, key: str, group: str) -> None:
+    def __init__(self, key: str, group: str, api_key: int | None = None) -> None:
         self.key = key
         self.group = group
+        #: the API a request-rate guard counts; None for Kafka's own quota types
+        self.api_key = api_key
 
 
 QUOTA_KEYS: Final = {quota_type.key: quota_type for quota_type in QuotaType}
+#: Kafka's own quota types, in the order a fleet's records number them
+KAFKA_QUOTA_TYPES: Final = tuple(t for t in QuotaType if t.api_key is None)
+#: the request-rate guards, by the api_key of the requests each counts
+GUARDS: Final = {t.api_key: t for t in QuotaType if t.api_key is not None}
 
 
 @dataclass(frozen=True, slots=True)

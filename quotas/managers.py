@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
-from quotas.entities import EntityQuotas, MetricTags, QuotaEntity, QuotaType
+from quotas.entities import GUARDS, EntityQuotas, MetricTags, QuotaEntity, QuotaType
 from quotas.javamath import java_round, saturate_int
 from quotas.stats import DEFAULT_METRIC_CONFIG, Avg, MetricConfig, Rate, TokenBucket, burst
 
@@ -101,6 +101,7 @@ RATE_METRIC = {
     QuotaType.REQUEST: "request-time",
     QuotaType.CONTROLLER_MUTATION: "mutation-rate",
     QuotaType.PRODUCER_IDS: "rate",
+    **{guard: "rate" for guard in GUARDS.values()},
 }
 
 
@@ -433,3 +434,22 @@ class TokenBucketQuotaManager(QuotaManager):
         """Record, then check: never refuses, throttles while the bucket is negative."""
         tokens = self._record(sensors, value * sensors.weight, now_ms)
         return self._throttle_ms(sensors, tokens) if tokens < 0 else 0
+
+
+class RequestGuardManager(TokenBucketQuotaManager):
+    """A request-rate guard ([guards.requests], docs/guards.md): KIP-599's bucket over one
+    API's requests, permissive only, its throttle capped so that a connection it mutes
+    still carries its member's heartbeats within the session timeout."""
+
+    def __init__(
+        self,
+        quota_type: QuotaType,
+        config: MetricConfig,
+        limits: Mapping[QuotaEntity, float],
+        max_throttle_ms: int,
+    ) -> None:
+        super().__init__(quota_type, config, limits, unit_ms=1000.0)
+        self.max_throttle_ms = max_throttle_ms
+
+    def _throttle_ms(self, sensors: ClientSensors, tokens: float) -> int:
+        return min(super()._throttle_ms(sensors, tokens), self.max_throttle_ms)

@@ -23,6 +23,22 @@ class ProducerIdCacheSettings:
 
 
 @dataclass(frozen=True)
+class GuardSettings:
+    """[guards.requests]: the request-rate guards' token buckets (docs/guards.md)."""
+
+    #: a bucket holds this many seconds of its rate: the burst a principal may send at once
+    burst_s: int = 10
+    #: the longest throttle a guard answers with, and so the longest it mutes a connection:
+    #: what keeps a group member's heartbeats within its session timeout
+    max_throttle_ms: int = 1000
+
+    @property
+    def windows(self) -> MetricConfig:
+        """The bucket's burst as KIP-599 sizes it: samples x window x rate."""
+        return MetricConfig(samples=self.burst_s, window_ms=1000)
+
+
+@dataclass(frozen=True)
 class QuotaSettings:
     #: quota.window.num x quota.window.size.seconds: Produce, Fetch, Request
     client: MetricConfig = _DEFAULT_WINDOWS
@@ -31,6 +47,7 @@ class QuotaSettings:
     #: producer.id.quota.window.num x producer.id.quota.window.size.seconds (KIP-936)
     producer_ids: MetricConfig = _DEFAULT_PRODUCER_ID_WINDOWS
     producer_id_cache: ProducerIdCacheSettings = ProducerIdCacheSettings()
+    guards: GuardSettings = GuardSettings()
 
 
 #: quota type -> entity -> limit, as the config file declares them

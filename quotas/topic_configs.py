@@ -14,13 +14,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
-from quotas.entities import DEFAULT, QuotaEntity
+from quotas.entities import DEFAULT, PROXY_PREFIX, QuotaEntity
 from quotas.store import LAYERS, QuotaStore
 from quotas.validation import INVALID_REQUEST, TOPIC_KEYS, QuotaError
 
-PREFIX: Final = "kafka-quota-proxy."
 #: topic config name -> quota key
-CONFIG_KEYS: Final[Mapping[str, str]] = {PREFIX + key: key for key in TOPIC_KEYS}
+CONFIG_KEYS: Final[Mapping[str, str]] = {PROXY_PREFIX + key: key for key in TOPIC_KEYS}
 #: INVALID_CONFIG: a key or value Kafka's config definition refuses
 INVALID_CONFIG: Final = 40
 #: AlterConfigOp.OpType
@@ -58,7 +57,7 @@ class Setting(NamedTuple):
 
 
 def is_own(name: str) -> bool:
-    return name.startswith(PREFIX)
+    return name.startswith(PROXY_PREFIX)
 
 
 def changes_of(

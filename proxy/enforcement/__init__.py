@@ -3,7 +3,8 @@
 Each quota type's charge (bandwidth.py, mutations.py, producer_ids.py) records on the
 principal's sensors and keeps its verdict in the request; settlement.py settles it once, with
 the request time, when the response goes out (or at once when none will). The handlers reach
-the charges through proxy.handlers.base.Quotas; the connection resolves each request's
+the charges through proxy.handlers.base.Quotas; the connection charges the request-rate
+guards (request_guards.py) of the APIs that have one, resolves each request's
 principal (sensors.py) and has settlement decide its throttle.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from proxy.enforcement.bandwidth import FetchEnforcement, ProduceEnforcement
 from proxy.enforcement.mutations import MutationEnforcement
 from proxy.enforcement.producer_ids import ProducerIdEnforcement
+from proxy.enforcement.request_guards import RequestGuardEnforcement
 from proxy.enforcement.sensors import Sensors
 from proxy.enforcement.settlement import Settlement
 from quotas.engine import QuotaEngine
@@ -32,6 +34,7 @@ class Enforcement:
         self.fetch = FetchEnforcement(self.sensors, self.settlement)
         self.mutations = MutationEnforcement(self.sensors, self.settlement)
         self.producer_ids = ProducerIdEnforcement(self.sensors, self.settlement)
+        self.guards = RequestGuardEnforcement(self.sensors)
 
     @property
     def engine(self) -> QuotaEngine:

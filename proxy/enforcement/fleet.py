@@ -483,10 +483,10 @@ class FleetMember:
         """The shares of the engine's managers: a reload that changed the quota windows
         made new managers, whose sensors start afresh, and so do their shares, but for the
         standings, which go on (the others add this member's until it names them anew, and
-        name theirs only every RESTATE_MS). A use names its manager by its place here: the
-        quota types' managers in QuotaType's order, then the topics' (a member that knows
-        no topic quotas skips those places)."""
-        managers = (*engine.managers(), *engine.topic_managers())
+        name theirs only every RESTATE_MS). A use names its manager by its place in
+        QuotaEngine.shared (a member that knows fewer managers skips the places past its
+        own)."""
+        managers = engine.shared()
         if managers != self._managers:
             before = self._shares
             self._managers = managers

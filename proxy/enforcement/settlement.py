@@ -133,11 +133,12 @@ class Settlement:
 
     def hold(self, verdict: Verdict, now: int) -> None:
         """An applied throttle: it holds the principal, and its time counts as throttled
-        once, however many requests or connections carry it."""
+        once, however many requests or connections carry it. A request-rate guard's holds
+        only the connection it answers (proxy/enforcement/request_guards.py)."""
         sensors, until = verdict.sensors, now + verdict.throttle_ms
         if self.counting_throttled:
             self._count_throttled(verdict, now, until)
-        if self.hold_principal:
+        if self.hold_principal and verdict.manager.quota_type.api_key is None:
             sensors.held_until_ms = max(sensors.held_until_ms, until)
             self._holds_end_ms = max(self._holds_end_ms, until)
             if isinstance(verdict.manager, TopicQuotaManager):

@@ -57,6 +57,8 @@ class Route(NamedTuple):
     waits: bool = False
     #: what a busy broker's threads spend on one (quotas/thread_time.py)
     bound: Bound = HANDLED
+    #: the request-rate guard that counts this API's requests (docs/guards.md), if any
+    guard: QuotaType | None = None
 
 
 class Request:

@@ -41,6 +41,7 @@ from proxy.handlers.mutations import MutationsHandler
 from proxy.handlers.produce import ProduceHandler
 from proxy.handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 from proxy.handlers.topic_configs import AlterConfigsHandler, DescribeConfigsHandler
+from quotas.entities import GUARDS
 from quotas.thread_time import APPENDED, HANDED_ON, HANDLED, KEPT, SENT
 
 _ADDRESSES = AddressesHandler()
@@ -85,7 +86,14 @@ def _route(api_key: int) -> Route:
     charged = api_key not in REQUEST_QUOTA_EXEMPT
     handler = HANDLERS.get(api_key)
     stage = Stage.SESSION if handler is None else handler.stage
-    return Route(handler, charged, stage, api_key in MAY_WAIT, _BOUNDS.get(api_key, HANDLED))
+    return Route(
+        handler,
+        charged,
+        stage,
+        api_key in MAY_WAIT,
+        _BOUNDS.get(api_key, HANDLED),
+        GUARDS.get(api_key),
+    )
 
 
 #: every api_key a request header can carry (a non-negative int16), routed here once

@@ -84,16 +84,24 @@ class QuotaCollector(Collector):
         for manager in self._engine().managers():
             group = manager.quota_type.group
             per_user = manager.quota_type is QuotaType.PRODUCER_IDS
+            guard = manager.quota_type.api_key is not None
             labels = ["user"] if per_user else ["user", "client_id"]
+            if guard:  # the proxy's own, not Kafka's: one family for every API's guard
+                labels = ["api", *labels]
             for sensors in manager.sensors():
                 user, client_id = sensors.tags
                 values = [sanitize(user)] if per_user else [sanitize(user), client_id]
+                if guard:
+                    values = [group, *values]
                 for name, value in manager.metric_values(sensors, now_ms):
-                    full = metric_name(group, name)
+                    full = _guard_metric(name) if guard else metric_name(group, name)
                     family = families.get(full)
                     if family is None:
+                        described = (
+                            f"a request-rate guard's {name}" if guard else f"Kafka's {group} {name}"
+                        )
                         family = GaugeMetricFamily(
-                            full, f"Kafka's {group} {name} per {'/'.join(labels)}", labels=labels
+                            full, f"{described} per {'/'.join(labels)}", labels=labels
                         )
                         families[full] = family
                     family.add_metric(values, value)
@@ -137,6 +145,11 @@ class QuotaCollector(Collector):
             for manager, (user, client_id), rate in self._local_rates():
                 local.add_metric([manager.quota_type.key, sanitize(user), client_id], rate)
             yield local
+
+
+def _guard_metric(name: str) -> str:
+    """A request-rate guard's stat (docs/guards.md), labelled by the API it counts."""
+    return f"kafka_quota_proxy_guard_{name.replace('-', '_')}"
 
 
 def _topic_families(engine: QuotaEngine, now_ms: int) -> Iterator[Metric]:

@@ -50,6 +50,7 @@ class ConnectionCore:
         self._clock = clock = context.clock
         self._sensors = context.quotas.sensors
         self._settlement = context.quotas.settlement
+        self._guards = context.quotas.guards
         self._round_trips = RoundTrips(context.thread_times)
         #: opens the upstream connection; called at the client's first bytes, so a client
         #: that connects and sends nothing costs the cluster no connection
@@ -181,6 +182,8 @@ class ConnectionCore:
             self._upstream.authenticated = True
         elif stage is Stage.AUTHENTICATION:
             self._upstream.authenticated = False
+        if route.guard is not None and not request.refreshed:
+            self._guards.charge(request)
         handler = route.handler
         usage = request.usage
         frame = request.frame

@@ -25,7 +25,7 @@ from typing import Final, NamedTuple
 
 from protocol.apis import REQUEST_QUOTA_EXEMPT, api_name
 from protocol.fleet_records import Publication
-from quotas.entities import EntityQuotas, QuotaEntity, QuotaType
+from quotas.entities import KAFKA_QUOTA_TYPES, EntityQuotas, QuotaEntity, QuotaType
 from quotas.topics import client_entities, topic_limit, topic_limits
 from quotas.usage_samples import UsageSample
 
@@ -102,7 +102,10 @@ class Usage:
 
 #: a fleet publication's quota type index of each topic manager (QuotaEngine.topic_managers
 #: follows the client managers, proxy/enforcement/fleet.py), and the measure it is
-TOPIC_USES: Final = {len(QuotaType): Measure.PRODUCE, len(QuotaType) + 1: Measure.FETCH}
+TOPIC_USES: Final = {
+    len(KAFKA_QUOTA_TYPES): Measure.PRODUCE,
+    len(KAFKA_QUOTA_TYPES) + 1: Measure.FETCH,
+}
 
 
 class TopicRow(NamedTuple):

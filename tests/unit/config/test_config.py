@@ -9,7 +9,8 @@ import pytest
 from config.errors import ConfigError
 from config.guards import FailedLoginSettings
 from config.loader import load_config
-from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.entities import DEFAULT, GUARDS, QuotaEntity, QuotaType
+from quotas.settings import GuardSettings
 from quotas.stats import MetricConfig
 
 
@@ -153,7 +154,8 @@ consumer_byte_rate = true
         "users/alice: key 'request_percentage': Quota request_percentage must be greater than 0",
         "users/alice: key 'consumer_bytes_rate': Invalid configuration key consumer_bytes_rate "
         "(known: producer_byte_rate, consumer_byte_rate, request_percentage, "
-        "controller_mutation_rate, producer_ids_rate or a 'clients' table)",
+        f"controller_mutation_rate, {', '.join(guard.key for guard in GUARDS.values())}, "
+        "producer_ids_rate or a 'clients' table)",
         "users/alice/clients/app: key 'producer_ids_rate': Invalid configuration key "
         "producer_ids_rate (producer_ids_rate applies to users/<user> and users/<default> only",
         "users/alice/clients/app: key 'controller_mutation_rate': expected a number, got 'fast'",
@@ -183,7 +185,7 @@ def test_shadow_mode_globally_or_per_quota(tmp_path: Path) -> None:
         f"{path}: [enforcement] key 'enforce': unknown key (known: hold, shadow)",
         f"{path}: [enforcement] key 'shadow': unknown quota 'consumer_bytes_rate' (known: "
         "producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate, "
-        "producer_ids_rate)",
+        f"producer_ids_rate, {', '.join(guard.key for guard in GUARDS.values())})",
     ]
 
 
@@ -339,8 +341,43 @@ def test_the_failed_login_backoff_is_on_with_its_table(tmp_path: Path) -> None:
         "milliseconds, got -1",
         f"{path}: [guards.failed_logins] key 'wait': unknown key (known: first_wait_ms, "
         "max_wait_ms, shadow)",
-        f"{path}: unknown table [guards.logins] (known: failed_logins)",
+        f"{path}: unknown table [guards.logins] (known: failed_logins, requests)",
     ]
     short = write(tmp_path, "[guards.failed_logins]\nfirst_wait_ms = 500\nmax_wait_ms = 200\n")
     with pytest.raises(ConfigError, match="'max_wait_ms': 200 is less than first_wait_ms"):
         load_config(short)
+
+
+def test_a_request_rate_guard_is_a_quota_key_of_its_entity(tmp_path: Path) -> None:
+    """Written as TOML's dotted key, as kafka-configs names it."""
+    text = (
+        '[users."<default>"]\nkafka-quota-proxy.join_group_rate = 2\n'
+        "[clients.app]\n'kafka-quota-proxy.metadata_rate' = 5.5\n"
+    )
+    config = load_config(write(tmp_path, text))
+    assert config.quotas.limits == {
+        QuotaType.JOIN_GROUP_RATE: {QuotaEntity(user=DEFAULT): 2.0},
+        QuotaType.METADATA_RATE: {QuotaEntity(client_id="app"): 5.5},
+    }
+    assert config.quotas.settings.guards == GuardSettings(burst_s=10, max_throttle_ms=1000)
+    assert config.shadow == frozenset()
+    path = write(tmp_path, "[users.bob]\nkafka-quota-proxy.join_group_rate = 0\n")
+    with pytest.raises(ConfigError, match=r"Quota kafka-quota-proxy\.join_group_rate must be"):
+        load_config(path)
+
+
+def test_the_guards_buckets_and_their_shadow_mode(tmp_path: Path) -> None:
+    text = "[guards.requests]\nburst_s = 30\nmax_throttle_ms = 3000\nshadow = true\n"
+    config = load_config(write(tmp_path, text))
+    assert config.quotas.settings.guards == GuardSettings(burst_s=30, max_throttle_ms=3000)
+    assert config.shadow == frozenset(GUARDS.values())
+    path = write(tmp_path, "[guards.requests]\nburst_s = 0\nmax_throttle_ms = 3001\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert sorted(str(caught.value).splitlines()) == [
+        f"{path}: [guards.requests] key 'burst_s': expected at least 1 second, got 0",
+        f"{path}: [guards.requests] key 'max_throttle_ms': expected 1 to 3000, got 3001: a "
+        "guard's throttle mutes the connection, and a longer one could keep a group member's "
+        "heartbeat past Kafka's shortest session (group.min.session.timeout.ms, 6000 ms by "
+        "default), expelling it from its group",
+    ]

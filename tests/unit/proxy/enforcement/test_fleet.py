@@ -22,7 +22,7 @@ import pytest
 from protocol.fleet_records import READS_NEWEST, Publication, Use, decode, encode, split
 from proxy.enforcement.fleet import GONE_AFTER, OLDER_FOR_MS, RESTATE_MS, FleetMember
 from quotas.engine import QuotaEngine
-from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.entities import DEFAULT, KAFKA_QUOTA_TYPES, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaLimits, QuotaSettings
 from quotas.stats import MetricConfig
 from tests.support.fidelity import BEHAVIOURS, WINDOWS, WORKLOADS, Behaviour, Workload
@@ -140,6 +140,24 @@ def test_mutation_tokens_come_from_one_fleet_budget() -> None:
     there = mutations[1].sensors_for("", "admin", SYNC_MS)
     assert mutations[1].record_strict(there, 1, SYNC_MS).admitted  # the bucket was not < 0
     assert not mutations[1].record_strict(there, 1, SYNC_MS + 1).admitted
+
+
+def test_a_request_rate_guard_is_one_fleet_budget_numbered_after_the_topics() -> None:
+    """Issue 52: JoinGroups on one member empty the bucket on the other. Its uses are
+    numbered past Kafka's quota types and the topics', which a member from before the
+    guards skips."""
+    members, engines = fleet(2, {QuotaType.JOIN_GROUP_RATE: {EVERYONE: 1.0}})
+    guards = [each.guards[11] for each in engines]
+    here = guards[0].sensors_for("", "churn", 10)
+    for _ in range(10):  # the burst: ten seconds of one a second
+        assert not guards[0].record_permissive(here, 1, 10)
+    (publication, _) = exchange(members, engines, SYNC_MS)
+    shared = engines[0].shared()
+    assert shared[len(KAFKA_QUOTA_TYPES) + 2 :] == tuple(engines[0].guards.values())
+    number = shared.index(guards[0])
+    assert [use[0] for use in uses_of(publication)] == [number]
+    there = guards[1].sensors_for("", "churn", SYNC_MS)
+    assert guards[1].record_permissive(there, 1, SYNC_MS) > 0
 
 
 def test_a_producer_id_admitted_on_one_member_is_not_charged_on_another() -> None:

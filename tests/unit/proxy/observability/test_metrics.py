@@ -160,3 +160,23 @@ def test_a_topic_quota_s_rate_beside_its_limit_and_its_throttles() -> None:
     assert not any(
         labels == (("quota", "producer_byte_rate"), ("topic", "audit")) for _, labels in got
     )
+
+
+def test_a_request_rate_guard_is_reported_as_the_proxys_own_by_api() -> None:
+    """Not under Kafka's kafka_server_ names: no broker has these."""
+    engine = QuotaEngine(
+        QuotaConfig(limits={QuotaType.JOIN_GROUP_RATE: {QuotaEntity(client_id=DEFAULT): 2.0}})
+    )
+    joins = engine.guards[11]
+    sensors = joins.sensors_for("alice", "churn", T0)
+    joins.record_permissive(sensors, 25, T0)
+    sensors.throttles = 4
+    got = samples(engine, T0, prefix="kafka_quota_proxy_")
+    guard = (("api", "JoinGroup"), ("client_id", "churn"), ("user", ""))
+    assert got[("kafka_quota_proxy_guard_tokens", guard)] == -5.0  # a burst of 20
+    assert ("kafka_quota_proxy_guard_rate", guard) in got
+    assert ("kafka_quota_proxy_guard_throttle_time", guard) in got
+    entity = (("client_id", "churn"), ("quota", "kafka-quota-proxy.join_group_rate"), ("user", ""))
+    assert got[("kafka_quota_proxy_quota_limit", entity)] == 2.0
+    assert got[("kafka_quota_proxy_throttles_total", entity)] == 4
+    assert not samples(engine, T0)  # nothing named as Kafka's

@@ -9,7 +9,7 @@ from localkafka.inprocess import samples
 from protocol.fleet_records import Publication
 from protocol.quota_records import read_record
 from proxy.top.view import LiveView, Measure, UserClient, snapshot
-from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.entities import DEFAULT, KAFKA_QUOTA_TYPES, QuotaEntity, QuotaType
 from quotas.usage_samples import UsageSample
 
 WINDOW_MS = samples.INTERVAL_MS
@@ -215,7 +215,7 @@ def test_topics_under_a_quota_are_ranked_from_the_buss_publications() -> None:
     view = LiveView(span_ms=5_000)
     view.set_quotas({QuotaType.PRODUCE: {QuotaEntity(topic="clicks"): 1_000_000.0,
                                          QuotaEntity(topic=DEFAULT): 5_000_000.0}})  # fmt: skip
-    produce, fetch = len(QuotaType), len(QuotaType) + 1
+    produce, fetch = len(KAFKA_QUOTA_TYPES), len(KAFKA_QUOTA_TYPES) + 1
     for second in range(10):
         for member in ("a", "b"):
             uses = [(produce, "clicks", "", 600_000.0), (produce, "views", "", 50_000.0),

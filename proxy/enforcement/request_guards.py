@@ -1,0 +1,45 @@
+"""The request-rate guards (issue 52; docs/guards.md): one token bucket per principal and
+API, charged a token per request as the request is read, and answered as Kafka answers a
+quota: the response's throttle_time_ms and the KIP-219 mute of its connection, never an
+error a client takes as fatal.
+
+A guard's throttle holds only the connection whose response carries it, not its principal:
+the principal's other connections each meet the empty bucket with their own next request,
+and a member's connection to its coordinator is never held for another connection's storm.
+Its throttle is capped ([guards.requests] max_throttle_ms), which is what keeps a muted
+member's heartbeats within its session.
+"""
+
+from __future__ import annotations
+
+from protocol.apis import CONSUMER_GROUP_HEARTBEAT
+from protocol.group_heartbeat import keeps_alive
+from proxy.enforcement.sensors import Sensors
+from proxy.handlers.base import Request
+from quotas.principal import sensors_of
+from quotas.verdicts import Largest, Rejudged
+
+
+class RequestGuardEnforcement:
+    def __init__(self, sensors: Sensors) -> None:
+        self._sensors = sensors
+
+    def charge(self, request: Request) -> None:
+        """A token of the request's guard, when an entity sets one for its principal; the
+        verdict is the bucket's when the response goes (it refills meanwhile)."""
+        manager = self._sensors.engine.guards[request.header.api_key]
+        if not manager.enabled:
+            return
+        if request.header.api_key == CONSUMER_GROUP_HEARTBEAT and keeps_alive(
+            request.frame, request.header
+        ):
+            return  # a member staying alive makes the coordinator do nothing
+        now = request.now_ms
+        principal = request.principal
+        sensors = principal.sensors[manager.slot] or sensors_of(manager, principal, now)
+        throttle = manager.record_permissive(sensors, 1.0, now)
+        if not throttle:
+            return
+        verdict = Rejudged(manager, sensors, throttle)
+        earlier = request.verdict
+        request.verdict = verdict if earlier is None else Largest([earlier, verdict])
