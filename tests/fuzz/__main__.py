@@ -30,6 +30,7 @@ HARNESS_NAMES = (
     "fetch",
     "sasl",
     "admin",
+    "group_heartbeat",
     "connection",
 )
 #: the largest input libFuzzer makes; the seeds of the request APIs are smaller

@@ -34,6 +34,7 @@ from localkafka.inprocess.harness import (
 from localkafka.inprocess.wire import request_frame
 from protocol.apis import (
     ALTER_CLIENT_QUOTAS,
+    CONSUMER_GROUP_HEARTBEAT,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DECODED,
@@ -65,7 +66,7 @@ from proxy.runtime.core import ConnectionCore
 from proxy.runtime.memory_pool import MemoryPool
 from proxy.runtime.usage_recorder import UsageRecorder
 from quotas.engine import QuotaEngine
-from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.entities import DEFAULT, GUARDS, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
 from quotas.stats import MetricConfig
 from tests.fuzz.seeds import RESPONSES
@@ -80,6 +81,7 @@ _LIMITS = {
     QuotaType.REQUEST: 1.0,
     QuotaType.CONTROLLER_MUTATION: 0.5,
     QuotaType.PRODUCER_IDS: 1.0,
+    **{guard: 1.0 for guard in GUARDS.values()},
 }
 _QUOTAS = QuotaConfig(
     QuotaSettings(client=MetricConfig(samples=2, window_ms=1000)),
@@ -170,6 +172,16 @@ def fetch(data: bytes) -> None:
     assert isinstance(context, ProxyContext)
     context.quotas.fetch.charge(handler_request(channel, frame), 10_000)
     handle(frame, channel)
+
+
+def group_heartbeat(data: bytes) -> None:
+    """The input as a ConsumerGroupHeartbeat, charged to its guard a few times: the guard
+    reads whether it only keeps its member alive."""
+    frame, channel = _with_api_key(data, CONSUMER_GROUP_HEARTBEAT), _channel()
+    context = channel.runtime
+    assert isinstance(context, ProxyContext)
+    for repeat in range(_REPEATS):
+        context.quotas.guards.charge(handler_request(channel, frame, repeat * _STEP_MS))
 
 
 def sasl(data: bytes) -> None:
@@ -324,6 +336,7 @@ HARNESSES: dict[str, Harness] = {
     "fetch": fetch,
     "sasl": sasl,
     "admin": admin,
+    "group_heartbeat": group_heartbeat,
     "connection": connection,
 }
 
