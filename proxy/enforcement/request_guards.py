@@ -3,11 +3,13 @@ API, charged a token per request as the request is read, and answered as Kafka a
 quota: the response's throttle_time_ms and the KIP-219 mute of its connection, never an
 error a client takes as fatal.
 
-A guard's throttle holds only the connection whose response carries it, not its principal:
-the principal's other connections each meet the empty bucket with their own next request,
-and a member's connection to its coordinator is never held for another connection's storm.
-Its throttle is capped ([guards.requests] max_throttle_ms), which is what keeps a muted
-member's heartbeats within its session.
+A request over its bucket is handled as a broker handles every request: nothing more is read
+from its connection until its response has gone (the connection's later requests, pipelined,
+would otherwise each go before the first throttle is known). Its throttle then holds only
+that connection, not its principal: the principal's other connections each meet the empty
+bucket with their own next request, and a member's connection to its coordinator is never
+held for another connection's storm. The throttle is capped ([guards.requests]
+max_throttle_ms), which is what keeps a muted member's heartbeats within its session.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ class RequestGuardEnforcement:
         self._sensors = sensors
 
     def charge(self, request: Request) -> None:
-        """A token of the request's guard, when an entity sets one for its principal; the
-        verdict is the bucket's when the response goes (it refills meanwhile)."""
+        """A token of the request's guard, when an entity sets one for its principal. Over
+        the bucket, the request stops its connection's reading until its response has gone,
+        and the verdict is the bucket's then (it refills meanwhile)."""
         manager = self._sensors.engine.guards[request.header.api_key]
         if not manager.enabled:
             return
@@ -40,6 +43,7 @@ class RequestGuardEnforcement:
         throttle = manager.record_permissive(sensors, 1.0, now)
         if not throttle:
             return
+        request.stops_reading = True
         verdict = Rejudged(manager, sensors, throttle)
         earlier = request.verdict
         request.verdict = verdict if earlier is None else Largest([earlier, verdict])

@@ -20,7 +20,7 @@ from typing import Final
 from proxy.enforcement.sensors import Sensors
 from proxy.handlers.base import Request, Route
 from proxy.handlers.registry import ROUTES
-from quotas.entities import MetricTags, QuotaType
+from quotas.entities import GUARDS, MetricTags, QuotaType
 from quotas.principal import Principal, sensors_of
 from quotas.topics import TopicQuotaManager
 from quotas.verdicts import Verdict
@@ -36,6 +36,9 @@ SHADOW_LOG_INTERVAL_MS: Final = 10_000
 _HOLDING: Final = frozenset(
     {QuotaType.PRODUCE, QuotaType.FETCH, QuotaType.REQUEST, QuotaType.CONTROLLER_MUTATION}
 )
+#: the quota types whose holds usage samples count as the principal's own: a guard's holds
+#: one connection, and is counted all the same
+_COUNTED: Final = _HOLDING | frozenset(GUARDS.values())
 
 
 class Settlement:
@@ -148,7 +151,7 @@ class Settlement:
         """A principal's own quota held it until `until`: what that adds to the time its
         sensor held it (a producer id's refusal and a topic's hold are not its own)."""
         manager = verdict.manager
-        if manager.quota_type not in _HOLDING or isinstance(manager, TopicQuotaManager):
+        if manager.quota_type not in _COUNTED or isinstance(manager, TopicQuotaManager):
             return
         key = (manager.quota_type, verdict.sensors.tags)
         counted = self._throttled.get(key)
@@ -179,9 +182,11 @@ class Settlement:
         def held_ms(user: str, client_id: str, api_key: int) -> int:
             route = ROUTES[api_key]
             charged = route.handler.quotas if route.handler is not None else ()
+            if route.guard is not None:
+                charged = (*charged, route.guard)
             longest = 0
             for quota_type in (QuotaType.REQUEST, *charged) if route.request_time else charged:
-                if quota_type in _HOLDING:
+                if quota_type in _COUNTED:
                     tags = engine.manager(quota_type).metric_tags(user, client_id)
                     longest = max(longest, taken.get((quota_type, tags), 0))
             return longest

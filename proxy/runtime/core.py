@@ -191,6 +191,8 @@ class ConnectionCore:
             if usage is not None:
                 usage.requests += 1
                 usage.bytes_in += len(frame)
+            if request.stops_reading:  # over its guard
+                self.gate.pause(Pause.UNTIL_RESPONSE)
             if self._in_flight.add(request):
                 self.gate.pause(Pause.IN_FLIGHT)
             return frame
@@ -205,7 +207,7 @@ class ConnectionCore:
         if outcome.__class__ is Forward:
             assert isinstance(outcome, Forward)
             if outcome.expects_response:
-                if outcome.stops_reading:
+                if outcome.stops_reading or request.stops_reading:
                     # Kafka reads nothing more from a connection until its response has gone
                     request.stops_reading = True
                     self.gate.pause(Pause.UNTIL_RESPONSE)

@@ -13,6 +13,7 @@ from protocol.headers import parse_request_header
 from proxy.enforcement import Enforcement
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.core import ConnectionCore
+from proxy.runtime.usage_recorder import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import GuardSettings, QuotaConfig, QuotaSettings
@@ -134,23 +135,52 @@ def test_a_reload_changes_the_cap_and_the_burst_and_keeps_the_tokens() -> None:
     assert throttles == [0, 300]  # 1 -> 0 -> -1, a second capped
 
 
-def test_a_heartbeat_waits_behind_one_mute_at_most() -> None:
-    """A member whose JoinGroups are throttled sends more of them and a heartbeat while its
-    connection is muted: the heartbeat goes to the broker when the mute ends, with them."""
+def test_a_heartbeat_waits_for_one_throttled_request_ahead_and_one_mute() -> None:
+    """A member's JoinGroup over its guard: the heartbeat it sends meanwhile is read once the
+    JoinGroup is answered and the mute has passed, as a broker reads one request at a time."""
     clock = VirtualClock()
     guarded = enforcement({QuotaType.JOIN_GROUP_RATE: {EVERYONE: 0.1}})
     conn, client, upstream = connect(guarded, clock)
     join, heartbeat_api = 11, 12
     conn.requests_received(request_frame(join, 4, b"", 1))
-    conn.responses_received(struct.pack(">iii", 12, 1, 0) + b"\0\0\0\0")  # throttle first
-    assert throttle_of(client.written[0]) == 1000 and not client.reading
-    sent = [request_frame(join, 4, b"", 2), request_frame(join, 4, b"", 3)]
-    conn.requests_received(b"".join([*sent, request_frame(heartbeat_api, 3, b"", 4)]))
+    conn.requests_received(request_frame(heartbeat_api, 3, b"", 2))
+    assert len(upstream.written) == 1  # over the bucket: nothing more read until answered
+    clock.advance(40 * MS)  # the broker's time
+    conn.responses_received(struct.pack(">iii", 12, 1, 0) + b"\0\0\0\0")
+    assert throttle_of(client.written[0]) == 1000 and len(upstream.written) == 1
+    clock.advance(1000 * MS - 1)
     assert len(upstream.written) == 1
-    clock.advance(1000 * MS)
-    forwarded = [parse_request_header(frame) for frame in upstream.written]
-    assert [(h.api_key, h.correlation_id) for h in forwarded[1:]] == [
-        (join, 2),
-        (join, 3),
-        (heartbeat_api, 4),
+    clock.advance(1)
+    assert [parse_request_header(frame).api_key for frame in upstream.written] == [
+        join,
+        heartbeat_api,
     ]
+
+
+def test_pipelined_requests_over_the_bucket_go_one_at_a_time() -> None:
+    clock = VirtualClock()
+    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERYONE: 1.0}})
+    conn, _, upstream = connect(guarded, clock)
+    conn.requests_received(b"".join(commit(correlation_id) for correlation_id in range(1, 6)))
+    assert len(upstream.written) == 3  # two in the burst, the third over it
+    for correlation_id in (1, 2, 3, 4):
+        conn.responses_received(struct.pack(">iii", 12, correlation_id, 0) + b"\0\0\0\0")
+        if correlation_id >= 3:  # each over the bucket, muted for a second once answered
+            assert len(upstream.written) == correlation_id
+            clock.advance(1000 * MS)
+            assert len(upstream.written) == correlation_id + 1
+
+
+def test_usage_samples_count_a_guards_hold_under_its_api() -> None:
+    """What `top` and the report show as held: the guard's mute, for its API alone."""
+    clock = VirtualClock()
+    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERYONE: 1.0}})
+    conn, _, upstream = connect(guarded, clock, usage=UsageRecorder("proxy-1", 0))
+    for correlation_id in (1, 2, 3):
+        conn.requests_received(commit(correlation_id))
+        answer(conn, upstream)
+    clock.advance(2000 * MS)
+    held = guarded.settlement.take_throttled(clock.now_ms())
+    assert held is not None
+    assert held("ANONYMOUS", "app", OFFSET_COMMIT) == 1000
+    assert held("ANONYMOUS", "app", 3) == 0  # Metadata: not this guard's
