@@ -315,6 +315,32 @@ ROWS = (
                 unit="reqps",
                 width=24,
             ),
+            Panel(
+                "Guarded requests",
+                "Requests per second of each API with a request-rate guard, over the "
+                "principals it guards ([guards.requests]; none without a guard's key).",
+                (
+                    Query(
+                        f"sum by (api) (kafka_quota_proxy_guard_rate{{{PROXIES}}})",
+                        "{{api}}",
+                    ),
+                ),
+                unit="reqps",
+                width=12,
+            ),
+            Panel(
+                "Guard throttles",
+                "The longest mean throttle a request-rate guard gives a principal, by API: "
+                "above 0, a principal is over its guard and muted for it.",
+                (
+                    Query(
+                        f"max by (api) (kafka_quota_proxy_guard_throttle_time{{{PROXIES}}})",
+                        "{{api}}",
+                    ),
+                ),
+                unit="ms",
+                width=12,
+            ),
         ),
     ),
     Row(
