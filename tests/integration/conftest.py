@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from localkafka.cluster import KafkaCluster
-from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.proxy_process import GENEROUS_GUARDS, RunningProxy, start_proxy
 from tests.integration.support.clients import IDENTITY_USERS, SASL_USERS
 
 
@@ -54,7 +54,10 @@ def kafka1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
 def proxy3(
     kafka3: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningProxy]:
-    # the proxy learns the other two brokers from the first one's metadata
-    proxy = start_proxy(tmp_path_factory.mktemp("proxy3"), kafka3.brokers[0].address, 3)
+    # the proxy learns the other two brokers from the first one's metadata; every guard is
+    # on, far above what the clients of the tests that share it send
+    proxy = start_proxy(
+        tmp_path_factory.mktemp("proxy3"), kafka3.brokers[0].address, 3, GENEROUS_GUARDS
+    )
     yield proxy
     proxy.stop()

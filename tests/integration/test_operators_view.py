@@ -64,6 +64,10 @@ consumer_byte_rate = 10000000
 [users."<default>"]
 controller_mutation_rate = 100
 producer_ids_rate = 100
+# request-rate guards far above this load: the guard panels' series
+kafka-quota-proxy.metadata_rate = 1000
+kafka-quota-proxy.find_coordinator_rate = 1000
+kafka-quota-proxy.init_producer_id_rate = 1000
 
 # every topic a budget of its own, far above this load: the topic panels' series
 [topics."<default>"]

@@ -21,15 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.scrape import scrape, value
 
 TOPIC = "request-guards"
 CLIENTS = 4
 STORM_S = 4.0
 RATE, BURST_S, MAX_THROTTLE_MS = 5, 2, 1000
+#: a KIP-848 member's time in its group: a dozen heartbeats at kafka1's 500 ms
+MEMBER_S = 6.0
 GUARDS = f"""
 [guards.requests]
 burst_s = {BURST_S}
@@ -184,3 +187,46 @@ def test_check_config_shows_a_guard_where_an_entity_sets_it(tmp_path: Path) -> N
     ).stdout
     assert "guards.requests burst_s=10 max_throttle_ms=1000" in shown
     assert "kafka-quota-proxy.join_group_rate" in shown and "metadata_rate" not in shown
+
+
+def test_a_kip848_members_keepalives_take_no_token_and_it_stays_in_its_group(
+    kafka1: KafkaCluster, tmp_path: Path
+) -> None:
+    """A librdkafka member of a KIP-848 group, heartbeating every 500 ms (kafka1's interval),
+    under a guard of one heartbeat every 10 s: its join and its acknowledgements take tokens,
+    its keepalives none, so the guard throttles it at the start and never expels it."""
+    kafka1.create_topic("kip848-guarded", partitions=3)
+    # librdkafka times a KIP-848 heartbeat out after twice the interval, 1 s here: a
+    # throttle of more would time out the heartbeat sent behind it (a broker's 5 s interval
+    # leaves 10 s)
+    guard = (
+        "\n[guards.requests]\nmax_throttle_ms = 200\n"
+        "\n[clients.member]\nkafka-quota-proxy.consumer_group_heartbeat_rate = 0.1\n"
+    )
+    proxy = start_proxy(tmp_path, kafka1.bootstrap_servers, 1, guard)
+    assignments: list[int] = []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": proxy.bootstrap,
+            "client.id": "member",
+            "group.id": "kip848-guarded",
+            "group.protocol": "consumer",
+        }
+    )
+    try:
+        consumer.subscribe(
+            ["kip848-guarded"], on_assign=lambda _c, partitions: assignments.append(len(partitions))
+        )
+        deadline = time.monotonic() + MEMBER_S
+        while time.monotonic() < deadline:
+            consumer.poll(0.1)
+        samples = scrape(proxy.metrics_url)
+    finally:
+        consumer.close()
+        proxy.stop()
+    labels = {"api": "ConsumerGroupHeartbeat", "user": "", "client_id": "member"}
+    tokens = value(samples, "kafka_quota_proxy_guard_tokens", **labels)
+    # a burst of one: the join and an acknowledgement or two, refilled at 0.1 a second (-1.4
+    # here); each of the ~12 keepalives would take one more (-11.4 with them counted)
+    assert tokens is not None and tokens > -5, tokens
+    assert sum(assignments) == 3 and len(assignments) <= 2, assignments

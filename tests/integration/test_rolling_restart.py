@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaProducer
 
 from localkafka.cluster import KafkaCluster
 from localkafka.load import read_all
-from localkafka.proxy_process import restart_proxy, start_proxy
+from localkafka.proxy_process import GENEROUS_GUARDS, restart_proxy, start_proxy
 from tests.integration.support import clients
 
 MAX_RECORDS = 200_000
@@ -26,7 +26,11 @@ async def test_sigterm_drains_and_the_client_reconnects_without_loss(
     kafka3: KafkaCluster, tmp_path: Path, workers: int
 ) -> None:
     proxy = await asyncio.to_thread(
-        start_proxy, tmp_path, kafka3.brokers[0].address, 3, f"workers = {workers}\n"
+        start_proxy,
+        tmp_path,
+        kafka3.brokers[0].address,
+        3,
+        f"workers = {workers}\n{GENEROUS_GUARDS}",
     )
     topic = f"rolling-restart-{workers}"
     await asyncio.to_thread(clients.create_topic, proxy.bootstrap, topic, 3, 3)
