@@ -35,6 +35,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
+import bench.commit
 from bench.latency import percentile
 from localkafka.cluster import KafkaCluster
 from localkafka.load import scram_producer
@@ -151,9 +152,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> None:
             unguarded.stop()
     finally:
         cluster.stop()
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    commit = bench.commit.head()
     print(
         f"\n{args.attackers} clients of one user on an old SCRAM password, {args.healthy}"
         f" healthy producers, {args.seconds:.0f} s a leg, max_wait_ms {args.max_wait_ms};"

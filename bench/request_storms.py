@@ -40,6 +40,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
+import bench.commit
 from bench.latency import percentile
 from localkafka.broker_metrics import BrokerMetrics, Span
 from localkafka.cluster import KafkaCluster
@@ -242,9 +243,7 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
 
 
 def report(args: argparse.Namespace, legs: dict[str, Leg]) -> None:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    commit = bench.commit.head()
     print(
         f"\n{args.clients} librdkafka clients refreshing metadata every 10 ms (metadata_rate"
         f" {args.metadata_rate}); {args.churners} consumers of one group rejoining in a loop"
