@@ -34,7 +34,7 @@ class Enforcement:
         self.fetch = FetchEnforcement(self.sensors, self.settlement)
         self.mutations = MutationEnforcement(self.sensors, self.settlement)
         self.producer_ids = ProducerIdEnforcement(self.sensors, self.settlement)
-        self.guards = RequestGuardEnforcement(self.sensors)
+        self.guards = RequestGuardEnforcement(self.sensors, self.settlement)
 
     @property
     def engine(self) -> QuotaEngine:

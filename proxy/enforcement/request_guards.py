@@ -17,14 +17,16 @@ from __future__ import annotations
 from protocol.apis import CONSUMER_GROUP_HEARTBEAT
 from protocol.group_heartbeat import keeps_alive
 from proxy.enforcement.sensors import Sensors
+from proxy.enforcement.settlement import Settlement
 from proxy.handlers.base import Request
 from quotas.principal import sensors_of
 from quotas.verdicts import Largest, Rejudged
 
 
 class RequestGuardEnforcement:
-    def __init__(self, sensors: Sensors) -> None:
+    def __init__(self, sensors: Sensors, settlement: Settlement) -> None:
         self._sensors = sensors
+        self._settlement = settlement
 
     def charge(self, request: Request) -> None:
         """A token of the request's guard, when an entity sets one for its principal. Over
@@ -43,7 +45,8 @@ class RequestGuardEnforcement:
         throttle = manager.record_permissive(sensors, 1.0, now)
         if not throttle:
             return
-        request.stops_reading = True
+        if manager.quota_type not in self._settlement.shadow:  # shadow mode holds nothing
+            request.stops_reading = True
         verdict = Rejudged(manager, sensors, throttle)
         earlier = request.verdict
         request.verdict = verdict if earlier is None else Largest([earlier, verdict])

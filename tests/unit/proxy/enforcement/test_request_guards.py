@@ -104,6 +104,9 @@ def test_shadow_mode_counts_what_it_would_throttle_and_throttles_nothing() -> No
     assert throttles == [0, 0, 0, 0] and client.reading
     (sensors,) = guarded.engine.guards[OFFSET_COMMIT].sensors()
     assert sensors.shadow_throttles == 2 and sensors.throttles == 0
+    conn, _, upstream = connect(guarded, VirtualClock())
+    conn.requests_received(b"".join(commit(correlation_id) for correlation_id in range(1, 6)))
+    assert len(upstream.written) == 5  # over the bucket, and read on as if it were not
 
 
 def test_a_keepalive_heartbeat_is_never_counted_and_a_join_is() -> None:
