@@ -13,7 +13,9 @@ after another, each `--seconds` long:
   refreshing their metadata every 10 ms, from another process, beside the healthy producer;
 - churn, unguarded and guarded: `--churners` consumers of one group (client-id "churn") that
   join, take their assignment and leave, in a loop, by the classic protocol, then by
-  KIP-848's.
+  KIP-848's;
+- metadata, shadow: the Metadata storm through a third proxy, the guarded one's config with
+  `[guards.requests] shadow = true`: what its guard counts, and what it lets through.
 
 A steady consumer of another group on the same coordinator reads the healthy producer's
 records in every leg.
@@ -45,6 +47,7 @@ from bench.latency import percentile
 from localkafka.broker_metrics import BrokerMetrics, Span
 from localkafka.cluster import KafkaCluster
 from localkafka.proxy_process import start_proxy
+from localkafka.scrape import scrape, total
 from proxy.cli.main import raise_open_file_limit
 
 TOPIC = "healthy"
@@ -221,6 +224,8 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         )
         guarded = start_proxy(workdir, upstream, 1, guard, name="guarded")
         unguarded = start_proxy(workdir, upstream, 1, name="unguarded")
+        shadow = "\n[guards.requests]\nshadow = true\n" + guard
+        shadowed = start_proxy(workdir, upstream, 1, shadow, name="shadowed")
         broker = BrokerMetrics(cluster)
         storms = {
             "metadata": ["metadata", str(args.clients)],
@@ -232,14 +237,20 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
             for name, storm in storms.items():
                 for side, proxy in (("unguarded", unguarded), ("guarded", guarded)):
                     legs[f"{name}, {side}"] = leg(proxy.bootstrap, broker, storm, args.seconds)
+            metadata = storms["metadata"]
+            legs["metadata, shadow"] = leg(shadowed.bootstrap, broker, metadata, args.seconds)
+            counted = total(
+                scrape(shadowed.metrics_url), "kafka_quota_proxy_shadow_throttles_total"
+            )
         finally:
-            guarded.stop()
-            unguarded.stop()
+            for proxy in (guarded, unguarded, shadowed):
+                proxy.stop()
     finally:
         if broker is not None:
             broker.stop()
         cluster.stop()
     report(args, legs)
+    print(f"\nthe shadow leg's guard counted {counted:,.0f} throttles it did not apply")
 
 
 def report(args: argparse.Namespace, legs: dict[str, Leg]) -> None:
