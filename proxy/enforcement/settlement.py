@@ -18,10 +18,10 @@ from collections.abc import Callable
 from typing import Final
 
 from proxy.enforcement.sensors import Sensors
-from proxy.handlers.base import Request, Route
+from proxy.handlers.base import Channel, Request
 from proxy.handlers.registry import ROUTES
 from quotas.entities import GUARDS, MetricTags, QuotaType
-from quotas.principal import Principal, sensors_of
+from quotas.principal import sensors_of
 from quotas.topics import TopicQuotaManager
 from quotas.verdicts import Verdict
 
@@ -58,9 +58,8 @@ class Settlement:
         #: need look at its sensors' holds (held_ms runs for every request)
         self._holds_end_ms = 0
         #: the same, of topic holds alone: only while one runs does a request's handler
-        #: read what it charges beyond its principal (Handler.held_ms); read by the core
-        #: for every request, so an attribute, not a method
-        self.topic_holds_end_ms = 0
+        #: read what it charges beyond its principal (Handler.held_ms)
+        self._topic_holds_end_ms = 0
         #: (quota type, metric tags) -> how long its sensor held its principals since usage
         #: samples last took it (the union of its throttles), and until when; kept while
         #: usage samples are (ProxyContext). By tags, not sensors: a change of limits
@@ -145,7 +144,7 @@ class Settlement:
             sensors.held_until_ms = max(sensors.held_until_ms, until)
             self._holds_end_ms = max(self._holds_end_ms, until)
             if isinstance(verdict.manager, TopicQuotaManager):
-                self.topic_holds_end_ms = max(self.topic_holds_end_ms, until)
+                self._topic_holds_end_ms = max(self._topic_holds_end_ms, until)
 
     def _count_throttled(self, verdict: Verdict, now: int, until: int) -> None:
         """A principal's own quota held it until `until`: what that adds to the time its
@@ -193,22 +192,29 @@ class Settlement:
 
         return held_ms
 
-    def held_ms(self, principal: Principal, route: Route, now: int) -> int:
+    def held_ms(self, request: Request, channel: Channel) -> int:
         """How long a request must wait before it is handled: the longest hold on the sensors
         it will charge (a throttle holds the principal as a whole; a connection that charges
-        only other sensors goes on)."""
+        only other sensors goes on), else on what it charges beyond its principal (a topic
+        a Produce writes, which its handler reads only while a topic's hold runs)."""
+        now = request.now_ms
         if not self.hold_principal or now >= self._holds_end_ms:
             return 0
+        principal, handler = request.principal, request.route.handler
         engine = self._sensors.engine
         until = 0
-        if route.request_time and engine.request.enabled:
+        if request.route.request_time and engine.request.enabled:
             until = sensors_of(engine.request, principal, now).held_until_ms
-        if route.handler is not None:
-            for quota_type in route.handler.quotas:
+        if handler is not None:
+            for quota_type in handler.quotas:
                 manager = engine.manager(quota_type)
                 if quota_type in _HOLDING and manager.enabled:
                     until = max(until, sensors_of(manager, principal, now).held_until_ms)
-        return until - now if until > now else 0
+        if until > now:
+            return until - now
+        if handler is not None and now < self._topic_holds_end_ms:
+            return handler.held_ms(channel, request)
+        return 0
 
     def _shadowed(self, quota_type: QuotaType, verdict: Verdict, now: int) -> None:
         sensors = verdict.sensors

@@ -130,11 +130,7 @@ class ConnectionCore:
                     if isinstance(item, Request)
                     else self._reader.read(item)
                 )
-                hold_ms = self._settlement.held_ms(request.principal, request.route, request.now_ms)
-                if not hold_ms and request.now_ms < self._settlement.topic_holds_end_ms:
-                    handler = request.route.handler
-                    if handler is not None:
-                        hold_ms = handler.held_ms(self.channel, request)
+                hold_ms = self._settlement.held_ms(request, self.channel)
                 if hold_ms:  # another connection crossed its principal's or a topic's quota
                     self.gate.mute(hold_ms)
                     break
