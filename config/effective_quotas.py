@@ -38,9 +38,9 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
         f" producer.id.quota.cache.false.positive.rate={cache.false_positive_rate}"
         f" producer.id.quota.cache.cleanup.scheduler.interval.ms={cache.cleanup_interval_ms}",
     ]
-    # Kafka's quota types always; a request-rate guard only where an entity sets it
-    shown = [t for t in QuotaType if t.api_key is None or config.limits.get(t)]
-    if len(shown) > len(KAFKA_QUOTA_TYPES):
+    # Kafka's quota types always; a guard only where an entity sets it
+    shown = [t for t in QuotaType if t in KAFKA_QUOTA_TYPES or config.limits.get(t)]
+    if any(t not in KAFKA_QUOTA_TYPES and t is not QuotaType.CONNECTIONS for t in shown):
         guards = settings.guards
         lines.append(
             f"guards.requests burst_s={guards.burst_s} max_throttle_ms={guards.max_throttle_ms}"

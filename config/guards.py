@@ -10,7 +10,7 @@ from config.values import typed_values
 from quotas.settings import GuardSettings
 
 #: the guards, by table name under [guards]
-GUARDS = ("failed_logins", "requests")
+GUARDS = ("connections", "failed_logins", "requests")
 #: half of Kafka's group.min.session.timeout.ms default, the shortest session a broker
 #: grants: a guard's throttle mutes a connection at most this long, so a group member
 #: muted between two heartbeats still heartbeats within its session (docs/guards.md)
@@ -38,6 +38,11 @@ _FAILED_LOGIN_KEYS: dict[str, tuple[type, ...]] = {
 }
 
 
+#: [guards.connections]: the limits are quota keys of the entities; the creation rate's
+#: bucket is sized and its delay capped by [guards.requests]
+CONNECTION_KEYS: dict[str, tuple[type, ...]] = {"shadow": (bool,)}
+
+
 REQUEST_KEYS: dict[str, tuple[type, ...]] = {
     "burst_s": (int,),
     "max_throttle_ms": (int,),
@@ -55,6 +60,8 @@ class Guards:
     requests: GuardSettings = field(default_factory=GuardSettings)
     #: [guards.requests] shadow: every request-rate guard decides, logs and counts only
     requests_shadow: bool = False
+    #: [guards.connections] shadow: both connection guards decide, log and count only
+    connections_shadow: bool = False
 
 
 def parse_guards(section: dict[str, Any], problems: list[str]) -> Guards:
@@ -71,7 +78,18 @@ def parse_guards(section: dict[str, Any], problems: list[str]) -> Guards:
         else {}
     )
     shadow = values.pop("shadow", False)
-    return Guards(_failed_logins(section, problems), _requests(values, problems), shadow)
+    connections = section.get("connections")
+    connection_values = (
+        typed_values("guards.connections", connections, CONNECTION_KEYS, problems)
+        if isinstance(connections, dict)
+        else {}
+    )
+    return Guards(
+        _failed_logins(section, problems),
+        _requests(values, problems),
+        shadow,
+        connection_values.get("shadow", False),
+    )
 
 
 def _requests(values: dict[str, Any], problems: list[str]) -> GuardSettings:

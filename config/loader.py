@@ -21,7 +21,7 @@ from config.quotas import parse_broker_settings, parse_entities, parse_ips, pars
 from config.sni import SniSettings, parse_sni
 from config.tls import TlsSettings, parse_tls
 from config.usage import UsageSettings, parse_usage_settings
-from quotas.entities import GUARDS, QuotaEntity, QuotaType
+from quotas.entities import CONNECTION_GUARDS, GUARDS, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
 from quotas.store import Values, entries_of
 
@@ -121,6 +121,8 @@ def load_config(path: Path | str) -> ProxyConfig:
     )
     if guards.requests_shadow:
         shadow |= frozenset(GUARDS.values())
+    if guards.connections_shadow:
+        shadow |= frozenset(CONNECTION_GUARDS)
     limits = parse_entities(document.get("users"), document.get("clients"), problems)
     ip_rates = parse_ips(document.get("ips"), problems)
     topic_quotas = parse_topics(document.get("topics"), problems)

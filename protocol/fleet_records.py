@@ -23,6 +23,10 @@ use. A member reads both, and writes version 1 while it hears a version 1 member
 read version 2 (proxy/enforcement/fleet.py): a fleet mid-roll works as the older one. Such a
 record's first use is of quota type READS_NEWEST, so that its writer is not taken for an
 older member itself.
+
+A use of quota type OPEN_CONNECTIONS is not a use: it is its writer's count of a principal's
+open connections, whole (quotas/principal_connections.py), which a member from before the
+connection guard skips as a quota type it does not know.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ STANDINGLESS: Final = 1
 #: STANDINGLESS (for an older member it hears): a reader of version 1 skips a quota type it
 #: does not know, and no quota type is numbered so
 READS_NEWEST: Final = 255
+#: the quota type of a member's count of a principal's open connections, whole
+OPEN_CONNECTIONS: Final = 254
 
 _U16 = struct.Struct(">H")
 _HEAD = struct.Struct(">IQHII")

@@ -12,6 +12,7 @@ from quotas.managers import (
     RequestGuardManager,
     TokenBucketQuotaManager,
 )
+from quotas.principal_connections import PrincipalConnections
 from quotas.producer_ids import ProducerIdQuotaManager
 from quotas.settings import QuotaConfig
 from quotas.topics import TopicQuotaManager, client_entities
@@ -21,7 +22,11 @@ _SECOND_MS = 1000.0
 
 
 class QuotaEngine:
-    def __init__(self, config: QuotaConfig) -> None:
+    def __init__(
+        self, config: QuotaConfig, connections: PrincipalConnections | None = None
+    ) -> None:
+        """`connections`: the open connections an engine this one replaces counted (they
+        are not sensors: they stay open whatever the windows)."""
         self.config = config
         settings, limits = config.settings, config.limits
         produce, fetch = limits.get(QuotaType.PRODUCE, {}), limits.get(QuotaType.FETCH, {})
@@ -60,6 +65,16 @@ class QuotaEngine:
             )
             for api_key, guard in GUARDS.items()
         }
+        #: the connection guards: how fast a principal opens connections, a bucket as the
+        #: request-rate guards' are, and how many it holds open
+        self.connection_creation = RequestGuardManager(
+            QuotaType.CONNECTION_CREATION_RATE,
+            settings.guards.windows,
+            limits.get(QuotaType.CONNECTION_CREATION_RATE, {}),
+            settings.guards.max_throttle_ms,
+        )
+        self.connections = PrincipalConnections() if connections is None else connections
+        self.connections.update_limits(client_entities(limits.get(QuotaType.CONNECTIONS, {})))
 
         self._by_type: dict[QuotaType, QuotaManager] = {m.quota_type: m for m in self.managers()}
 
@@ -67,9 +82,14 @@ class QuotaEngine:
         return self._by_type[quota_type]
 
     def managers(self) -> Iterator[QuotaManager]:
-        """Every quota type's, a principal's: Kafka's, then the request-rate guards."""
+        """Every quota type's sensors, a principal's: Kafka's, then the guards'."""
         yield from self.kafka_managers()
+        yield from self.buckets()
+
+    def buckets(self) -> Iterator[RequestGuardManager]:
+        """The guards' buckets: the request rates', then the connection creation rate's."""
         yield from self.guards.values()
+        yield self.connection_creation
 
     def kafka_managers(self) -> Iterator[QuotaManager]:
         yield self.produce
@@ -80,9 +100,10 @@ class QuotaEngine:
 
     def shared(self) -> tuple[QuotaManager, ...]:
         """What a fleet shares, in the order its records number the managers: Kafka's
-        quota types, the topics', then the guards' (a member from before the guards skips
-        their numbers, so a fleet mid-roll guards on its newer members alone)."""
-        return (*self.kafka_managers(), *self.topic_managers(), *self.guards.values())
+        quota types, the topics', then the guards' (a member from before a guard skips its
+        number, so a fleet mid-roll guards on its newer members alone). The open
+        connections are counts, not uses: the fleet carries them apart."""
+        return (*self.kafka_managers(), *self.topic_managers(), *self.buckets())
 
     def update(self, config: QuotaConfig) -> bool:
         """Apply a reloaded config to live sensors; False when the windows changed.
@@ -95,11 +116,13 @@ class QuotaEngine:
         if replace(settings, guards=self.config.settings.guards) != self.config.settings:
             return False
         self.config = config
-        for guard in self.guards.values():  # a bucket refills to its new burst as it goes
+        for guard in self.buckets():  # a bucket refills to its new burst as it goes
             guard.config, guard.max_throttle_ms = guards.windows, guards.max_throttle_ms
         for manager in self.managers():
             limits = config.limits.get(manager.quota_type, {})
             manager.update_limits(client_entities(limits))
+        connections = config.limits.get(QuotaType.CONNECTIONS, {})
+        self.connections.update_limits(client_entities(connections))
         for topics in self.topic_managers():
             topics.update_limits(config.limits.get(topics.quota_type, {}))
         return True

@@ -19,14 +19,15 @@ DEFAULT: Final = "<default>"
 
 
 #: the prefix of the proxy's own keys, which no Kafka config carries: a topic's quotas, and
-#: the request-rate guards of user and client-id entities
+#: the guards of user and client-id entities (request rates, connections)
 PROXY_PREFIX: Final = "kafka-quota-proxy."
 
 
 class QuotaType(Enum):
-    """Each quota key, with the metric group Kafka reports it under; a request-rate guard
-    (issue 52; docs/guards.md) is the proxy's own, named by the API whose requests it counts
-    and by that API's key."""
+    """Each quota key, with the metric group Kafka reports it under. The guards (issue 52;
+    docs/guards.md) are the proxy's own: a request-rate guard is named by the API whose
+    requests it counts and by that API's key; the connection guards count a principal's
+    open connections and the rate it opens them at."""
 
     PRODUCE = ("producer_byte_rate", "Produce")
     FETCH = ("consumer_byte_rate", "Fetch")
@@ -45,6 +46,8 @@ class QuotaType(Enum):
     OFFSET_COMMIT_RATE = (PROXY_PREFIX + "offset_commit_rate", "OffsetCommit", 8)
     INIT_PRODUCER_ID_RATE = (PROXY_PREFIX + "init_producer_id_rate", "InitProducerId", 22)
     LIST_OFFSETS_RATE = (PROXY_PREFIX + "list_offsets_rate", "ListOffsets", 2)
+    CONNECTIONS = (PROXY_PREFIX + "connections", "Connections")
+    CONNECTION_CREATION_RATE = (PROXY_PREFIX + "connection_creation_rate", "ConnectionCreation")
 
     def __init__(self, key: str, group: str, api_key: int | None = None) -> None:
         self.key = key
@@ -55,9 +58,11 @@ class QuotaType(Enum):
 
 QUOTA_KEYS: Final = {quota_type.key: quota_type for quota_type in QuotaType}
 #: Kafka's own quota types, in the order a fleet's records number them
-KAFKA_QUOTA_TYPES: Final = tuple(t for t in QuotaType if t.api_key is None)
+KAFKA_QUOTA_TYPES: Final = tuple(t for t in QuotaType if not t.key.startswith(PROXY_PREFIX))
 #: the request-rate guards, by the api_key of the requests each counts
 GUARDS: Final = {t.api_key: t for t in QuotaType if t.api_key is not None}
+#: the connection guards: a principal's open connections, and its connection creation rate
+CONNECTION_GUARDS: Final = (QuotaType.CONNECTIONS, QuotaType.CONNECTION_CREATION_RATE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,6 +102,7 @@ RATE_METRIC = {
     QuotaType.CONTROLLER_MUTATION: "mutation-rate",
     QuotaType.PRODUCER_IDS: "rate",
     **{guard: "rate" for guard in GUARDS.values()},
+    QuotaType.CONNECTION_CREATION_RATE: "rate",
 }
 
 

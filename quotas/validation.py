@@ -17,7 +17,7 @@ from typing import Final
 
 from protocol.quota_records import read_record
 from quotas.connections import canonical_ip
-from quotas.entities import DEFAULT, GUARDS, QuotaEntity
+from quotas.entities import DEFAULT, GUARDS, QuotaEntity, QuotaType
 from quotas.javamath import INT_MAX
 
 #: Kafka's error codes a quota request is refused with
@@ -49,13 +49,15 @@ class KeyType(Enum):
 
 
 #: QuotaConfig.userAndClientQuotaConfigs(): the keys of user and client-id entities, and
-#: the proxy's request-rate guards (requests per second)
+#: the proxy's guards: request rates (per second), open connections and their creation rate
 CLIENT_KEYS: Final[Mapping[str, KeyType]] = {
     "producer_byte_rate": KeyType.LONG,
     "consumer_byte_rate": KeyType.LONG,
     "request_percentage": KeyType.DOUBLE,
     "controller_mutation_rate": KeyType.DOUBLE,
     **{guard.key: KeyType.DOUBLE for guard in GUARDS.values()},
+    QuotaType.CONNECTIONS.key: KeyType.INT,
+    QuotaType.CONNECTION_CREATION_RATE.key: KeyType.DOUBLE,
 }
 #: KIP-936's producer_ids_rate (DOUBLE), for user entities alone: users/<user>, users/<default>
 USER_KEYS: Final[Mapping[str, KeyType]] = {**CLIENT_KEYS, "producer_ids_rate": KeyType.DOUBLE}

@@ -4,13 +4,15 @@ Each quota type's charge (bandwidth.py, mutations.py, producer_ids.py) records o
 principal's sensors and keeps its verdict in the request; settlement.py settles it once, with
 the request time, when the response goes out (or at once when none will). The handlers reach
 the charges through proxy.handlers.base.Quotas; the connection charges the request-rate
-guards (request_guards.py) of the APIs that have one, resolves each request's
-principal (sensors.py) and has settlement decide its throttle.
+guards (request_guards.py) of the APIs that have one, has its principal's connection guards
+(connections.py) judge it, resolves each request's principal (sensors.py) and has
+settlement decide its throttle.
 """
 
 from __future__ import annotations
 
 from proxy.enforcement.bandwidth import FetchEnforcement, ProduceEnforcement
+from proxy.enforcement.connections import ConnectionGuards
 from proxy.enforcement.mutations import MutationEnforcement
 from proxy.enforcement.producer_ids import ProducerIdEnforcement
 from proxy.enforcement.request_guards import RequestGuardEnforcement
@@ -35,6 +37,7 @@ class Enforcement:
         self.mutations = MutationEnforcement(self.sensors, self.settlement)
         self.producer_ids = ProducerIdEnforcement(self.sensors, self.settlement)
         self.guards = RequestGuardEnforcement(self.sensors, self.settlement)
+        self.connections = ConnectionGuards(self.sensors, self.settlement)
 
     @property
     def engine(self) -> QuotaEngine:

@@ -63,7 +63,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
-from protocol.fleet_records import READS_NEWEST, VERSION, Publication, Use
+from protocol.fleet_records import OPEN_CONNECTIONS, READS_NEWEST, VERSION, Publication, Use
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags
 from quotas.managers import (
@@ -358,6 +358,7 @@ class FleetMember:
                     _withdraw(manager, share, now_ms, now_ms)
                     manager.unwatch(sensors)
                     del by_tags[tags]
+        uses += self._connection_counts(engine, now_ms, up, cool_after)
         engine.producer_ids.sharing = True  # a reload may have made the manager anew
         producer_ids = {tags[0]: ids for tags, ids in engine.producer_ids.take_admitted().items()}
         publication = Publication(
@@ -378,6 +379,27 @@ class FleetMember:
         self._published_ms.pop(self._sequence - 2 * GONE_AFTER, None)  # never read back
         return publication
 
+    def _connection_counts(
+        self, engine: QuotaEngine, now_ms: int, up: bool, cool_after: int
+    ) -> list[Use]:
+        """This member's counts of the principals whose connections it watches (the
+        connection guard), whole: every interval, so a count lost with its publication is
+        named again by the next."""
+        connections = engine.connections
+        if not connections.enabled:
+            return []
+        self._place_connections(engine, now_ms)
+        counts = connections.publish(cool_after, GONE_AFTER)
+        return [(OPEN_CONNECTIONS, user, client_id, count) for (user, client_id), count in counts]
+
+    def _place_connections(self, engine: QuotaEngine, now_ms: int) -> None:
+        """The open connections' view of the fleet, renewed as soon as it changes (a member
+        that just started serves before its first publication)."""
+        self.members(now_ms)  # the members gone are forgotten
+        # with the bus down, each limit is the member's share, held alone
+        line_share = LINE_SHARE if self.bus_up(now_ms) else None
+        engine.connections.place(line_share, self.member, self._heard.keys())
+
     def lost(self, publication: Publication, now_ms: int) -> None:
         """The bus did not take a publication: its use and standings go out with the next
         one, unless the bus stays down so long that the others have fallen back to their
@@ -385,6 +407,9 @@ class FleetMember:
         return). One that timed out may have been written after all: its use then counts
         twice, on the safe side."""
         self._published_ms.pop(publication.sequence, None)
+        # counts are whole, and the next publication names them again: none are added up
+        uses = [use for use in publication.uses if use[0] != OPEN_CONNECTIONS]
+        publication = publication._replace(uses=uses)
         if self._lost is not None and now_ms - self._lost_ms <= self._gone_after_ms:
             publication = _merged(self._lost, publication)
         else:
@@ -405,9 +430,12 @@ class FleetMember:
                     del self._published_ms[older]
             # the members the budget is shared among if the bus is lost from here on
             self._members_when_up = self.members(now_ms)
+            self._place_connections(engine, now_ms)
             return
         if member not in self._heard:
             self._joined = True
+            self._heard[member] = now_ms
+            self._place_connections(engine, now_ms)
         self._heard[member] = now_ms
         shares = self._shares_of(engine, now_ms)
         managers = self._managers
@@ -419,6 +447,9 @@ class FleetMember:
                 self._forget_standings(member)
         coolings: dict[int, Callable[[ClientSensors, float, int], bool]] = {}
         for quota_type, user, client_id, value in uses:
+            if quota_type == OPEN_CONNECTIONS:
+                engine.connections.receive(member, (user, client_id), value)
+                continue
             if not 0 <= quota_type < len(shares):
                 continue  # a newer member's quota type
             manager = managers[quota_type]

@@ -22,6 +22,7 @@ from proxy.runtime.memory_pool import MemoryPool
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags, QuotaType, sanitize
 from quotas.managers import UNLIMITED, QuotaManager
+from quotas.principal_connections import PrincipalConnections
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class QuotaCollector(Collector):
             group = manager.quota_type.group
             per_user = manager.quota_type is QuotaType.PRODUCER_IDS
             guard = manager.quota_type.api_key is not None
+            creation = manager.quota_type is QuotaType.CONNECTION_CREATION_RATE
             labels = ["user"] if per_user else ["user", "client_id"]
             if guard:  # the proxy's own, not Kafka's: one family for every API's guard
                 labels = ["api", *labels]
@@ -94,11 +96,21 @@ class QuotaCollector(Collector):
                 if guard:
                     values = [group, *values]
                 for name, value in manager.metric_values(sensors, now_ms):
-                    full = _guard_metric(name) if guard else metric_name(group, name)
+                    full = (
+                        _guard_metric(name)
+                        if guard
+                        else _creation_metric(name)
+                        if creation
+                        else metric_name(group, name)
+                    )
                     family = families.get(full)
                     if family is None:
                         described = (
-                            f"a request-rate guard's {name}" if guard else f"Kafka's {group} {name}"
+                            f"a request-rate guard's {name}"
+                            if guard
+                            else f"the connection creation rate guard's {name}"
+                            if creation
+                            else f"Kafka's {group} {name}"
                         )
                         family = GaugeMetricFamily(
                             full, f"{described} per {'/'.join(labels)}", labels=labels
@@ -115,6 +127,7 @@ class QuotaCollector(Collector):
                 if sensors.dropped_requests:
                     dropped.add_metric([sanitize(user)], sensors.dropped_requests)
         yield from families.values()
+        yield from _connection_families(self._engine().connections, limits, shadow)
         yield limits
         yield throttles
         yield shadow
@@ -145,6 +158,54 @@ class QuotaCollector(Collector):
             for manager, (user, client_id), rate in self._local_rates():
                 local.add_metric([manager.quota_type.key, sanitize(user), client_id], rate)
             yield local
+
+
+def _creation_metric(name: str) -> str:
+    """The connection creation rate guard's stat (docs/guards.md)."""
+    return f"kafka_quota_proxy_connection_creation_{name.replace('-', '_')}"
+
+
+def _connection_families(
+    connections: PrincipalConnections, limits: GaugeMetricFamily, shadow: CounterMetricFamily
+) -> Iterator[Metric]:
+    """The connections guard: each limited principal's open connections here and across the
+    fleet as this process knows it, its limit, and the connections either connection guard
+    refused (in shadow mode, would have)."""
+    labels = ["user", "client_id"]
+    here = GaugeMetricFamily(
+        "kafka_quota_proxy_principal_connections",
+        "Open connections of a principal whose entity sets kafka-quota-proxy.connections, "
+        "in this process",
+        labels=labels,
+    )
+    fleet = GaugeMetricFamily(
+        "kafka_quota_proxy_principal_connections_fleet",
+        "The same principal's open connections across the fleet, as this process knows them "
+        "(its own alone while no member watches the principal)",
+        labels=labels,
+    )
+    refused = CounterMetricFamily(
+        "kafka_quota_proxy_principal_connections_refused",
+        "Connections closed by a connection guard once their principal was known: at once "
+        "for kafka-quota-proxy.connections, after a delay for its connection_creation_rate",
+        labels=["quota", *labels],
+    )
+    key = QuotaType.CONNECTIONS.key
+    for tags, count in list(connections.here.items()):
+        limit = connections.limit(tags)
+        if limit is None:
+            continue
+        values = [sanitize(tags[0]), tags[1]]
+        here.add_metric(values, count)
+        fleet.add_metric(values, connections.fleet(tags))
+        limits.add_metric([key, *values], limit)
+    for (quota_type, (user, client_id)), count in list(connections.refused.items()):
+        refused.add_metric([quota_type.key, sanitize(user), client_id], count)
+    for (quota_type, (user, client_id)), count in list(connections.shadowed.items()):
+        shadow.add_metric([quota_type.key, sanitize(user), client_id], count)
+    yield here
+    yield fleet
+    yield refused
 
 
 def _guard_metric(name: str) -> str:

@@ -29,6 +29,7 @@ from proxy.runtime.context import ProxyContext
 from proxy.runtime.deferral import Deferral
 from proxy.runtime.in_flight import InFlight, OwnRequest
 from proxy.runtime.peer import Peer
+from proxy.runtime.principal_admission import PrincipalAdmission
 from proxy.runtime.read_budget import READ_BYTES, ReadBudget
 from proxy.runtime.read_gate import Item, Pause, ReadGate
 from proxy.runtime.request_reader import RequestReader
@@ -51,9 +52,9 @@ class ConnectionCore:
         self._sensors = context.quotas.sensors
         self._settlement = context.quotas.settlement
         self._guards = context.quotas.guards
+        self._admission = PrincipalAdmission(context.quotas.connections, clock, self)
         self._round_trips = RoundTrips(context.thread_times)
-        #: opens the upstream connection; called at the client's first bytes, so a client
-        #: that connects and sends nothing costs the cluster no connection
+        #: opens the upstream connection at the client's first bytes (none for a silent one)
         self._connect_upstream = connect_upstream
         #: bumped by every read from either side: the idle check compares it over time
         self.activity = 0
@@ -156,10 +157,9 @@ class ConnectionCore:
             self.gate.hold(items[index:])
 
     def drain(self) -> None:
-        """Shutdown: read nothing more, and close once every request already sent upstream
-        has its response written, so no acknowledged write is lost and no client gets half
-        a response. Requests read but not sent are dropped with the connection; the client
-        sends them again elsewhere."""
+        """Shutdown: read nothing more; close once every request sent upstream has its
+        response written (no acknowledged write lost, no half response). Requests read but
+        not sent are dropped with the connection: the client sends them again elsewhere."""
         self._draining = True
         self.gate.pause(Pause.DRAINING)
         if not self._in_flight.entries:
@@ -176,6 +176,8 @@ class ConnectionCore:
         stage = route.stage
         if stage is Stage.SESSION:  # the proxy may ask its own questions from now
             self._upstream.authenticated = True
+            if self._admission.waiting and not self._admission.admit(request):
+                return None  # refused for its principal's connections: closed
         elif stage is Stage.AUTHENTICATION:
             self._upstream.authenticated = False
         if route.guard is not None and not request.refreshed:
@@ -265,6 +267,7 @@ class ConnectionCore:
             return
         self.closed = True
         self._reader.close()
+        self._admission.close()
         self.gate.close()
         if self._budget is not None:
             self._budget.close()

@@ -46,6 +46,8 @@ class Pause(Enum):
     MEMORY = "memory"
     #: the proxy is shutting down: requests already sent upstream are answered, no more read
     DRAINING = "draining"
+    #: a connection guard refused the connection: it is closed once its hold ends
+    REFUSED = "refused"
 
 
 class ReadGate:

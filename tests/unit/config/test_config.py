@@ -155,6 +155,7 @@ consumer_byte_rate = true
         "users/alice: key 'consumer_bytes_rate': Invalid configuration key consumer_bytes_rate "
         "(known: producer_byte_rate, consumer_byte_rate, request_percentage, "
         f"controller_mutation_rate, {', '.join(guard.key for guard in GUARDS.values())}, "
+        "kafka-quota-proxy.connections, kafka-quota-proxy.connection_creation_rate, "
         "producer_ids_rate or a 'clients' table)",
         "users/alice/clients/app: key 'producer_ids_rate': Invalid configuration key "
         "producer_ids_rate (producer_ids_rate applies to users/<user> and users/<default> only",
@@ -185,7 +186,8 @@ def test_shadow_mode_globally_or_per_quota(tmp_path: Path) -> None:
         f"{path}: [enforcement] key 'enforce': unknown key (known: hold, shadow)",
         f"{path}: [enforcement] key 'shadow': unknown quota 'consumer_bytes_rate' (known: "
         "producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate, "
-        f"producer_ids_rate, {', '.join(guard.key for guard in GUARDS.values())})",
+        f"producer_ids_rate, {', '.join(guard.key for guard in GUARDS.values())}, "
+        "kafka-quota-proxy.connections, kafka-quota-proxy.connection_creation_rate)",
     ]
 
 
@@ -341,7 +343,7 @@ def test_the_failed_login_backoff_is_on_with_its_table(tmp_path: Path) -> None:
         "milliseconds, got -1",
         f"{path}: [guards.failed_logins] key 'wait': unknown key (known: first_wait_ms, "
         "max_wait_ms, shadow)",
-        f"{path}: unknown table [guards.logins] (known: failed_logins, requests)",
+        f"{path}: unknown table [guards.logins] (known: connections, failed_logins, requests)",
     ]
     short = write(tmp_path, "[guards.failed_logins]\nfirst_wait_ms = 500\nmax_wait_ms = 200\n")
     with pytest.raises(ConfigError, match="'max_wait_ms': 200 is less than first_wait_ms"):

@@ -19,7 +19,15 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.fleet_records import READS_NEWEST, Publication, Use, decode, encode, split
+from protocol.fleet_records import (
+    OPEN_CONNECTIONS,
+    READS_NEWEST,
+    Publication,
+    Use,
+    decode,
+    encode,
+    split,
+)
 from proxy.enforcement.fleet import GONE_AFTER, OLDER_FOR_MS, RESTATE_MS, FleetMember
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, KAFKA_QUOTA_TYPES, QuotaEntity, QuotaType
@@ -153,11 +161,39 @@ def test_a_request_rate_guard_is_one_fleet_budget_numbered_after_the_topics() ->
         assert not guards[0].record_permissive(here, 1, 10)
     (publication, _) = exchange(members, engines, SYNC_MS)
     shared = engines[0].shared()
-    assert shared[len(KAFKA_QUOTA_TYPES) + 2 :] == tuple(engines[0].guards.values())
+    assert shared[len(KAFKA_QUOTA_TYPES) + 2 :] == tuple(engines[0].buckets())
     number = shared.index(guards[0])
     assert [use[0] for use in uses_of(publication)] == [number]
     there = guards[1].sensors_for("", "churn", SYNC_MS)
     assert guards[1].record_permissive(there, 1, SYNC_MS) > 0
+
+
+def test_open_connections_are_counted_across_the_fleet_and_go_with_a_member() -> None:
+    """Issue 52: a principal's connections on one member leave the other only the rest of
+    its limit; the counts travel whole, as OPEN_CONNECTIONS, and a member gone takes its
+    own with it."""
+    members, engines = fleet(2, {QuotaType.CONNECTIONS: {QuotaEntity(user=DEFAULT): 20.0}})
+    exchange(members, engines, SYNC_MS)  # each has read its own: its bus is up
+    first, second = (each.connections for each in engines)
+    tags = first.tags("alice", "app")
+    while first.room(tags, 20):
+        first.connected(("alice", "app"))
+    # past its line (5 x 2 members), its half of the room the other's line share leaves
+    assert first.here[tags] == 10
+    (publication, _) = exchange(members, engines, 2 * SYNC_MS)
+    assert (OPEN_CONNECTIONS, "alice", "", 10.5) in publication.uses  # it refused one
+    assert second.fleet(tags) == 10
+    assert second.room(tags, 20)
+    second.connected(("alice", "app"))
+    for now_ms in range(3 * SYNC_MS, 12 * SYNC_MS, SYNC_MS):
+        exchange(members, engines, now_ms)
+        while first.room(tags, 20):
+            first.connected(("alice", "app"))
+    assert first.fleet(tags) == 20 and second.fleet(tags) == 20
+    # the first member stops publishing: gone, its connections with it
+    for now_ms in range(12 * SYNC_MS, (13 + GONE_AFTER) * SYNC_MS, SYNC_MS):
+        exchange(members[1:], engines[1:], now_ms)
+    assert second.fleet(tags) == 1
 
 
 def test_a_producer_id_admitted_on_one_member_is_not_charged_on_another() -> None:
