@@ -341,6 +341,40 @@ ROWS = (
                 unit="ms",
                 width=12,
             ),
+            Panel(
+                "Principal connections",
+                "Open connections of each principal with a connection limit, across the fleet "
+                "as each proxy knows them, against the limit "
+                "(kafka-quota-proxy.connections; none without one).",
+                (
+                    Query(
+                        "max by (user, client_id) "
+                        f"(kafka_quota_proxy_principal_connections_fleet{{{PROXIES}}})",
+                        "{{user}} {{client_id}}",
+                    ),
+                    Query(
+                        "max by (user, client_id) (kafka_quota_proxy_quota_limit"
+                        f'{{{PROXIES}, quota="kafka-quota-proxy.connections"}})',
+                        "limit {{user}} {{client_id}}",
+                    ),
+                ),
+                width=12,
+            ),
+            Panel(
+                "Connections refused by principal",
+                "Connections per second a connection guard closed once their principal was "
+                "known: over its count at once, over its creation rate after a hold.",
+                (
+                    Query(
+                        "sum by (quota, user, client_id) (rate("
+                        f"kafka_quota_proxy_principal_connections_refused_total{{{PROXIES}}}"
+                        f"[{WINDOW}]))",
+                        "{{quota}} {{user}} {{client_id}}",
+                    ),
+                ),
+                unit="cps",
+                width=12,
+            ),
         ),
     ),
     Row(

@@ -191,15 +191,19 @@ def _connection_families(
         labels=["quota", *labels],
     )
     key = QuotaType.CONNECTIONS.key
+    # a limited principal's refusals from 0, so that the first one shows as a rate
+    refusals: dict[tuple[QuotaType, MetricTags], int] = {}
     for tags, count in list(connections.here.items()):
         limit = connections.limit(tags)
         if limit is None:
             continue
+        refusals[(QuotaType.CONNECTIONS, tags)] = 0
         values = [sanitize(tags[0]), tags[1]]
         here.add_metric(values, count)
         fleet.add_metric(values, connections.fleet(tags))
         limits.add_metric([key, *values], limit)
-    for (quota_type, (user, client_id)), count in list(connections.refused.items()):
+    refusals.update(connections.refused)
+    for (quota_type, (user, client_id)), count in refusals.items():
         refused.add_metric([quota_type.key, sanitize(user), client_id], count)
     for (quota_type, (user, client_id)), count in list(connections.shadowed.items()):
         shadow.add_metric([quota_type.key, sanitize(user), client_id], count)

@@ -68,6 +68,9 @@ producer_ids_rate = 100
 kafka-quota-proxy.metadata_rate = 1000
 kafka-quota-proxy.find_coordinator_rate = 1000
 kafka-quota-proxy.init_producer_id_rate = 1000
+# and connection guards far above it: the principal connection panels' series
+kafka-quota-proxy.connections = 1000
+kafka-quota-proxy.connection_creation_rate = 1000
 
 # every topic a budget of its own, far above this load: the topic panels' series
 [topics."<default>"]

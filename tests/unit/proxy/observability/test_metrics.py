@@ -180,3 +180,32 @@ def test_a_request_rate_guard_is_reported_as_the_proxys_own_by_api() -> None:
     assert got[("kafka_quota_proxy_quota_limit", entity)] == 2.0
     assert got[("kafka_quota_proxy_throttles_total", entity)] == 4
     assert not samples(engine, T0)  # nothing named as Kafka's
+
+
+def test_a_principals_connections_are_reported_beside_their_limit_and_refusals() -> None:
+    engine = QuotaEngine(
+        QuotaConfig(
+            limits={
+                QuotaType.CONNECTIONS: {QuotaEntity(client_id="storm"): 2.0},
+                QuotaType.CONNECTION_CREATION_RATE: {QuotaEntity(client_id="storm"): 5.0},
+            }
+        )
+    )
+    connections = engine.connections
+    for client in (("alice", "storm"), ("alice", "storm"), ("bob", "calm")):
+        connections.connected(client)
+    connections.refused[(QuotaType.CONNECTION_CREATION_RATE, ("", "storm"))] = 3
+    engine.connection_creation.sensors_for("alice", "storm", T0)
+    got = samples(engine, T0, prefix="kafka_quota_proxy_")
+    storm = (("client_id", "storm"), ("user", ""))
+    assert got[("kafka_quota_proxy_principal_connections", storm)] == 2
+    assert got[("kafka_quota_proxy_principal_connections_fleet", storm)] == 2
+    limit = (("client_id", "storm"), ("quota", "kafka-quota-proxy.connections"), ("user", ""))
+    assert got[("kafka_quota_proxy_quota_limit", limit)] == 2.0
+    assert got[("kafka_quota_proxy_principal_connections_refused_total", limit)] == 0
+    rate = (("client_id", "storm"), ("quota", "kafka-quota-proxy.connection_creation_rate"),
+            ("user", ""))  # fmt: skip
+    assert got[("kafka_quota_proxy_principal_connections_refused_total", rate)] == 3
+    assert ("kafka_quota_proxy_connection_creation_tokens", storm) in got
+    assert not any(labels == (("client_id", "calm"), ("user", "")) for _, labels in got)
+    assert not samples(engine, T0)  # nothing named as Kafka's
