@@ -10,16 +10,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localkafka.ports import LOOPBACK, free_port, free_ports
-from quotas.entities import GUARDS
+from quotas.entities import GUARDS, QuotaType
 
 #: Kafka's quota windows cut to 2 x 1 s, for tests that measure rates over 30 s: with Kafka's
 #: 11 x 1 s a greedy client's first burst echoes every 11 s (docs/enforcement.md, "Quota windows")
 SHORT_QUOTA_WINDOWS = "[broker]\nquota.window.num = 2\nquota.window.size.seconds = 1\n"
-#: every request-rate guard on for every user, at 100 requests a second (a burst of 1,000):
-#: far above what a well-behaved client sends, so the tests that use it show that a guard
-#: breaks none (issue 52)
-GENEROUS_GUARDS = '\n[users."<default>"]\n' + "".join(
-    f"{guard.key} = 100\n" for guard in GUARDS.values()
+#: every guard on for every user: each request-rate guard and the connection creation rate
+#: at 100 a second (a burst of 1,000), and 1,000 connections open: far above what a
+#: well-behaved client sends or opens, so the tests that use it show that a guard breaks none
+#: (issue 52)
+GENEROUS_GUARDS = (
+    '\n[users."<default>"]\n'
+    + "".join(f"{guard.key} = 100\n" for guard in GUARDS.values())
+    + f"{QuotaType.CONNECTION_CREATION_RATE.key} = 100\n"
+    + f"{QuotaType.CONNECTIONS.key} = 1000\n"
 )
 
 
