@@ -44,6 +44,7 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
         guards = settings.guards
         lines.append(
             f"guards.requests burst_s={guards.burst_s} max_throttle_ms={guards.max_throttle_ms}"
+            + "".join(f" bursts.{name}={seconds}" for name, seconds in guards.bursts)
         )
     resolvers = {
         quota_type: EntityQuotas(client_entities(config.limits.get(quota_type, {})))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from config.values import typed_values
+from quotas.entities import BUCKETS
 from quotas.settings import GuardSettings
 
 #: the guards, by table name under [guards]
@@ -45,6 +46,7 @@ CONNECTION_KEYS: dict[str, tuple[type, ...]] = {"shadow": (bool,)}
 
 REQUEST_KEYS: dict[str, tuple[type, ...]] = {
     "burst_s": (int,),
+    "bursts": (dict,),
     "max_throttle_ms": (int,),
     "shadow": (bool,),
 }
@@ -93,7 +95,8 @@ def parse_guards(section: dict[str, Any], problems: list[str]) -> Guards:
 
 
 def _requests(values: dict[str, Any], problems: list[str]) -> GuardSettings:
-    settings = GuardSettings(**values)
+    bursts = _bursts(values.pop("bursts", {}), problems)
+    settings = GuardSettings(**values, bursts=bursts)
     if settings.burst_s < 1:
         problems.append(
             f"[guards.requests] key 'burst_s': expected at least 1 second, got {settings.burst_s}"
@@ -106,6 +109,27 @@ def _requests(values: dict[str, Any], problems: list[str]) -> GuardSettings:
             f"(group.min.session.timeout.ms, 6000 ms by default), expelling it from its group"
         )
     return settings
+
+
+def _bursts(table: dict[str, Any], problems: list[str]) -> tuple[tuple[str, int], ...]:
+    """[guards.requests] bursts: seconds of its rate by guard, for the guards whose bucket is
+    not burst_s."""
+    names = [guard.guard_name for guard in BUCKETS]
+    bursts = []
+    for name, seconds in table.items():
+        if name not in names:
+            problems.append(
+                f"[guards.requests] key 'bursts': unknown guard '{name}' (known: "
+                f"{', '.join(names)})"
+            )
+        elif isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+            problems.append(
+                f"[guards.requests] key 'bursts': '{name}' expected at least 1 second, got "
+                f"{seconds!r}"
+            )
+        else:
+            bursts.append((name, seconds))
+    return tuple(bursts)
 
 
 def _failed_logins(section: dict[str, Any], problems: list[str]) -> FailedLoginSettings | None:

@@ -59,7 +59,7 @@ class QuotaEngine:
         self.guards = {
             api_key: RequestGuardManager(
                 guard,
-                settings.guards.windows,
+                settings.guards.windows(guard),
                 limits.get(guard, {}),
                 settings.guards.max_throttle_ms,
             )
@@ -69,7 +69,7 @@ class QuotaEngine:
         #: request-rate guards' are, and how many it holds open
         self.connection_creation = RequestGuardManager(
             QuotaType.CONNECTION_CREATION_RATE,
-            settings.guards.windows,
+            settings.guards.windows(QuotaType.CONNECTION_CREATION_RATE),
             limits.get(QuotaType.CONNECTION_CREATION_RATE, {}),
             settings.guards.max_throttle_ms,
         )
@@ -117,7 +117,8 @@ class QuotaEngine:
             return False
         self.config = config
         for guard in self.buckets():  # a bucket refills to its new burst as it goes
-            guard.config, guard.max_throttle_ms = guards.windows, guards.max_throttle_ms
+            guard.config = guards.windows(guard.quota_type)
+            guard.max_throttle_ms = guards.max_throttle_ms
         for manager in self.managers():
             limits = config.limits.get(manager.quota_type, {})
             manager.update_limits(client_entities(limits))

@@ -54,6 +54,8 @@ class QuotaType(Enum):
         self.group = group
         #: the API a request-rate guard counts; None for Kafka's own quota types
         self.api_key = api_key
+        #: a guard's name in its settings: its key without the prefix and "_rate"
+        self.guard_name = key.removeprefix(PROXY_PREFIX).removesuffix("_rate")
 
 
 QUOTA_KEYS: Final = {quota_type.key: quota_type for quota_type in QuotaType}
@@ -63,6 +65,8 @@ KAFKA_QUOTA_TYPES: Final = tuple(t for t in QuotaType if not t.key.startswith(PR
 GUARDS: Final = {t.api_key: t for t in QuotaType if t.api_key is not None}
 #: the connection guards: a principal's open connections, and its connection creation rate
 CONNECTION_GUARDS: Final = (QuotaType.CONNECTIONS, QuotaType.CONNECTION_CREATION_RATE)
+#: the guards held by a token bucket ([guards.requests] sizes them)
+BUCKETS: Final = (*GUARDS.values(), QuotaType.CONNECTION_CREATION_RATE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,18 +24,22 @@ class ProducerIdCacheSettings:
 
 @dataclass(frozen=True)
 class GuardSettings:
-    """[guards.requests]: the request-rate guards' token buckets (docs/guards.md)."""
+    """[guards.requests]: the token buckets of the request-rate guards and of the connection
+    creation rate (docs/guards.md)."""
 
     #: a bucket holds this many seconds of its rate: the burst a principal may send at once
     burst_s: int = 10
     #: the longest throttle a guard answers with, and so the longest it mutes a connection:
     #: what keeps a group member's heartbeats within its session timeout
     max_throttle_ms: int = 1000
+    #: (guard name, seconds): the guards whose bucket is not burst_s (QuotaType.guard_name)
+    bursts: tuple[tuple[str, int], ...] = ()
 
-    @property
-    def windows(self) -> MetricConfig:
-        """The bucket's burst as KIP-599 sizes it: samples x window x rate."""
-        return MetricConfig(samples=self.burst_s, window_ms=1000)
+    def windows(self, guard: QuotaType) -> MetricConfig:
+        """A guard's bucket as KIP-599 sizes it: samples x window x rate."""
+        return MetricConfig(
+            samples=dict(self.bursts).get(guard.guard_name, self.burst_s), window_ms=1000
+        )
 
 
 @dataclass(frozen=True)

@@ -383,3 +383,25 @@ def test_the_guards_buckets_and_their_shadow_mode(tmp_path: Path) -> None:
         "heartbeat past Kafka's shortest session (group.min.session.timeout.ms, 6000 ms by "
         "default), expelling it from its group",
     ]
+
+
+def test_a_guard_may_have_a_burst_of_its_own(tmp_path: Path) -> None:
+    text = (
+        "[guards.requests]\nburst_s = 5\nbursts = { join_group = 30, connection_creation = 60 }\n"
+        "[guards.connections]\nshadow = true\n"
+    )
+    config = load_config(write(tmp_path, text))
+    guards = config.quotas.settings.guards
+    assert guards.windows(QuotaType.JOIN_GROUP_RATE).samples == 30
+    assert guards.windows(QuotaType.CONNECTION_CREATION_RATE).samples == 60
+    assert guards.windows(QuotaType.METADATA_RATE).samples == 5
+    assert config.shadow == frozenset({QuotaType.CONNECTIONS, QuotaType.CONNECTION_CREATION_RATE})
+    path = write(tmp_path, "[guards.requests]\nbursts = { joins = 30, metadata = 0 }\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert sorted(str(caught.value).splitlines()) == [
+        f"{path}: [guards.requests] key 'bursts': 'metadata' expected at least 1 second, got 0",
+        f"{path}: [guards.requests] key 'bursts': unknown guard 'joins' (known: metadata, "
+        "find_coordinator, join_group, sync_group, consumer_group_heartbeat, offset_commit, "
+        "init_producer_id, list_offsets, connection_creation)",
+    ]
