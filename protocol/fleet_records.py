@@ -24,9 +24,12 @@ read version 2 (proxy/enforcement/fleet.py): a fleet mid-roll works as the older
 record's first use is of quota type READS_NEWEST, so that its writer is not taken for an
 older member itself.
 
-A use of quota type OPEN_CONNECTIONS is not a use: it is its writer's count of a principal's
-open connections, whole (quotas/principal_connections.py), which a member from before the
-connection guard skips as a quota type it does not know.
+Some quota types are not uses, and a member from before them skips them as quota types it
+does not know: OPEN_CONNECTIONS, its writer's count of a principal's open connections, whole
+(quotas/principal_connections.py); FAILED_LOGINS, the SASL authentications the brokers
+refused to a user (the user name; "" for a token that names none) from a client address (the
+client-id name) since its writer's previous record, and LOGIN_ACCEPTED, one that succeeded
+(proxy/enforcement/failed_logins.py).
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ STANDINGLESS: Final = 1
 READS_NEWEST: Final = 255
 #: the quota type of a member's count of a principal's open connections, whole
 OPEN_CONNECTIONS: Final = 254
+#: the quota types of the failed-login backoff's refusals and successes
+FAILED_LOGINS: Final = 253
+LOGIN_ACCEPTED: Final = 252
 
 _U16 = struct.Struct(">H")
 _HEAD = struct.Struct(">IQHII")

@@ -166,7 +166,8 @@ class FleetBus:
     def _publish(self) -> None:
         now_ms = self._clock.now_ms()
         started = time.thread_time()
-        publication = self.member.publish(self._context.quotas.engine, now_ms, wall_ms())
+        logins = self._context.login_guard.backoffs
+        publication = self.member.publish(self._context.quotas.engine, now_ms, wall_ms(), logins)
         self._stats.cpu_seconds += time.thread_time() - started
         if self._own.is_open:
             task = asyncio.get_running_loop().create_task(self._send(publication))
@@ -193,6 +194,7 @@ class FleetBus:
     async def _follow(self) -> None:
         records = await self._own.read(int(self.member.sync_interval_ms))
         engine = self._context.quotas.engine
+        logins = self._context.login_guard.backoffs
         started = time.thread_time()
         for record in records:
             value = record.value or b""
@@ -204,7 +206,7 @@ class FleetBus:
                     "fleet %s: the record at offset %d skipped: %s", self.name, record.offset, exc
                 )
                 continue
-            self.member.receive(publication, engine, self._clock.now_ms())
+            self.member.receive(publication, engine, self._clock.now_ms(), logins)
         self._stats.cpu_seconds += time.thread_time() - started
         if records:
             self._report()

@@ -17,6 +17,10 @@ attacker tries, and the one a client with an old password keeps failing. A user 
 authentication from an address succeeded is not held there for the address's refusals: many
 clients may share an address (a NAT, a node's pods), and the others' refusals are not its
 own.
+
+In a fleet, each member tells the others the refusals and successes it saw
+(proxy/enforcement/fleet.py), and they count them as their own: a client that tries each
+member in turn waits as long as one that tries one member.
 """
 
 from __future__ import annotations
@@ -75,6 +79,12 @@ class FailedLogins:
         #: user's password from anywhere between its clients' logins
         self._good: dict[tuple[str, str], None] = {}
         self.counts = FailedLoginCounts() if counts is None else counts
+        #: whether a fleet takes what this process sees (take_seen); outside one nothing is
+        #: kept for it
+        self.sharing = False
+        #: since the fleet last took them: refusals by (user, address), and successes
+        self._refused_here: dict[tuple[str | None, str], int] = {}
+        self._accepted_here: dict[tuple[str, str], None] = {}
 
     def wait_ms(self, user: str | None, address: str, now_ms: int) -> tuple[int, str]:
         """How long an attempt by `user` (None: its token names none) from `address` waits
@@ -107,10 +117,24 @@ class FailedLogins:
 
     def refused(self, user: str | None, address: str, now_ms: int) -> None:
         """The broker refused an authentication by `user` from `address`: both wait longer."""
-        settings = self.settings
-        if settings is None:
+        if self.settings is None:
             return
         self.counts.refused += 1
+        if self.sharing and len(self._refused_here) < KEPT:
+            key = (user, address)
+            self._refused_here[key] = self._refused_here.get(key, 0) + 1
+        self._refuse(user, address, now_ms)
+
+    def refused_elsewhere(self, user: str | None, address: str, count: int, now_ms: int) -> None:
+        """Another member of the fleet saw the broker refuse `count` authentications by `user`
+        from `address`: they wait here as if they had been refused here, now."""
+        if self.settings is not None:
+            for _ in range(min(count, 64)):  # the wait is at its cap long before
+                self._refuse(user, address, now_ms)
+
+    def _refuse(self, user: str | None, address: str, now_ms: int) -> None:
+        settings = self.settings
+        assert settings is not None
         if user is not None:
             self._good.pop((user, address), None)
         backoffs = self._backoffs
@@ -144,12 +168,28 @@ class FailedLogins:
         of the others'."""
         if self.settings is None:
             return
+        if self.sharing and len(self._accepted_here) < KEPT:
+            self._accepted_here[user, address] = None
+        self.accepted_elsewhere(user, address)
+
+    def accepted_elsewhere(self, user: str, address: str) -> None:
+        """A successful authentication, here or on another member of the fleet."""
+        if self.settings is None:
+            return
         self._backoffs.pop(("user", user), None)
         good = self._good
         good.pop((user, address), None)
         good[user, address] = None
         while len(good) > KEPT:
             del good[next(iter(good))]
+
+    def take_seen(
+        self,
+    ) -> tuple[dict[tuple[str | None, str], int], list[tuple[str, str]]]:
+        """The refusals and successes seen here since the fleet last took them."""
+        refused, self._refused_here = self._refused_here, {}
+        accepted, self._accepted_here = list(self._accepted_here), {}
+        return refused, accepted
 
     def reconfigure(self, settings: FailedLoginSettings | None) -> None:
         """A reload: the backoffs already counted stay, and the waits under way run their

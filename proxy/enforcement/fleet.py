@@ -63,7 +63,16 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
-from protocol.fleet_records import OPEN_CONNECTIONS, READS_NEWEST, VERSION, Publication, Use
+from protocol.fleet_records import (
+    FAILED_LOGINS,
+    LOGIN_ACCEPTED,
+    OPEN_CONNECTIONS,
+    READS_NEWEST,
+    VERSION,
+    Publication,
+    Use,
+)
+from proxy.enforcement.failed_logins import FailedLogins
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags
 from quotas.managers import (
@@ -269,10 +278,17 @@ class FleetMember:
         self._managers: Sequence[QuotaManager] = ()
         self._shares: list[dict[MetricTags, _Share]] = []
 
-    def publish(self, engine: QuotaEngine, now_ms: int, wall_ms: int) -> Publication:
+    def publish(
+        self,
+        engine: QuotaEngine,
+        now_ms: int,
+        wall_ms: int,
+        logins: FailedLogins | None = None,
+    ) -> Publication:
         """What this member charged since its last publication of the sensors it watches,
         beyond its standings, and the standings it names anew; every watched sensor's weight
-        renewed from the use seen here and elsewhere, the others' standings added."""
+        renewed from the use seen here and elsewhere, the others' standings added. With
+        `logins`, the refusals and successes the failed-login backoff saw here too."""
         shares = self._shares_of(engine, now_ms)
         up = self.bus_up(now_ms)
         others = self.members(now_ms) - 1 if up else 0
@@ -359,6 +375,11 @@ class FleetMember:
                     manager.unwatch(sensors)
                     del by_tags[tags]
         uses += self._connection_counts(engine, now_ms, up, cool_after)
+        if logins is not None and logins.settings is not None:
+            logins.sharing = True
+            refused, accepted = logins.take_seen()
+            uses += [(FAILED_LOGINS, u or "", a, float(n)) for (u, a), n in refused.items()]
+            uses += [(LOGIN_ACCEPTED, user, address, 1.0) for user, address in accepted]
         engine.producer_ids.sharing = True  # a reload may have made the manager anew
         producer_ids = {tags[0]: ids for tags, ids in engine.producer_ids.take_admitted().items()}
         publication = Publication(
@@ -416,10 +437,17 @@ class FleetMember:
             self._lost_ms = now_ms
         self._lost = publication
 
-    def receive(self, publication: Publication, engine: QuotaEngine, now_ms: int) -> None:
+    def receive(
+        self,
+        publication: Publication,
+        engine: QuotaEngine,
+        now_ms: int,
+        logins: FailedLogins | None = None,
+    ) -> None:
         """A publication the bus carried: this member's own says the bus is up; another
         member's use is recorded into the same sensors, unjudged, less what was already
-        charged here in anticipation of it, and its standings are added from now on."""
+        charged here in anticipation of it, and its standings are added from now on. Its
+        connection counts and the logins it saw refused or accepted are taken as theirs."""
         member = publication.member
         if member == self.member:
             self._own_ms = now_ms
@@ -447,8 +475,9 @@ class FleetMember:
                 self._forget_standings(member)
         coolings: dict[int, Callable[[ClientSensors, float, int], bool]] = {}
         for quota_type, user, client_id, value in uses:
-            if quota_type == OPEN_CONNECTIONS:
-                engine.connections.receive(member, (user, client_id), value)
+            if quota_type >= LOGIN_ACCEPTED:
+                _receive_reserved(publication, (quota_type, user, client_id, value), engine,
+                                  logins, now_ms)  # fmt: skip
                 continue
             if not 0 <= quota_type < len(shares):
                 continue  # a newer member's quota type
@@ -562,6 +591,26 @@ class FleetMember:
         """The share of each budget this member enforces on its own: all of it while the bus
         carries the fleet's use, 1 / the members last seen while it does not."""
         return 1.0 if self.bus_up(now_ms) else 1.0 / self._members_when_up
+
+
+def _receive_reserved(
+    publication: Publication,
+    use: Use,
+    engine: QuotaEngine,
+    logins: FailedLogins | None,
+    now_ms: int,
+) -> None:
+    """Another member's use of a quota type that is not a use (protocol/fleet_records.py;
+    READS_NEWEST says nothing here)."""
+    quota_type, user, client_id, value = use
+    if quota_type == OPEN_CONNECTIONS:
+        engine.connections.receive(publication.member, (user, client_id), value)
+    elif logins is None:
+        return
+    elif quota_type == FAILED_LOGINS:
+        logins.refused_elsewhere(user or None, client_id, int(value), now_ms)
+    elif quota_type == LOGIN_ACCEPTED:
+        logins.accepted_elsewhere(user, client_id)
 
 
 def _merged(lost: Publication, publication: Publication) -> Publication:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +129,72 @@ async def test_a_rotated_password_storm_reaches_the_broker_through_the_backoff(
     assert alice_s < 0.8 * MAX_WAIT_MS / 1000
     assert total(samples, "kafka_quota_proxy_logins_held_total") > 0
     assert total(samples, "kafka_quota_proxy_failed_logins_total") == refused["guarded"]
+
+
+#: a client's wait before it tries the next proxy: librdkafka's reconnect.backoff.ms after a
+#: few failures (100 ms, doubling); longer than the bus takes to carry a refusal (a sync
+#: interval, 250 ms, and its delay)
+RECONNECT_S = 0.4
+
+
+async def attack_each(bootstraps: tuple[str, str], deadline: float, storm: Storm) -> None:
+    """An old client of grace's that tries the two proxies in turn."""
+    turn = 0
+    while time.monotonic() < deadline:
+        await attack(bootstraps[turn % 2], min(deadline, time.monotonic() + 0.001), storm)
+        turn += 1
+        await asyncio.sleep(RECONNECT_S)
+
+
+async def test_a_fleet_shares_the_backoff_so_trying_each_member_gains_nothing(
+    kafka1: KafkaCluster, tmp_path: Path
+) -> None:
+    """Clients of grace's that try two proxies in turn, after a reconnect backoff: two
+    members of one fleet, where a refusal on either makes the next attempt on both wait,
+    against two proxies that do not share (an attempt then waits only the backoff the other
+    proxy last saw). A client that switches faster than the bus carries a refusal gains an
+    attempt per switch, fleet or not."""
+    upstream = kafka1.brokers[0].sasl_address
+    # the fleet's bus is a topic of the SASL cluster: the proxy's own login to it
+    fleet = (
+        f'{GUARD}\n[fleet]\nname = "logins"\n\n[cluster]\nsecurity.protocol = "SASL_PLAINTEXT"\n'
+        'sasl.mechanism = "SCRAM-SHA-512"\nsasl.username = "frank"\n'
+        'sasl.password = "${env:KQP_CLUSTER_PASSWORD}"\n'
+    )
+    env = {"KQP_CLUSTER_PASSWORD": SASL_USERS["frank"]}
+    with ThreadPoolExecutor(4) as pool:
+        started = [
+            pool.submit(start_proxy, tmp_path, upstream, 1, extra, name, env)
+            for name, extra in (("fleet-0", fleet), ("fleet-1", fleet), ("alone-0", GUARD),
+                                ("alone-1", GUARD))
+        ]  # fmt: skip
+        proxies = [proxy.result() for proxy in started]
+    try:
+        storms = {"fleet": Storm(), "alone": Storm()}
+        deadline = time.monotonic() + STORM_S
+        pairs = {"fleet": proxies[:2], "alone": proxies[2:]}
+        await asyncio.gather(
+            *(
+                attack_each((pair[0].bootstrap, pair[1].bootstrap), deadline, storms[side])
+                for side, pair in pairs.items()
+                for _ in range(ATTACKERS)
+            )
+        )
+        counted = {
+            side: sum(
+                total(scrape(p.metrics_url), "kafka_quota_proxy_failed_logins_total") for p in pair
+            )
+            for side, pair in pairs.items()
+        }
+    finally:
+        for proxy in proxies:
+            proxy.stop()
+    refused = {side: len(storm.refused) for side, storm in storms.items()}
+    print(
+        f"refused attempts in {STORM_S:.0f} s, {ATTACKERS} clients trying two proxies in turn:"
+        f" {refused} (a fleet, and two proxies alone)"
+    )
+    capped_s = 0.8 * MAX_WAIT_MS / 1000
+    assert refused["fleet"] <= RAMP + ATTACKERS * (1 + STORM_S / capped_s)  # as one proxy
+    assert refused["alone"] > 1.25 * refused["fleet"] > 0
+    assert counted == refused

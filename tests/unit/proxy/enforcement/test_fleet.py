@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import pytest
 
+from config.guards import FailedLoginSettings
 from protocol.fleet_records import (
+    FAILED_LOGINS,
     OPEN_CONNECTIONS,
     READS_NEWEST,
     Publication,
@@ -28,6 +30,7 @@ from protocol.fleet_records import (
     encode,
     split,
 )
+from proxy.enforcement.failed_logins import FailedLogins
 from proxy.enforcement.fleet import GONE_AFTER, OLDER_FOR_MS, RESTATE_MS, FleetMember
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, KAFKA_QUOTA_TYPES, QuotaEntity, QuotaType
@@ -194,6 +197,38 @@ def test_open_connections_are_counted_across_the_fleet_and_go_with_a_member() ->
     for now_ms in range(12 * SYNC_MS, (13 + GONE_AFTER) * SYNC_MS, SYNC_MS):
         exchange(members[1:], engines[1:], now_ms)
     assert second.fleet(tags) == 1
+
+
+def test_a_login_refused_on_one_member_waits_on_every_member() -> None:
+    """Issue 52: a client that tries each member in turn waits as long as one that tries
+    one member; a success anywhere ends its user's wait everywhere. Refusals travel as
+    FAILED_LOGINS uses, which a member from before the guard skips."""
+    members, engines = fleet(2, {})
+    settings = FailedLoginSettings(first_wait_ms=100, max_wait_ms=2000)
+    logins = [FailedLogins(settings, draw=lambda: 0.0) for _ in members]
+
+    def exchange_logins(now_ms: int) -> list[Publication]:
+        publications = [
+            member.publish(engine, now_ms, now_ms, backoffs)
+            for member, engine, backoffs in zip(members, engines, logins, strict=True)
+        ]
+        for publication in publications:
+            for member, engine, backoffs in zip(members, engines, logins, strict=True):
+                member.receive(decode(encode(publication)), engine, now_ms, backoffs)
+        return publications
+
+    exchange_logins(SYNC_MS)  # the first publication shares nothing yet
+    for _ in range(3):
+        logins[0].refused("grace", "10.0.0.7", 2 * SYNC_MS)
+    (publication, _) = exchange_logins(2 * SYNC_MS)
+    assert (FAILED_LOGINS, "grace", "10.0.0.7", 3.0) in publication.uses
+    # three refusals: the next attempt waits 400 ms, by user and by address, on either member
+    assert logins[1].wait_ms("grace", "10.0.0.9", 2 * SYNC_MS) == (400, "user")
+    assert logins[1].wait_ms(None, "10.0.0.7", 2 * SYNC_MS) == (400, "address")
+    assert logins[1].counts.refused == 0  # the broker refused none through it
+    logins[1].accepted("grace", "10.0.0.8")
+    exchange_logins(3 * SYNC_MS)
+    assert logins[0].wait_ms("grace", "10.0.0.9", 3 * SYNC_MS) == (0, "")
 
 
 def test_a_producer_id_admitted_on_one_member_is_not_charged_on_another() -> None:
