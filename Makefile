@@ -74,8 +74,8 @@ docker-compose:
 CONTAINERS_CONF := /etc/containers/containers.conf
 podman:
 	@{ command -v podman >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null \
-	   && [ -x /usr/lib/podman/netavark ] && [ -x /usr/lib/podman/aardvark-dns ]; } \
-	  || { $(call apt_install,podman runc netavark aardvark-dns debootstrap uidmap,podman,--no-install-recommends); }
+	   && [ -x /usr/lib/podman/netavark ] && [ -x /usr/lib/podman/aardvark-dns ] && [ -x /usr/sbin/iptables ]; } \
+	  || { $(call apt_install,podman runc netavark aardvark-dns iptables debootstrap uidmap,podman,--no-install-recommends); }
 	@[ -f $(CONTAINERS_CONF) ] || { [ "$$(id -u)" = 0 ] && mkdir -p $(dir $(CONTAINERS_CONF)) && printf '%s\n' \
 	  '[containers]' 'default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]' '' \
 	  '[engine]' 'runtime = "runc"' '' '[network]' 'network_backend = "netavark"' > $(CONTAINERS_CONF); } \
