@@ -128,13 +128,13 @@ def _window(
                     SCHEMA_VERSION, proxy, start, WINDOW_MS, "ANONYMOUS", client_id, 0,
                     "Produce", 200, produced // len(proxies), 9000, 120.0,
                     800 if throttled else 0, 4 if throttled else 0, 0, 0, 0, 0, address, 2,
-                    held,
+                    held, 0,
                 )
             )  # fmt: skip
             samples.append(
                 UsageSample(
                     SCHEMA_VERSION, proxy, start, WINDOW_MS, "ANONYMOUS", client_id, 1,
-                    "Fetch", 50, 4000, produced // 2, 60.0, 0, 0, 0, 0, 0, 0, address, 2, 0,
+                    "Fetch", 50, 4000, produced // 2, 60.0, 0, 0, 0, 0, 0, 0, address, 2, 0, 0,
                 )
             )  # fmt: skip
     return samples

@@ -13,9 +13,10 @@ from typing import Final, NamedTuple, get_type_hints
 
 #: the samples' schema version, written into every sample; a reader refuses what it does not
 #: know. Adding a field is a new version; see docs/usage-samples.md.
-SCHEMA_VERSION: Final = 3
-#: the versions a reader takes: 1 had no client_ip, 1 and 2 no connections or held_ms
-READABLE_VERSIONS: Final = (1, 2, 3)
+SCHEMA_VERSION: Final = 4
+#: the versions a reader takes: 1 had no client_ip, 1 and 2 no connections or held_ms, 1 to
+#: 3 no connections_refused
+READABLE_VERSIONS: Final = (1, 2, 3, 4)
 
 
 class UsageSample(NamedTuple):
@@ -60,6 +61,9 @@ class UsageSample(NamedTuple):
     #: carried them (the time a principal hold keeps it waiting); the same on each of its
     #: samples of the window
     held_ms: int
+    #: connections of this principal from this address that a connection guard closed, on
+    #: their first request past authentication (counted under that request's API)
+    connections_refused: int
 
     def to_json(self) -> str:
         return json.dumps(self._asdict(), separators=(",", ":"))
@@ -101,8 +105,10 @@ _KINDS: Final = tuple(kind for _, kind in SAMPLE_FIELDS)
 #: per older version, the fields added since (their index and what they read as)
 _ADDED: Final = {
     1: ((_NAMES.index("client_ip"), ""), (_NAMES.index("connections"), 0),
-        (_NAMES.index("held_ms"), 0)),
-    2: ((_NAMES.index("connections"), 0), (_NAMES.index("held_ms"), 0)),
+        (_NAMES.index("held_ms"), 0), (_NAMES.index("connections_refused"), 0)),
+    2: ((_NAMES.index("connections"), 0), (_NAMES.index("held_ms"), 0),
+        (_NAMES.index("connections_refused"), 0)),
+    3: ((_NAMES.index("connections_refused"), 0),),
 }  # fmt: skip
 
 
@@ -112,6 +118,7 @@ class UsageCounters:
     __slots__ = (
         "bytes_in",
         "bytes_out",
+        "connections_refused",
         "key",
         "mutations_admitted",
         "mutations_rejected",
@@ -141,6 +148,7 @@ class UsageCounters:
         self.mutations_rejected = 0
         self.producer_ids_admitted = 0
         self.producer_ids_rejected = 0
+        self.connections_refused = 0
 
     # What a connection reports as a request is answered. A request's read is two additions
     # the core makes itself (requests, bytes_in): as a method call here it cost 0.7 % more
@@ -167,4 +175,6 @@ class UsageCounters:
     @property
     def idle(self) -> bool:
         """Nothing counted: everything else comes with a request or a response."""
-        return not (self.requests or self.bytes_out or self.throttle_time_ms)
+        return not (
+            self.requests or self.bytes_out or self.throttle_time_ms or self.connections_refused
+        )

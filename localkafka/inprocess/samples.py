@@ -36,13 +36,14 @@ def sample(
     client_ip: str = "127.0.0.1",
     connections: int = 1,
     held_ms: int = 0,
+    connections_refused: int = 0,
 ) -> UsageSample:
     """The sample of the `window`-th sampling window after T0."""
     return UsageSample(
         schema, proxy, T0 + window * INTERVAL_MS, window_ms, user, client_id, api_key,
         api_name(api_key), requests, bytes_in, bytes_out, request_time_ms, throttle_time_ms,
         throttled_requests, mutations_admitted, mutations_rejected, producer_ids_admitted,
-        producer_ids_rejected, client_ip, connections, held_ms,
+        producer_ids_rejected, client_ip, connections, held_ms, connections_refused,
     )  # fmt: skip
 
 

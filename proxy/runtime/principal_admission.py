@@ -42,6 +42,8 @@ class PrincipalAdmission:
         if verdict.counted is not None:
             self._counted = verdict.counted
             return True
+        if request.usage is not None:
+            request.usage.connections_refused += 1
         connection.gate.pause(Pause.REFUSED)
         # closed from a timer even without a delay: the read being handled finishes first
         self._clock.call_later(verdict.delay_ms * 1_000_000, connection.close)

@@ -93,6 +93,7 @@ class UsageRecorder:
                     client_ip,
                     connections.get((user, client_id, client_ip), 0),
                     0 if held_ms is None else held_ms(user, client_id, api_key),
+                    c.connections_refused,
                 )
             )
             c.zero()

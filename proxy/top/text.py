@@ -78,6 +78,8 @@ def row_cells(row: Row, measure: Measure) -> list[str]:
         "-" if row.demand is None else f"{row.demand:.2f}{'+' if usage.demand_bounded else ''}",
         f"{usage.throttle_time_ms:.0f}",
         str(usage.throttled_requests),
-        str(usage.connections),
+        f"{usage.connections} ({usage.connections_refused} refused)"
+        if usage.connections_refused
+        else str(usage.connections),
         str(len(usage.members)),
     ]

@@ -82,6 +82,8 @@ class Usage:
     #: held for nearly all of the span on some proxy: its demand is a lower bound there
     demand_bounded: bool = False
     requests: int = 0
+    #: connections a connection guard refused it over the span, on every proxy
+    connections_refused: int = 0
     #: (proxy, client address) -> its connections there, in the newest window that counts
     #: them
     connections_at: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -297,6 +299,7 @@ class LiveView:
                     usage.throttle_time_ms += sample.throttle_time_ms
                     usage.throttled_requests += sample.throttled_requests
                     usage.requests += sample.requests
+                    usage.connections_refused += sample.connections_refused
                     usage.apis[sample.api] = usage.apis.get(sample.api, 0.0) + (
                         sample.requests * per_second
                     )
@@ -421,6 +424,7 @@ def snapshot(
                 "throttled_requests": row.usage.throttled_requests,
                 "held_ms": row.usage.held_ms,
                 "connections": row.usage.connections,
+                "connections_refused": row.usage.connections_refused,
                 "addresses": sorted(row.usage.addresses),
                 "members": sorted(row.usage.members),
             }

@@ -3,7 +3,8 @@ broker: a client-id that opens 300 connections through two fleet members, with a
 50, holds at most 50 across the fleet while it storms; the same storm under a client-id
 without a limit holds all 300; another principal's 20 librdkafka producers connect and
 deliver untouched. Then a creation rate: a reconnect storm is held to it, each refused
-connection held before it is closed.
+connection held before it is closed. Last, shadow mode: a storm past the limit is counted,
+and every connection served.
 
 Each storm connection is a socket that sends one Metadata request and stays open while it
 is answered: a connection is judged at its first request past authentication, and one
@@ -221,3 +222,31 @@ async def test_a_reconnect_storm_is_held_to_its_principals_creation_rate(
     # it hears the other's use (a sync interval of each member's own half)
     assert admitted <= RATE * (10 + elapsed) + 2 * RATE
     assert refused_waits and refused_waits[len(refused_waits) // 2] >= 0.05
+
+
+async def test_in_shadow_mode_a_storm_is_counted_and_nothing_is_refused(
+    kafka1: KafkaCluster, tmp_path: Path
+) -> None:
+    limit, opened = 10, 30
+    shadow = (
+        f'[clients."storm"]\n"kafka-quota-proxy.connections" = {limit}\n'
+        "[guards.connections]\nshadow = true\n"
+    )
+    proxy = await asyncio.to_thread(start_proxy, tmp_path, kafka1.bootstrap_servers, 1, shadow)
+    try:
+        writers = await asyncio.gather(*(connect(proxy.bootstrap, "storm") for _ in range(opened)))
+        samples = await asyncio.to_thread(scrape, proxy.metrics_url)
+        for writer in writers:
+            if writer is not None:
+                writer.close()
+    finally:
+        proxy.stop()
+    counted = total(
+        samples, "kafka_quota_proxy_shadow_throttles_total", quota="kafka-quota-proxy.connections"
+    )
+    refused = total(samples, "kafka_quota_proxy_principal_connections_refused_total")
+    print(
+        f"shadow mode, limit {limit}: {opened} opened, {counted:.0f} counted, {refused:.0f} refused"
+    )
+    assert all(writer is not None for writer in writers)
+    assert (counted, refused) == (opened - limit, 0)

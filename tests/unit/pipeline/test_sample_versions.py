@@ -12,5 +12,5 @@ def test_versions_1_to_3_are_read_together() -> None:
 
 
 def test_an_unknown_version_is_named() -> None:
-    with pytest.raises(SampleError, match="version 4: this report reads versions 1, 2, 3"):
-        check_versions([3, 4])
+    with pytest.raises(SampleError, match="version 5: this report reads versions 1, 2, 3, 4"):
+        check_versions([4, 5])

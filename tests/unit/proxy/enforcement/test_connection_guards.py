@@ -11,6 +11,7 @@ from protocol.apis import API_VERSIONS
 from proxy.enforcement import Enforcement
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.core import ConnectionCore
+from proxy.runtime.usage_recorder import UsageRecorder
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import GuardSettings, QuotaConfig, QuotaSettings
@@ -106,3 +107,20 @@ def test_shadow_mode_counts_what_it_would_refuse_and_lets_it_through() -> None:
     assert connections.shadowed[(QuotaType.CONNECTIONS, ("", "app"))] == 2
     assert connections.shadowed[(QuotaType.CONNECTION_CREATION_RATE, ("", "app"))] == 1
     assert not connections.refused
+
+
+def test_usage_samples_count_the_refused_connections_under_their_first_request() -> None:
+    clock = VirtualClock()
+    shared = enforcement({QuotaType.CONNECTIONS: {EVERY_CLIENT: 1}})
+    usage = UsageRecorder("proxy-1", 0)
+    for _ in range(3):
+        conn, _, _ = connect(shared, clock, usage=usage)
+        conn.requests_received(request_frame(OFFSET_COMMIT, VERSION, b"", 1))
+    clock.advance(0)
+    (sample,) = usage.drain(clock.now_ms())
+    assert (sample.api, sample.requests, sample.connections, sample.connections_refused) == (
+        "OffsetCommit",
+        1,
+        1,
+        2,
+    )

@@ -78,7 +78,7 @@ def test_a_window_counts_requests_bytes_and_request_time_per_principal_and_api()
         requests=1, bytes_in=len(first), bytes_out=len(answer), request_time_ms=0.3,
         throttle_time_ms=0, throttled_requests=0, mutations_admitted=0, mutations_rejected=0,
         producer_ids_admitted=0, producer_ids_rejected=0, client_ip="192.0.2.1",
-        connections=1, held_ms=0,
+        connections=1, held_ms=0, connections_refused=0,
     )  # fmt: skip
     # pipelined: the second waited for the first, which is not its own request time
     assert (other.requests, other.bytes_in, other.request_time_ms) == (1, len(second), 0.05)

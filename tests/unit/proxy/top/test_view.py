@@ -168,21 +168,30 @@ def test_connections_are_each_proxys_latest_count_per_client_address() -> None:
 
 
 def test_a_sample_is_read_back_as_written_and_a_foreign_one_is_refused() -> None:
-    written = sample("a", "flood", bytes_in=7)._replace(connections=3, held_ms=250)
+    written = sample("a", "flood", bytes_in=7)._replace(
+        connections=3, held_ms=250, connections_refused=4
+    )
     assert UsageSample.from_json(written.to_json()) == written
+    three = (
+        written.to_json().replace('"schema":4', '"schema":3')
+        .replace(',"connections_refused":4', "")
+    )  # fmt: skip
+    assert UsageSample.from_json(three) == written._replace(schema=3, connections_refused=0)
     two = (
-        written.to_json().replace('"schema":3', '"schema":2').replace(',"connections":3', "")
+        three.replace('"schema":3', '"schema":2').replace(',"connections":3', "")
         .replace(',"held_ms":250', "")
     )  # fmt: skip
-    assert UsageSample.from_json(two) == written._replace(schema=2, connections=0, held_ms=0)
+    assert UsageSample.from_json(two) == written._replace(
+        schema=2, connections=0, held_ms=0, connections_refused=0
+    )
     one = two.replace('"schema":2', '"schema":1').replace(',"client_ip":"10.0.0.1"', "")
     assert UsageSample.from_json(one).client_ip == ""
     for text in (
-        '{"schema":4}',
+        '{"schema":5}',
         "[]",
         written.to_json().replace('"user":"ANONYMOUS"', '"user":null'),
-        # a field of version 3 is not optional in version 3
-        written.to_json().replace(',"held_ms":250', ""),
+        # a field of version 4 is not optional in version 4
+        written.to_json().replace(',"connections_refused":4', ""),
     ):
         with pytest.raises(ValueError):
             UsageSample.from_json(text)
