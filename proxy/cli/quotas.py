@@ -19,6 +19,7 @@ import asyncio
 import decimal
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 from config.cluster import ClusterSettings
@@ -36,6 +37,7 @@ from protocol.client_quotas import (
 )
 from proxy.control.cluster import AuthenticationFailed, ClusterClient
 from quotas.store import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
+from quotas.validation import CLIENT_KEYS, IP_KEYS, TOPIC_KEYS, USER_KEYS
 
 _TYPES = {"users": "user", "clients": "client-id", "ips": "ip", "topics": "topic"}
 _SHOWN = {"user": "user-principal", "client-id": "client-id", "ip": "ip", "topic": "topic"}
@@ -43,7 +45,28 @@ _VERSION = 1
 _JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
+def keys_by_entity_type() -> str:
+    """The keys --add-config takes, for the command's help: the proxy's own among Kafka's."""
+    lines = ["keys --add-config takes, by --entity-type:"]
+    for entity_type, keys in (
+        ("users", USER_KEYS),
+        ("clients", CLIENT_KEYS),
+        ("ips", IP_KEYS),
+        ("topics", TOPIC_KEYS),
+    ):
+        lines += textwrap.wrap(
+            ", ".join(keys),
+            width=88,
+            initial_indent=f"  {entity_type + ':':9}",
+            subsequent_indent=" " * 11,
+            break_on_hyphens=False,
+        )
+    return "\n".join(lines)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = keys_by_entity_type()
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT of the proxy")
     parser.add_argument("--command-config", type=Path, help="client properties (SASL, TLS)")
     action = parser.add_mutually_exclusive_group(required=True)
