@@ -12,22 +12,11 @@ from proxy.enforcement import Enforcement
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.core import ConnectionCore
 from proxy.runtime.usage_recorder import UsageRecorder
-from quotas.engine import QuotaEngine
-from quotas.entities import DEFAULT, QuotaEntity, QuotaType
-from quotas.settings import GuardSettings, QuotaConfig, QuotaSettings
+from quotas.entities import QuotaType
+from tests.support.guards import EVERY_CLIENT, enforcement
 
 OFFSET_COMMIT, VERSION = 8, 7  # a request of the session, forwarded as bytes
 MS = 1_000_000
-#: a bucket of two seconds, a delay of at most 1.5 s
-SETTINGS = QuotaSettings(guards=GuardSettings(burst_s=2, max_throttle_ms=1500))
-EVERY_CLIENT = QuotaEntity(client_id=DEFAULT)
-
-
-def enforcement(
-    limits: dict[QuotaType, dict[QuotaEntity, float]],
-    shadow: frozenset[QuotaType] = frozenset(),
-) -> Enforcement:
-    return Enforcement(QuotaEngine(QuotaConfig(SETTINGS, limits)), shadow)
 
 
 def opened(

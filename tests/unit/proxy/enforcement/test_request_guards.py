@@ -14,23 +14,13 @@ from proxy.enforcement import Enforcement
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.core import ConnectionCore
 from proxy.runtime.usage_recorder import UsageRecorder
-from quotas.engine import QuotaEngine
-from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.entities import QuotaEntity, QuotaType
 from quotas.settings import GuardSettings, QuotaConfig, QuotaSettings
 from tests.support.group_heartbeat import heartbeat
+from tests.support.guards import EVERY_CLIENT, enforcement
 
 OFFSET_COMMIT, VERSION = 8, 7  # forwarded as bytes; v7's response starts with its throttle
 MS = 1_000_000
-#: one commit per second, a burst of two
-SETTINGS = QuotaSettings(guards=GuardSettings(burst_s=2, max_throttle_ms=1000))
-EVERYONE = QuotaEntity(client_id=DEFAULT)
-
-
-def enforcement(
-    limits: dict[QuotaType, dict[QuotaEntity, float]],
-    shadow: frozenset[QuotaType] = frozenset(),
-) -> Enforcement:
-    return Enforcement(QuotaEngine(QuotaConfig(SETTINGS, limits)), shadow)
 
 
 def commit(correlation_id: int) -> bytes:
@@ -61,7 +51,7 @@ def committed(
 
 def test_a_burst_goes_through_and_the_request_past_it_is_throttled_and_muted() -> None:
     clock = VirtualClock()
-    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERYONE: 1.0}})
+    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERY_CLIENT: 1.0}})
     _, client, throttles = committed(guarded, clock, 3)
     assert throttles == [0, 0, 1000]  # tokens 2 -> 1 -> 0 -> -1: a second to refill one
     assert not client.reading  # KIP-219: muted for the throttle
@@ -74,7 +64,7 @@ def test_a_burst_goes_through_and_the_request_past_it_is_throttled_and_muted() -
 def test_a_throttle_is_capped_at_max_throttle_ms() -> None:
     """At 0.1 commits a second, the burst is 0.2 commits: the first commit takes the
     bucket to -0.8, eight seconds from zero."""
-    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERYONE: 0.1}})
+    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERY_CLIENT: 0.1}})
     _, _, throttles = committed(guarded, VirtualClock(), 1)
     assert throttles == [1000]
 
@@ -90,7 +80,7 @@ def test_a_guard_holds_the_connection_it_answers_not_its_principal() -> None:
     """Another connection of the same principal is read at once and meets the empty bucket
     with its own request."""
     clock = VirtualClock()
-    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERYONE: 1.0}})
+    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERY_CLIENT: 1.0}})
     _, first, _ = committed(guarded, clock, 3)
     assert not first.reading
     _, second, throttles = committed(guarded, clock, 1)
@@ -99,7 +89,7 @@ def test_a_guard_holds_the_connection_it_answers_not_its_principal() -> None:
 
 def test_shadow_mode_counts_what_it_would_throttle_and_throttles_nothing() -> None:
     guard = QuotaType.OFFSET_COMMIT_RATE
-    guarded = enforcement({guard: {EVERYONE: 1.0}}, shadow=frozenset({guard}))
+    guarded = enforcement({guard: {EVERY_CLIENT: 1.0}}, shadow=frozenset({guard}))
     _, client, throttles = committed(guarded, VirtualClock(), 4)
     assert throttles == [0, 0, 0, 0] and client.reading
     (sensors,) = guarded.engine.guards[OFFSET_COMMIT].sensors()
@@ -111,7 +101,7 @@ def test_shadow_mode_counts_what_it_would_throttle_and_throttles_nothing() -> No
 
 def test_a_keepalive_heartbeat_is_never_counted_and_a_join_is() -> None:
     clock = VirtualClock()
-    guarded = enforcement({QuotaType.CONSUMER_GROUP_HEARTBEAT_RATE: {EVERYONE: 1.0}})
+    guarded = enforcement({QuotaType.CONSUMER_GROUP_HEARTBEAT_RATE: {EVERY_CLIENT: 1.0}})
     conn, _, upstream = connect(guarded, clock)
     manager = guarded.engine.guards[CONSUMER_GROUP_HEARTBEAT]
     for correlation_id in range(1, 5):
@@ -124,7 +114,7 @@ def test_a_keepalive_heartbeat_is_never_counted_and_a_join_is() -> None:
 
 def test_a_reload_changes_the_cap_and_the_burst_and_keeps_the_tokens() -> None:
     clock = VirtualClock()
-    limits = {QuotaType.OFFSET_COMMIT_RATE: {EVERYONE: 1.0}}
+    limits = {QuotaType.OFFSET_COMMIT_RATE: {EVERY_CLIENT: 1.0}}
     guarded = enforcement(limits)
     _, _, throttles = committed(guarded, clock, 3)
     assert throttles == [0, 0, 1000]
@@ -142,7 +132,7 @@ def test_a_heartbeat_waits_for_one_throttled_request_ahead_and_one_mute() -> Non
     """A member's JoinGroup over its guard: the heartbeat it sends meanwhile is read once the
     JoinGroup is answered and the mute has passed, as a broker reads one request at a time."""
     clock = VirtualClock()
-    guarded = enforcement({QuotaType.JOIN_GROUP_RATE: {EVERYONE: 0.1}})
+    guarded = enforcement({QuotaType.JOIN_GROUP_RATE: {EVERY_CLIENT: 0.1}})
     conn, client, upstream = connect(guarded, clock)
     join, heartbeat_api = 11, 12
     conn.requests_received(request_frame(join, 4, b"", 1))
@@ -162,7 +152,7 @@ def test_a_heartbeat_waits_for_one_throttled_request_ahead_and_one_mute() -> Non
 
 def test_pipelined_requests_over_the_bucket_go_one_at_a_time() -> None:
     clock = VirtualClock()
-    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERYONE: 1.0}})
+    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERY_CLIENT: 1.0}})
     conn, _, upstream = connect(guarded, clock)
     conn.requests_received(b"".join(commit(correlation_id) for correlation_id in range(1, 6)))
     assert len(upstream.written) == 3  # two in the burst, the third over it
@@ -177,7 +167,7 @@ def test_pipelined_requests_over_the_bucket_go_one_at_a_time() -> None:
 def test_usage_samples_count_a_guards_hold_under_its_api() -> None:
     """What `top` and the report show as held: the guard's mute, for its API alone."""
     clock = VirtualClock()
-    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERYONE: 1.0}})
+    guarded = enforcement({QuotaType.OFFSET_COMMIT_RATE: {EVERY_CLIENT: 1.0}})
     conn, _, upstream = connect(guarded, clock, usage=UsageRecorder("proxy-1", 0))
     for correlation_id in (1, 2, 3):
         conn.requests_received(commit(correlation_id))
