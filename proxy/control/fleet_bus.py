@@ -25,7 +25,9 @@ from config.cluster import ClusterSettings
 from config.fleet import FLEET_TOPIC_PREFIX
 from protocol.fleet_records import STANDINGLESS, VERSION, Publication, decode, encode, split
 from proxy.control.own_topic import UNREACHABLE, OwnTopic
-from proxy.enforcement.fleet import GONE_AFTER, OLDER_FOR_MS, FleetMember
+from proxy.enforcement.fleet import FleetMember
+from proxy.enforcement.fleet_counts import FleetCounts
+from proxy.enforcement.fleet_membership import GONE_AFTER, OLDER_FOR_MS
 from proxy.runtime.clock import Clock, wall_ms
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.counters import FleetStats
@@ -65,6 +67,8 @@ class FleetBus:
         stats: FleetStats,
     ) -> None:
         self.member = member
+        #: what the members tell each other besides use: connection counts, logins
+        self._counts = FleetCounts(member, context.login_guard.backoffs)
         self.name = name
         self._context = context
         self._clock: Clock = context.clock
@@ -122,7 +126,10 @@ class FleetBus:
                         opened = loop.time()
                     await self._follow()
                     silent_s = loop.time() - opened
-                    if not self.member.bus_up(self._clock.now_ms()) and silent_s > self._reopen_s:
+                    if (
+                        not self.member.membership.bus_up(self._clock.now_ms())
+                        and silent_s > self._reopen_s
+                    ):
                         raise KafkaError("its own publications stopped coming back")
                 except UNREACHABLE as exc:
                     self._failure = repr(exc)
@@ -155,7 +162,7 @@ class FleetBus:
 
     async def _until_up(self) -> None:
         self._publish()
-        while not self.member.bus_up(self._clock.now_ms()):
+        while not self.member.membership.bus_up(self._clock.now_ms()):
             await self._follow()
 
     async def _publish_every_interval(self) -> None:
@@ -166,8 +173,9 @@ class FleetBus:
     def _publish(self) -> None:
         now_ms = self._clock.now_ms()
         started = time.thread_time()
-        logins = self._context.login_guard.backoffs
-        publication = self.member.publish(self._context.quotas.engine, now_ms, wall_ms(), logins)
+        engine = self._context.quotas.engine
+        publication = self.member.publish(engine, now_ms, wall_ms())
+        self._counts.publish(publication.uses, engine, now_ms)
         self._stats.cpu_seconds += time.thread_time() - started
         if self._own.is_open:
             task = asyncio.get_running_loop().create_task(self._send(publication))
@@ -194,7 +202,6 @@ class FleetBus:
     async def _follow(self) -> None:
         records = await self._own.read(int(self.member.sync_interval_ms))
         engine = self._context.quotas.engine
-        logins = self._context.login_guard.backoffs
         started = time.thread_time()
         for record in records:
             value = record.value or b""
@@ -206,7 +213,9 @@ class FleetBus:
                     "fleet %s: the record at offset %d skipped: %s", self.name, record.offset, exc
                 )
                 continue
-            self.member.receive(publication, engine, self._clock.now_ms(), logins)
+            now_ms = self._clock.now_ms()
+            skipped = self.member.receive(publication, engine, now_ms)
+            self._counts.receive(publication.member, skipped, engine, now_ms)
         self._stats.cpu_seconds += time.thread_time() - started
         if records:
             self._report()
@@ -214,10 +223,10 @@ class FleetBus:
     def _report(self) -> None:
         """The budget share in force, the metrics, and a log line when the bus changes."""
         now_ms = self._clock.now_ms()
-        up = self.member.bus_up(now_ms)
-        share = self.member.share(now_ms)
+        up = self.member.membership.bus_up(now_ms)
+        share = self.member.membership.share(now_ms)
         self._context.share_budgets(share)
-        self._stats.members = self.member.members(now_ms)
+        self._stats.members = self.member.membership.members(now_ms)
         self._stats.bus_up = up
         self._stats.budget_share = share
         self._stats.watched = self.member.watched()
@@ -238,7 +247,7 @@ class FleetBus:
                 round(1 / share),
             )
         self._up = up
-        older = self.member.hears_older(now_ms)
+        older = self.member.membership.hears_older(now_ms)
         if older and not self._older:
             log.warning(
                 "fleet %s: a member that reads only fleet records of version %d is heard: "

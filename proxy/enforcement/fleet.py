@@ -51,10 +51,7 @@ Use that stops and starts (a client throttled, a consumer's large fetches) is no
 and is published every interval. A member that hears one of version 1 (which reads no
 standings) publishes every use whole while it does (protocol/fleet_records.py).
 
-Membership is what the bus shows: a member whose publications stop for GONE_AFTER intervals
-is gone. A member that stops reading its own publications back has lost the bus: it falls
-back to its share of every budget (the limit divided by the members it last saw), never to
-the whole limit, until it reads itself again.
+Membership is what the bus shows (fleet_membership.py).
 """
 
 from __future__ import annotations
@@ -63,16 +60,8 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
-from protocol.fleet_records import (
-    FAILED_LOGINS,
-    LOGIN_ACCEPTED,
-    OPEN_CONNECTIONS,
-    READS_NEWEST,
-    VERSION,
-    Publication,
-    Use,
-)
-from proxy.enforcement.failed_logins import FailedLogins
+from protocol.fleet_records import OPEN_CONNECTIONS, READS_NEWEST, VERSION, Publication, Use
+from proxy.enforcement.fleet_membership import GONE_AFTER, Membership
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags
 from quotas.managers import (
@@ -84,9 +73,6 @@ from quotas.managers import (
 )
 from quotas.topics import TopicQuotaManager
 
-#: sync intervals of silence after which a member is gone (or, for its own publications, the
-#: bus is)
-GONE_AFTER: Final = 4
 #: the share of a sensor's limit the fleet may use unheard: a member's use weighted by the
 #: members, as if spread evenly (a half: a principal takes some time to be heard, and the
 #: others' use meanwhile is at most the rest of their lines)
@@ -105,10 +91,6 @@ STEADY_MS: Final = 2000
 #: a standing is named again this often though unchanged (and whenever a member joins), so
 #: that a member that missed it learns it
 RESTATE_MS: Final = 10_000
-#: how long after a member of record version 1 was last heard its records are still written:
-#: far longer than a member is gone after, since one that reads the bus late for a second
-#: (a loaded host) must not see records it cannot read
-OLDER_FOR_MS: Final = 30_000
 #: the weight of an interval's use in the pace a standing is taken from
 PACE: Final = 0.1
 #: use is steady while every interval's is within this share of the tolerance of the pace
@@ -251,7 +233,8 @@ class FleetMember:
     def __init__(self, member: str, sync_interval_ms: int) -> None:
         self.member = member
         self.sync_interval_ms = sync_interval_ms
-        self._gone_after_ms = GONE_AFTER * sync_interval_ms
+        #: who else is in the fleet, and whether this member's bus is up
+        self.membership = Membership(sync_interval_ms, self._forget_standings)
         self._sequence = 0
         #: when this member's publications were made (by sequence), until they come back:
         #: the bus's delay is how long they took
@@ -261,38 +244,23 @@ class FleetMember:
         #: when the first of those lost in a row was
         self._lost: Publication | None = None
         self._lost_ms = 0
-        #: other members -> when their last publication arrived (this member's clock)
-        self._heard: dict[str, int] = {}
-        #: members heard writing version 1 records (they read no standings), when last
-        self._older: dict[str, int] = {}
         #: members whose standings some share holds; whether a member was heard since the
         #: last publication that was not heard before (it learns the standings from the next)
         self._standing: set[str] = set()
         self._joined = False
-        #: when this member's own last publication came back from the bus
-        self._own_ms: int | None = None
-        #: the members alive when the bus was last up: the budget is shared among them
-        #: while it is down
-        self._members_when_up = 1
         #: the engine's managers the shares are of, and per manager its sensors' shares
         self._managers: Sequence[QuotaManager] = ()
         self._shares: list[dict[MetricTags, _Share]] = []
 
-    def publish(
-        self,
-        engine: QuotaEngine,
-        now_ms: int,
-        wall_ms: int,
-        logins: FailedLogins | None = None,
-    ) -> Publication:
+    def publish(self, engine: QuotaEngine, now_ms: int, wall_ms: int) -> Publication:
         """What this member charged since its last publication of the sensors it watches,
         beyond its standings, and the standings it names anew; every watched sensor's weight
-        renewed from the use seen here and elsewhere, the others' standings added. With
-        `logins`, the refusals and successes the failed-login backoff saw here too."""
+        renewed from the use seen here and elsewhere, the others' standings added."""
         shares = self._shares_of(engine, now_ms)
-        up = self.bus_up(now_ms)
-        others = self.members(now_ms) - 1 if up else 0
-        reckoning = up and not self.hears_older(now_ms)
+        membership = self.membership
+        up = membership.bus_up(now_ms)
+        others = membership.members(now_ms) - 1 if up else 0
+        reckoning = up and not membership.hears_older(now_ms)
         cool_after = cool_after_intervals(self.sync_interval_ms)
         steady_after = max(1, STEADY_MS // self.sync_interval_ms)
         # every standing named again now if a member joined since the last publication
@@ -374,12 +342,6 @@ class FleetMember:
                     _withdraw(manager, share, now_ms, now_ms)
                     manager.unwatch(sensors)
                     del by_tags[tags]
-        uses += self._connection_counts(engine, now_ms, up, cool_after)
-        if logins is not None and logins.settings is not None:
-            logins.sharing = True
-            refused, accepted = logins.take_seen()
-            uses += [(FAILED_LOGINS, u or "", a, float(n)) for (u, a), n in refused.items()]
-            uses += [(LOGIN_ACCEPTED, user, address, 1.0) for user, address in accepted]
         engine.producer_ids.sharing = True  # a reload may have made the manager anew
         producer_ids = {tags[0]: ids for tags, ids in engine.producer_ids.take_admitted().items()}
         publication = Publication(
@@ -400,27 +362,6 @@ class FleetMember:
         self._published_ms.pop(self._sequence - 2 * GONE_AFTER, None)  # never read back
         return publication
 
-    def _connection_counts(
-        self, engine: QuotaEngine, now_ms: int, up: bool, cool_after: int
-    ) -> list[Use]:
-        """This member's counts of the principals whose connections it watches (the
-        connection guard), whole: every interval, so a count lost with its publication is
-        named again by the next."""
-        connections = engine.connections
-        if not connections.enabled:
-            return []
-        self._place_connections(engine, now_ms)
-        counts = connections.publish(cool_after, GONE_AFTER)
-        return [(OPEN_CONNECTIONS, user, client_id, count) for (user, client_id), count in counts]
-
-    def _place_connections(self, engine: QuotaEngine, now_ms: int) -> None:
-        """The open connections' view of the fleet, renewed as soon as it changes (a member
-        that just started serves before its first publication)."""
-        self.members(now_ms)  # the members gone are forgotten
-        # with the bus down, each limit is the member's share, held alone
-        line_share = LINE_SHARE if self.bus_up(now_ms) else None
-        engine.connections.place(line_share, self.member, self._heard.keys())
-
     def lost(self, publication: Publication, now_ms: int) -> None:
         """The bus did not take a publication: its use and standings go out with the next
         one, unless the bus stays down so long that the others have fallen back to their
@@ -428,59 +369,44 @@ class FleetMember:
         return). One that timed out may have been written after all: its use then counts
         twice, on the safe side."""
         self._published_ms.pop(publication.sequence, None)
-        # counts are whole, and the next publication names them again: none are added up
-        uses = [use for use in publication.uses if use[0] != OPEN_CONNECTIONS]
-        publication = publication._replace(uses=uses)
-        if self._lost is not None and now_ms - self._lost_ms <= self._gone_after_ms:
+        # counts are whole, and the next publication names them again: none is added up
+        publication = publication._replace(
+            uses=[use for use in publication.uses if use[0] != OPEN_CONNECTIONS]
+        )
+        if self._lost is not None and now_ms - self._lost_ms <= self.membership.gone_after_ms:
             publication = _merged(self._lost, publication)
         else:
             self._lost_ms = now_ms
         self._lost = publication
 
-    def receive(
-        self,
-        publication: Publication,
-        engine: QuotaEngine,
-        now_ms: int,
-        logins: FailedLogins | None = None,
-    ) -> None:
+    def receive(self, publication: Publication, engine: QuotaEngine, now_ms: int) -> list[Use]:
         """A publication the bus carried: this member's own says the bus is up; another
         member's use is recorded into the same sensors, unjudged, less what was already
-        charged here in anticipation of it, and its standings are added from now on. Its
-        connection counts and the logins it saw refused or accepted are taken as theirs."""
+        charged here in anticipation of it, and its standings are added from now on. What
+        is not a use of a quota type this member knows is returned (fleet_counts.py)."""
         member = publication.member
         if member == self.member:
-            self._own_ms = now_ms
             published = self._published_ms.pop(publication.sequence, None)
             if published is not None:
                 self._delay_ms = now_ms - published
                 for older in [seq for seq in self._published_ms if seq < publication.sequence]:
                     del self._published_ms[older]
-            # the members the budget is shared among if the bus is lost from here on
-            self._members_when_up = self.members(now_ms)
-            self._place_connections(engine, now_ms)
-            return
-        if member not in self._heard:
+            self.membership.heard_self(now_ms)
+            return []
+        uses, standings = publication.uses, publication.standings
+        older = standings is None and (not uses or uses[0][0] != READS_NEWEST)
+        if self.membership.heard(member, now_ms, older):
             self._joined = True
-            self._heard[member] = now_ms
-            self._place_connections(engine, now_ms)
-        self._heard[member] = now_ms
         shares = self._shares_of(engine, now_ms)
         managers = self._managers
-        uses, standings = publication.uses, publication.standings
         if standings is None:
-            if not uses or uses[0][0] != READS_NEWEST:
-                self._older[member] = now_ms
-            if member in self._standing:
-                self._forget_standings(member)
+            self._forget_standings(member)
         coolings: dict[int, Callable[[ClientSensors, float, int], bool]] = {}
+        skipped: list[Use] = []
         for quota_type, user, client_id, value in uses:
-            if quota_type >= LOGIN_ACCEPTED:
-                _receive_reserved(publication, (quota_type, user, client_id, value), engine,
-                                  logins, now_ms)  # fmt: skip
+            if not 0 <= quota_type < len(shares):  # not a use, or a newer member's quota type
+                skipped.append((quota_type, user, client_id, value))
                 continue
-            if not 0 <= quota_type < len(shares):
-                continue  # a newer member's quota type
             manager = managers[quota_type]
             if not manager.enabled:
                 continue
@@ -523,17 +449,12 @@ class FleetMember:
         if producer_ids.enabled:
             for user, ids in publication.producer_ids.items():
                 producer_ids.remember((user, ""), ids, now_ms)
-
-    def hears_older(self, now_ms: int) -> bool:
-        """Whether a member that reads only STANDINGLESS records was heard in the last
-        OLDER_FOR_MS: then every use is published whole, in records it reads."""
-        gone = [m for m, heard in self._older.items() if now_ms - heard > OLDER_FOR_MS]
-        for member in gone:
-            del self._older[member]
-        return bool(self._older)
+        return skipped
 
     def _forget_standings(self, member: str) -> None:
         """A member gone, or writing records without standings: its standings end here."""
+        if member not in self._standing:
+            return
         self._standing.discard(member)
         for by_tags in self._shares:
             for share in by_tags.values():
@@ -573,44 +494,6 @@ class FleetMember:
     def watched(self) -> int:
         """The sensors this member watches, over every quota type and topic."""
         return sum(map(len, self._shares))
-
-    def members(self, now_ms: int) -> int:
-        """This member and every other heard from lately."""
-        gone = [m for m, heard in self._heard.items() if now_ms - heard > self._gone_after_ms]
-        for member in gone:
-            del self._heard[member]
-            if member in self._standing:
-                self._forget_standings(member)
-        return 1 + len(self._heard)
-
-    def bus_up(self, now_ms: int) -> bool:
-        own = self._own_ms
-        return own is not None and now_ms - own <= self._gone_after_ms
-
-    def share(self, now_ms: int) -> float:
-        """The share of each budget this member enforces on its own: all of it while the bus
-        carries the fleet's use, 1 / the members last seen while it does not."""
-        return 1.0 if self.bus_up(now_ms) else 1.0 / self._members_when_up
-
-
-def _receive_reserved(
-    publication: Publication,
-    use: Use,
-    engine: QuotaEngine,
-    logins: FailedLogins | None,
-    now_ms: int,
-) -> None:
-    """Another member's use of a quota type that is not a use (protocol/fleet_records.py;
-    READS_NEWEST says nothing here)."""
-    quota_type, user, client_id, value = use
-    if quota_type == OPEN_CONNECTIONS:
-        engine.connections.receive(publication.member, (user, client_id), value)
-    elif logins is None:
-        return
-    elif quota_type == FAILED_LOGINS:
-        logins.refused_elsewhere(user or None, client_id, int(value), now_ms)
-    elif quota_type == LOGIN_ACCEPTED:
-        logins.accepted_elsewhere(user, client_id)
 
 
 def _merged(lost: Publication, publication: Publication) -> Publication:

@@ -70,8 +70,7 @@ class ConnectionCore:
             self._budget = ReadBudget(
                 context.memory_pool, self._requests, clock, gate.wait_for_memory, gate.granted
             )
-        # upstream responses are trusted; Fetch responses may legitimately be large
-        self._responses = FrameSplitter()
+        self._responses = FrameSplitter()  # upstream's are trusted; a Fetch's may be large
         self._in_flight = InFlight()
         self.closed = False
         #: the largest throttle among the responses being written now

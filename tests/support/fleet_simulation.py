@@ -135,7 +135,7 @@ def simulate_fleet(
             for recipient, record in heard:
                 clock.call_later(bus.delay_ms * MS, delivery(recipient, record))
             heard.clear()
-        context.share_budgets(member.share(now_ms))
+        context.share_budgets(member.membership.share(now_ms))
         clock.call_later(bus.sync_interval_ms * MS, syncing(index))
 
     def syncing(index: int) -> Callable[[], None]:

@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from config.guards import FailedLoginSettings
 from protocol.fleet_records import (
-    FAILED_LOGINS,
-    OPEN_CONNECTIONS,
     READS_NEWEST,
     Publication,
     Use,
@@ -30,8 +27,8 @@ from protocol.fleet_records import (
     encode,
     split,
 )
-from proxy.enforcement.failed_logins import FailedLogins
-from proxy.enforcement.fleet import GONE_AFTER, OLDER_FOR_MS, RESTATE_MS, FleetMember
+from proxy.enforcement.fleet import RESTATE_MS, FleetMember
+from proxy.enforcement.fleet_membership import GONE_AFTER, OLDER_FOR_MS
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, KAFKA_QUOTA_TYPES, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaLimits, QuotaSettings
@@ -169,66 +166,6 @@ def test_a_request_rate_guard_is_one_fleet_budget_numbered_after_the_topics() ->
     assert [use[0] for use in uses_of(publication)] == [number]
     there = guards[1].sensors_for("", "churn", SYNC_MS)
     assert guards[1].record_permissive(there, 1, SYNC_MS) > 0
-
-
-def test_open_connections_are_counted_across_the_fleet_and_go_with_a_member() -> None:
-    """Issue 52: a principal's connections on one member leave the other only the rest of
-    its limit; the counts travel whole, as OPEN_CONNECTIONS, and a member gone takes its
-    own with it."""
-    members, engines = fleet(2, {QuotaType.CONNECTIONS: {QuotaEntity(user=DEFAULT): 20.0}})
-    exchange(members, engines, SYNC_MS)  # each has read its own: its bus is up
-    first, second = (each.connections for each in engines)
-    tags = first.tags("alice", "app")
-    while first.room(tags, 20):
-        first.connected(("alice", "app"))
-    # past its line (5 x 2 members), its half of the room the other's line share leaves
-    assert first.here[tags] == 10
-    (publication, _) = exchange(members, engines, 2 * SYNC_MS)
-    assert (OPEN_CONNECTIONS, "alice", "", 10.5) in publication.uses  # it refused one
-    assert second.fleet(tags) == 10
-    assert second.room(tags, 20)
-    second.connected(("alice", "app"))
-    for now_ms in range(3 * SYNC_MS, 12 * SYNC_MS, SYNC_MS):
-        exchange(members, engines, now_ms)
-        while first.room(tags, 20):
-            first.connected(("alice", "app"))
-    assert first.fleet(tags) == 20 and second.fleet(tags) == 20
-    # the first member stops publishing: gone, its connections with it
-    for now_ms in range(12 * SYNC_MS, (13 + GONE_AFTER) * SYNC_MS, SYNC_MS):
-        exchange(members[1:], engines[1:], now_ms)
-    assert second.fleet(tags) == 1
-
-
-def test_a_login_refused_on_one_member_waits_on_every_member() -> None:
-    """Issue 52: a client that tries each member in turn waits as long as one that tries
-    one member; a success anywhere ends its user's wait everywhere. Refusals travel as
-    FAILED_LOGINS uses, which a member from before the guard skips."""
-    members, engines = fleet(2, {})
-    settings = FailedLoginSettings(first_wait_ms=100, max_wait_ms=2000)
-    logins = [FailedLogins(settings, draw=lambda: 0.0) for _ in members]
-
-    def exchange_logins(now_ms: int) -> list[Publication]:
-        publications = [
-            member.publish(engine, now_ms, now_ms, backoffs)
-            for member, engine, backoffs in zip(members, engines, logins, strict=True)
-        ]
-        for publication in publications:
-            for member, engine, backoffs in zip(members, engines, logins, strict=True):
-                member.receive(decode(encode(publication)), engine, now_ms, backoffs)
-        return publications
-
-    exchange_logins(SYNC_MS)  # the first publication shares nothing yet
-    for _ in range(3):
-        logins[0].refused("grace", "10.0.0.7", 2 * SYNC_MS)
-    (publication, _) = exchange_logins(2 * SYNC_MS)
-    assert (FAILED_LOGINS, "grace", "10.0.0.7", 3.0) in publication.uses
-    # three refusals: the next attempt waits 400 ms, by user and by address, on either member
-    assert logins[1].wait_ms("grace", "10.0.0.9", 2 * SYNC_MS) == (400, "user")
-    assert logins[1].wait_ms(None, "10.0.0.7", 2 * SYNC_MS) == (400, "address")
-    assert logins[1].counts.refused == 0  # the broker refused none through it
-    logins[1].accepted("grace", "10.0.0.8")
-    exchange_logins(3 * SYNC_MS)
-    assert logins[0].wait_ms("grace", "10.0.0.9", 3 * SYNC_MS) == (0, "")
 
 
 def test_a_producer_id_admitted_on_one_member_is_not_charged_on_another() -> None:
@@ -374,7 +311,7 @@ def test_a_gone_members_standings_end() -> None:
         now += SYNC_MS
         exchange(members[1:], engines[1:], now)
     assert recorded_there(engines[1], now) == before
-    assert members[1].members(now) == 1
+    assert members[1].membership.members(now) == 1
 
 
 def test_a_member_writes_version_1_while_it_hears_a_member_of_version_1() -> None:
@@ -406,16 +343,16 @@ def test_losing_the_bus_shares_each_budget_and_its_return_restores_it() -> None:
     members, engines = fleet(3, {QuotaType.PRODUCE: {EVERYONE: 900.0}})
     now = SYNC_MS
     exchange(members, engines, now)
-    assert [member.share(now) for member in members] == [1.0, 1.0, 1.0]
+    assert [member.membership.share(now) for member in members] == [1.0, 1.0, 1.0]
     for _ in range(GONE_AFTER + 1):  # publications go out, none comes back
         now += SYNC_MS
         for member, each in zip(members, engines, strict=True):
             member.lost(member.publish(each, now, now), now)
-    assert [member.share(now) for member in members] == [1 / 3, 1 / 3, 1 / 3]
+    assert [member.membership.share(now) for member in members] == [1 / 3, 1 / 3, 1 / 3]
     now += SYNC_MS
     exchange(members, engines, now)  # back: one interval, and each reads itself again
-    assert [member.share(now) for member in members] == [1.0, 1.0, 1.0]
-    assert [member.members(now) for member in members] == [3, 3, 3]
+    assert [member.membership.share(now) for member in members] == [1.0, 1.0, 1.0]
+    assert [member.membership.members(now) for member in members] == [3, 3, 3]
 
 
 def test_a_silent_member_is_gone_after_a_few_intervals() -> None:
@@ -424,7 +361,7 @@ def test_a_silent_member_is_gone_after_a_few_intervals() -> None:
     for _ in range(GONE_AFTER + 1):
         now += SYNC_MS
         exchange(members[:2], engines[:2], now)
-    assert members[0].members(now) == 2
+    assert members[0].membership.members(now) == 2
 
 
 def test_a_lost_publication_goes_out_with_the_next() -> None:

@@ -1,0 +1,60 @@
+"""What a fleet's members tell each other besides use (issue 52): each member's count of the
+open connections of the principals it watches (quotas/principal_connections.py), whole, and
+the logins the brokers refused or accepted through it (failed_logins.py). They ride the
+records of uses (fleet.py), under quota types that are not uses (protocol/fleet_records.py),
+which FleetMember hands on unread and a member from before them skips.
+"""
+
+from __future__ import annotations
+
+from protocol.fleet_records import FAILED_LOGINS, LOGIN_ACCEPTED, OPEN_CONNECTIONS, Use
+from proxy.enforcement.failed_logins import FailedLogins
+from proxy.enforcement.fleet import LINE_SHARE, FleetMember, cool_after_intervals
+from proxy.enforcement.fleet_membership import GONE_AFTER
+from quotas.engine import QuotaEngine
+
+
+class FleetCounts:
+    def __init__(self, member: FleetMember, logins: FailedLogins | None = None) -> None:
+        self._member = member
+        #: the failed-login backoff of this process; None: none to share
+        self._logins = logins
+
+    def publish(self, uses: list[Use], engine: QuotaEngine, now_ms: int) -> None:
+        """Add this member's counts and logins to its publication's uses: each watched
+        principal's count every interval (one lost is named again by the next), and the
+        refusals and successes since the last publication."""
+        connections = engine.connections
+        if connections.enabled:
+            self._place(engine, now_ms)
+            cool_after = cool_after_intervals(self._member.sync_interval_ms)
+            for (user, client_id), count in connections.publish(cool_after, GONE_AFTER):
+                uses.append((OPEN_CONNECTIONS, user, client_id, count))
+        logins = self._logins
+        if logins is not None and logins.settings is not None:
+            logins.sharing = True
+            refused, accepted = logins.take_seen()
+            uses += [(FAILED_LOGINS, u or "", a, float(n)) for (u, a), n in refused.items()]
+            uses += [(LOGIN_ACCEPTED, user, address, 1.0) for user, address in accepted]
+
+    def receive(self, member: str, skipped: list[Use], engine: QuotaEngine, now_ms: int) -> None:
+        """What FleetMember.receive handed on of `member`'s publication. Every publication
+        renews the members the counts are shared among (one that just started serves before
+        its first publication)."""
+        self._place(engine, now_ms)
+        logins = self._logins
+        for quota_type, user, client_id, value in skipped:
+            if quota_type == OPEN_CONNECTIONS:
+                engine.connections.receive(member, (user, client_id), value)
+            elif logins is None:
+                continue
+            elif quota_type == FAILED_LOGINS:
+                logins.refused_elsewhere(user or None, client_id, int(value), now_ms)
+            elif quota_type == LOGIN_ACCEPTED:
+                logins.accepted_elsewhere(user, client_id)
+
+    def _place(self, engine: QuotaEngine, now_ms: int) -> None:
+        membership = self._member.membership
+        # with the bus down, each limit is this member's share, held alone
+        line_share = LINE_SHARE if membership.bus_up(now_ms) else None
+        engine.connections.place(line_share, self._member.member, membership.others(now_ms))
