@@ -76,15 +76,16 @@ class ConnectionGuards:
                 if self._applies(QuotaType.CONNECTIONS, peer, principal, now_ms):
                     connections.refused[key] += 1
                     log.warning(
-                        "closing client %s (User:%s, client-id %r): its principal holds %d "
-                        "connections across the fleet, the limit of %s (%s = %d)",
+                        "closing client %s (User:%s, client-id %r): its principal is at its "
+                        "limit of connections across the fleet, %s = %d of %s (%d open as "
+                        "this proxy knows them)",
                         peer,
                         principal.user,
                         principal.client_id,
-                        connections.fleet(tags),
-                        connections.entity_for(tags),
                         QuotaType.CONNECTIONS.key,
                         limit,
+                        connections.entity_for(tags),
+                        connections.fleet(tags),
                     )
                     return ConnectionAdmission(None)
                 connections.shadowed[key] += 1
