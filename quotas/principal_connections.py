@@ -19,13 +19,18 @@ a member that hears a count that matters watches the principal too.
 A watched principal's room is its limit less this member's count at its last publication
 and each other member's last count (where a member has reported none: as many as this one,
 and at least its share of the line, for it may have passed its line unheard as this one did;
-while none is heard, each member then holds at most its limit over the members). Between
-two publications a member may admit room // members; the whole room if no other member is
-admitting (its count rose, it refused one, or it has not reported). What all of them admit
-then stays within the room however they admit at once, at the cost of a last few
-connections that members storming together leave unused; a principal that connects
-through one member reaches its whole limit in a few intervals. A count published with a
-half added says its member refused one. A principal is left once the fleet's count, and
+while none is heard, each member then holds at most its limit over the members). A member
+admits only once every member that reports the principal has reported since this member
+last published: their counts are then newer than its own, and each of them, waiting in
+turn for this member's next report, admits nothing meanwhile. So the members' admissions
+take turns, each against counts that still hold, however late the bus brings them (a late
+bus only makes them wait). Within its turn a member admits room // members (the whole room
+while no other member is admitting: its count rose, it refused one, or it has not
+reported), which holds the first turns, before everyone has reported, within the room too.
+Members storming together can leave the last connection or two unused, and a connection
+that comes outside its member's turn is refused though there is room: the client's
+reconnect backoff brings it back. A count published with a half added says its member
+refused one. A principal is left once the fleet's count, and
 this member's weighted by the members, have stayed under half the line for `cool_after`
 intervals; its COLD is said a few times, in case a publication is lost. A member whose bus
 is down holds its share of each limit alone (its limits are then that share:
@@ -61,7 +66,7 @@ class _Report(NamedTuple):
 
 
 class _Watched:
-    __slots__ = ("base", "cool", "reports", "wanting")
+    __slots__ = ("base", "cool", "heard", "reports", "wanting")
 
     def __init__(self, base: int) -> None:
         #: this member's count when it last published it
@@ -72,6 +77,8 @@ class _Watched:
         self.wanting = False
         #: other member -> its last report
         self.reports: dict[str, _Report] = {}
+        #: the members whose report came since this member last published
+        self.heard: set[str] = set()
 
 
 class PrincipalConnections:
@@ -129,11 +136,11 @@ class PrincipalConnections:
                 return True
             watched = self._watched[tags] = _Watched(here - 1)
             self._leaving.pop(tags, None)
+        reports = watched.reports
         room = int(limit - watched.base - self._others(watched, limit))
-        if room <= 0:
+        if room <= 0 or not watched.heard.issuperset(reports):
             watched.wanting = True
             return False
-        reports = watched.reports
         alone = not any(_admitting(reports.get(m)) for m in self.others)
         if here - watched.base > (room if alone else room // members):
             watched.wanting = True
@@ -210,6 +217,7 @@ class PrincipalConnections:
                 continue
             wanting = watched.wanting
             watched.base, watched.wanting = here, False
+            watched.heard.clear()
             yield tags, here + WANTING if wanting else float(here)
         for tags, left in list(leaving.items()):
             yield tags, COLD
@@ -224,6 +232,7 @@ class PrincipalConnections:
         if count < 0:
             if watched is not None:
                 watched.reports.pop(member, None)
+                watched.heard.discard(member)
             return
         if watched is None:
             limit = self.limit(tags)
@@ -236,6 +245,7 @@ class PrincipalConnections:
         before = watched.reports.get(member)
         admitting = count > whole or before is None or whole > before.connections
         watched.reports[member] = _Report(whole, admitting)
+        watched.heard.add(member)
 
     def watched(self) -> int:
         return len(self._watched)
