@@ -192,9 +192,9 @@ def test_the_html_report_has_a_chart_per_principal(reported: Path) -> None:
 def test_samples_of_an_unknown_schema_version_are_refused(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    write(tmp_path / "s" / "usage.jsonl", [sample("a", "b", PRODUCE, 1, schema=4, bytes_in=1)])
+    write(tmp_path / "s" / "usage.jsonl", [sample("a", "b", PRODUCE, 1, schema=5, bytes_in=1)])
     args = arguments(tmp_path, "out")
-    with pytest.raises(SampleError, match="version 4: this report reads versions 1, 2, 3"):
+    with pytest.raises(SampleError, match="version 5: this report reads versions 1, 2, 3, 4"):
         run_report(spark, tmp_path / "s", args)
 
 
