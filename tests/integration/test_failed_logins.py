@@ -168,7 +168,13 @@ async def test_a_fleet_shares_the_backoff_so_trying_each_member_gains_nothing(
             for name, extra in (("fleet-0", fleet), ("fleet-1", fleet), ("alone-0", GUARD),
                                 ("alone-1", GUARD))
         ]  # fmt: skip
-        proxies = [proxy.result() for proxy in started]
+    # one that cannot start must not leave the others running
+    proxies = [future.result() for future in started if future.exception() is None]
+    failures = [error for future in started if (error := future.exception()) is not None]
+    if failures:
+        for proxy in proxies:
+            proxy.stop()
+        raise failures[0]
     try:
         storms = {"fleet": Storm(), "alone": Storm()}
         deadline = time.monotonic() + STORM_S
