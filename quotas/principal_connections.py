@@ -18,23 +18,24 @@ a member that hears a count that matters watches the principal too.
 
 A watched principal's room is its limit less this member's count at its last publication
 and each other member's last count (where a member has reported none: as many as this one,
-and at least its share of the line, for it may have passed its line unheard as this one did;
-while none is heard, each member then holds at most its limit over the members). A member
-admits only once every member that reports the principal has reported since this member
-last published: their counts are then newer than its own, and each of them, waiting in
-turn for this member's next report, admits nothing meanwhile. So the members' admissions
-take turns, each against counts that still hold, however late the bus brings them (a late
-bus only makes them wait). Within its turn a member admits room // members (the whole room
-while no other member is admitting: its count rose, it refused one, or it has not
-reported), which holds the first turns, before everyone has reported, within the room too.
-Members storming together can leave the last connection or two unused, and a connection
-that comes outside its member's turn is refused though there is room: the client's
-reconnect backoff brings it back. A count published with a half added says its member
-refused one. A principal is left once the fleet's count, and
-this member's weighted by the members, have stayed under half the line for `cool_after`
-intervals; its COLD is said a few times, in case a publication is lost. A member whose bus
-is down holds its share of each limit alone (its limits are then that share:
-proxy/runtime/context.py).
+and at least its share of the line, for it may have passed its line unheard as this one
+did; while none is heard, each member then holds at most its limit over the members).
+Between two publications a member admits room // members (the whole room while no other
+member is admitting: its count rose, it refused one, or it has not reported); a member not
+heard since this one last published may have admitted its own part meanwhile, which is
+taken off the room first. The last NEAR connections per member are admitted only in turns:
+once every member that reports the principal has reported since this member last published,
+their counts are newer than its own, and each of them, waiting for this member's next
+report, admits nothing meanwhile, so a late bus makes them wait rather than pass the limit
+together. Far from the limit nobody waits for a turn; near it (a principal at 46 of 50 on
+two members, in a simulation of connections that live 2 s) a connection that comes outside
+its member's turn is refused though there is room, and its client's reconnect backoff
+brings it back. Members storming together can leave the last connection or two unused. A
+count published with a half added says its member refused one. A principal is left once the
+fleet's count, and this member's weighted by the members, have stayed under half the line
+for `cool_after` intervals; its COLD is said a few times, in case a publication is lost. A
+member whose bus is down holds its share of each limit alone (its limits are then that
+share: proxy/runtime/context.py).
 
 Pure: the fleet passes the members it hears.
 """
@@ -57,6 +58,8 @@ Client = tuple[str, str]
 
 #: a published count with this added: its member refused a connection of the principal
 WANTING: Final = 0.5
+#: a room of at most this many connections per member is admitted in turns alone
+NEAR: Final = 2
 
 
 class _Report(NamedTuple):
@@ -138,7 +141,11 @@ class PrincipalConnections:
             self._leaving.pop(tags, None)
         reports = watched.reports
         room = int(limit - watched.base - self._others(watched, limit))
-        if room <= 0 or not watched.heard.issuperset(reports):
+        # a member not heard since this one published may have admitted its part since;
+        # the last few connections are admitted only in turns
+        unheard = sum(1 for m in reports if m not in watched.heard)
+        room -= unheard * (room // members)
+        if room <= 0 or (unheard and room <= NEAR * members):
             watched.wanting = True
             return False
         alone = not any(_admitting(reports.get(m)) for m in self.others)

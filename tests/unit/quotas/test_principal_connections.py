@@ -134,3 +134,23 @@ def test_a_member_gone_takes_its_count_with_it() -> None:
     assert list(busy.publish(cool_after=8, repeat=4)) == [(("alice", ""), 24.0)]
     assert busy.fleet(("alice", "")) == 24
     assert admitted(busy, ALICE, 30) == 26  # alone now
+
+
+def test_far_from_the_limit_no_turn_is_waited_for_near_it_every_one_is() -> None:
+    gauges = fleet(2, 50)
+    busy, other = gauges
+    assert (admitted(busy, ALICE, 20), admitted(other, ALICE, 10)) == (20, 10)
+    sync(gauges)
+    list(busy.publish(cool_after=8, repeat=4))  # the other has not reported since
+    # a room of 20, less the part the unheard member may have taken, split: 5 more
+    assert admitted(busy, ALICE, 10) == 5
+    sync(gauges)
+    assert admitted(other, ALICE, 10) == 7  # its turn, heard: half of a room of 15
+    list(other.publish(cool_after=8, repeat=4))
+    # a room of 8 less the unheard part leaves 4: within the last two per member, not its
+    # turn until the busy member reports again
+    assert admitted(other, ALICE, 1) == 0
+    sync(gauges)
+    # its turn, and the busy member's count held still: all of the room, to the limit
+    assert admitted(other, ALICE, 10) == 8
+    assert sum(gauge.here[("alice", "")] for gauge in gauges) == 50
