@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 #: backoffs (users and addresses) and successes (user, address) remembered at most each;
 #: past it, the oldest are forgotten
 KEPT = 100_000
+#: refusals and successes kept for a fleet's next publication at most: a user-name spray
+#: beyond it goes on being held here, and is not carried to the others (it would fill the
+#: bus every interval)
+SHARED_KEPT = 10_000
 #: an attempt held is held up to this share of its wait longer, drawn for each attempt
 JITTER = 0.2
 
@@ -120,7 +124,7 @@ class FailedLogins:
         if self.settings is None:
             return
         self.counts.refused += 1
-        if self.sharing and len(self._refused_here) < KEPT:
+        if self.sharing and len(self._refused_here) < SHARED_KEPT:
             key = (user, address)
             self._refused_here[key] = self._refused_here.get(key, 0) + 1
         self._refuse(user, address, now_ms)
@@ -168,14 +172,16 @@ class FailedLogins:
         of the others'."""
         if self.settings is None:
             return
-        if self.sharing and len(self._accepted_here) < KEPT:
+        if self.sharing and len(self._accepted_here) < SHARED_KEPT:
             self._accepted_here[user, address] = None
-        self.accepted_elsewhere(user, address)
+        self._accept(user, address)
 
     def accepted_elsewhere(self, user: str, address: str) -> None:
-        """A successful authentication, here or on another member of the fleet."""
-        if self.settings is None:
-            return
+        """Another member of the fleet saw `user` authenticate from `address`."""
+        if self.settings is not None:
+            self._accept(user, address)
+
+    def _accept(self, user: str, address: str) -> None:
         self._backoffs.pop(("user", user), None)
         good = self._good
         good.pop((user, address), None)
