@@ -41,7 +41,8 @@ class FleetCounts:
         """What FleetMember.receive handed on of `member`'s publication. Every publication
         renews the members the counts are shared among (one that just started serves before
         its first publication)."""
-        self._place(engine, now_ms)
+        if engine.connections.enabled:
+            self._place(engine, now_ms)
         logins = self._logins
         for quota_type, user, client_id, value in skipped:
             if quota_type == OPEN_CONNECTIONS:
