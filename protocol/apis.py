@@ -47,7 +47,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from protocol.schemas import first_flexible_version, response_schemas
+from protocol.schemas import first_flexible_version, request_schemas, response_schemas
 
 PRODUCE: Final = 0
 FETCH: Final = 1
@@ -182,13 +182,11 @@ MAX_DECODABLE_VERSION: Final[dict[int, int]] = {
 }
 
 
-def _first_flexible(cls: Any) -> int:
-    """kafka-python marks "none" as None or (-1, -1)."""
-    flexible = cls._flexible_versions
-    return int(flexible[0]) if flexible is not None and flexible[0] >= 0 else 1 << 15
-
-
-_REQUEST_FLEXIBLE_FROM: Final = {key: _first_flexible(req) for key, (req, _) in DECODED.items()}
+#: every API's, as the responses' below: the proxy's own requests of APIs it does not decode
+#: (DescribeLogDirs) need their header's version too
+_REQUEST_FLEXIBLE_FROM: Final = {
+    key: first_flexible_version(schema) for key, schema in request_schemas().items()
+}
 #: every API Kafka's message specs define, not only the decoded ones: throttle_time_ms is
 #: written into any response, so any response header must be skippable
 _RESPONSE_FLEXIBLE_FROM: Final = {

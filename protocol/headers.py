@@ -11,7 +11,7 @@ from __future__ import annotations
 from struct import Struct
 from typing import Final, NamedTuple
 
-from protocol.apis import DECODED, request_is_flexible, response_header_is_flexible
+from protocol.apis import request_is_flexible, response_header_is_flexible
 from protocol.errors import ProtocolError
 from protocol.primitives import skip_tagged_fields
 
@@ -54,10 +54,10 @@ def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str, body: bytes
 ) -> bytes:
     """A wire frame for the proxy's own requests, with the header its version uses: v2 (no
-    tagged fields) for a flexible version of an API the proxy decodes, v1 otherwise."""
+    tagged fields) for a flexible version, v1 otherwise."""
     cid = client_id.encode()
     header = _REQUEST_HEADER_V1.pack(api_key, api_version, correlation_id, len(cid)) + cid
-    if api_key in DECODED and request_is_flexible(api_key, api_version):
+    if request_is_flexible(api_key, api_version):
         header += b"\x00"
     return _INT32.pack(len(header) + len(body)) + header + body
 

@@ -18,9 +18,18 @@ _RESOURCES = "kafka.protocol.schemas.resources"
 
 @cache
 def response_schemas() -> dict[int, dict[str, Any]]:
+    return _schemas("Response.json")
+
+
+@cache
+def request_schemas() -> dict[int, dict[str, Any]]:
+    return _schemas("Request.json")
+
+
+def _schemas(suffix: str) -> dict[int, dict[str, Any]]:
     schemas: dict[int, dict[str, Any]] = {}
     for entry in importlib.resources.files(_RESOURCES).iterdir():
-        if entry.name.endswith("Response.json"):
+        if entry.name.endswith(suffix):
             schema = load_json(entry.name.removesuffix(".json"))
             schemas[int(schema["apiKey"])] = schema
     return schemas
