@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from config.values import typed_values
-from quotas.entities import QUOTA_KEYS, QuotaType
+from quotas.entities import CEILING_CLASSES, QUOTA_KEYS, QuotaType
 
 _HOLDS = ("principal", "connection")
+#: the quota keys whose throttles shadow mode keeps from clients: a ceiling's class keys
+#: decide no throttle of their own
+SHADOWED: dict[str, QuotaType] = {
+    key: quota_type for key, quota_type in QUOTA_KEYS.items() if quota_type not in CEILING_CLASSES
+}
 #: the keys of [enforcement] and their TOML types
 KEYS: dict[str, tuple[type, ...]] = {"shadow": (bool, list), "hold": (str,)}
 
@@ -31,12 +36,12 @@ def parse_enforcement(
     hold_principal = hold != "connection"
     shadow = values.get("shadow", False)
     if isinstance(shadow, bool):
-        return (frozenset(QuotaType) if shadow else frozenset()), hold_principal
-    unknown = [key for key in shadow if not isinstance(key, str) or key not in QUOTA_KEYS]
+        return (frozenset(SHADOWED.values()) if shadow else frozenset()), hold_principal
+    unknown = [key for key in shadow if not isinstance(key, str) or key not in SHADOWED]
     if unknown:
         problems.append(
             f"[enforcement] key 'shadow': unknown quota {', '.join(map(repr, unknown))} "
-            f"(known: {', '.join(QUOTA_KEYS)})"
+            f"(known: {', '.join(SHADOWED)})"
         )
         return frozenset(), hold_principal
-    return frozenset(QUOTA_KEYS[key] for key in shadow), hold_principal
+    return frozenset(SHADOWED[key] for key in shadow), hold_principal

@@ -17,7 +17,13 @@ from config.metrics import MetricsSettings, parse_metrics_settings
 from config.proxy import ProxySettings, parse_proxy_settings
 from config.proxy_protocol import ProxyProtocolSettings, parse_proxy_protocol
 from config.quota_store import QuotaStoreSettings, parse_quota_store
-from config.quotas import parse_broker_settings, parse_entities, parse_ips, parse_topics
+from config.quotas import (
+    parse_broker_settings,
+    parse_brokers,
+    parse_entities,
+    parse_ips,
+    parse_topics,
+)
 from config.sni import SniSettings, parse_sni
 from config.tls import TlsSettings, parse_tls
 from config.usage import UsageSettings, parse_usage_settings
@@ -43,6 +49,7 @@ SECTIONS = (
     "clients",
     "ips",
     "topics",
+    "brokers",
 )
 
 
@@ -124,6 +131,8 @@ def load_config(path: Path | str) -> ProxyConfig:
     if guards.connections_shadow:
         shadow |= frozenset(CONNECTION_GUARDS)
     limits = parse_entities(document.get("users"), document.get("clients"), problems)
+    for quota_type, ceilings in parse_brokers(document.get("brokers"), problems).items():
+        limits.setdefault(quota_type, {}).update(ceilings)
     ip_rates = parse_ips(document.get("ips"), problems)
     topic_quotas = parse_topics(document.get("topics"), problems)
     listener, upstream = parse_tls(

@@ -16,7 +16,7 @@ from quotas.connections import canonical_ip
 from quotas.entities import DEFAULT, QUOTA_KEYS, QuotaEntity, QuotaType
 from quotas.settings import ProducerIdCacheSettings, QuotaSettings
 from quotas.stats import MetricConfig
-from quotas.validation import QuotaError, keys_for, legal_topic, validate_value
+from quotas.validation import QuotaError, keys_for, legal_broker, legal_topic, validate_value
 
 _WINDOW_KEYS = {
     "quota.window.num": ("client", "samples"),
@@ -197,6 +197,20 @@ def parse_topics(raw: Any, problems: list[str]) -> dict[str, dict[str, float]]:
     return quotas
 
 
+def parse_brokers(raw: Any, problems: list[str]) -> dict[QuotaType, dict[QuotaEntity, float]]:
+    """[brokers."<node id>"] and [brokers."<default>"]: a broker's ceilings (the proxy's own
+    keys, as `kafka-configs --entity-type brokers` names a broker); `<default>` gives every
+    broker without its own entry a ceiling of its own, as Kafka's default broker config does."""
+
+    def broker(name: str) -> str | None:
+        return name if name == DEFAULT or legal_broker(name) else None
+
+    limits: dict[QuotaType, dict[QuotaEntity, float]] = {}
+    for entity, key, value in _named_quotas(raw, "brokers", broker, "a node id", problems):
+        limits.setdefault(QUOTA_KEYS[key], {})[entity] = value
+    return limits
+
+
 def _named_quotas(
     raw: Any,
     kind: str,
@@ -204,7 +218,8 @@ def _named_quotas(
     expected: str,
     problems: list[str],
 ) -> Iterator[tuple[QuotaEntity, str, float]]:
-    """The valid (entity, key, value) of an [ips] or [topics] table, by name or DEFAULT;
+    """The valid (entity, key, value) of an [ips], [topics] or [brokers] table, by name or
+    DEFAULT;
     `resolve` gives the entity's name, None for a name that cannot be one."""
     for name, table in _entity_tables(raw, kind, problems):
         where = f"{kind}/{name}"
@@ -215,8 +230,9 @@ def _named_quotas(
         if not isinstance(table, dict):
             problems.append(f"{where}: expected a table of quotas, got {table!r}")
             continue
-        entity = QuotaEntity(ip=resolved) if kind == "ips" else QuotaEntity(topic=resolved)
-        for key, value in table.items():
+        entity = QuotaEntity(**{kind.removesuffix("s"): resolved})
+        # a ceiling's key, kafka-quota-proxy.<kind>_ceiling, is a dotted key in TOML
+        for key, value in flatten_dotted(table).items():
             quota = _quota_value(entity, key, value, f"{where}: key '{key}'", problems)
             if quota is not None:
                 yield entity, key, quota

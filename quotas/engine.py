@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from quotas.entities import GUARDS, QuotaType
+from quotas.ceilings import CeilingManager
+from quotas.entities import CEILINGS, GUARDS, QuotaType
 from quotas.managers import (
     ClientQuotaManager,
     QuotaManager,
@@ -19,6 +20,9 @@ from quotas.topics import TopicQuotaManager, client_entities
 
 #: Kafka's request quota throttles by at most one window; mutation quotas are per second
 _SECOND_MS = 1000.0
+#: the least a ceiling lets a principal send where exempt use and floors take it all: a KiB
+#: a second of produce and of fetch, a request a second
+_CEILING_MINIMUMS = (1024.0, 1024.0, 1.0)
 
 
 class QuotaEngine:
@@ -75,6 +79,13 @@ class QuotaEngine:
         )
         self.connections = PrincipalConnections() if connections is None else connections
         self.connections.update_limits(client_entities(limits.get(QuotaType.CONNECTIONS, {})))
+        #: each broker's ceilings (docs/ceilings.md): on top of every principal's quotas
+        self.produce_ceiling, self.fetch_ceiling, self.request_ceiling = (
+            CeilingManager(ceiling, limits, floor, quota, minimum)
+            for (ceiling, (floor, quota)), minimum in zip(
+                CEILINGS.items(), _CEILING_MINIMUMS, strict=True
+            )
+        )
 
         self._by_type: dict[QuotaType, QuotaManager] = {m.quota_type: m for m in self.managers()}
 
@@ -126,12 +137,19 @@ class QuotaEngine:
         self.connections.update_limits(client_entities(connections))
         for topics in self.topic_managers():
             topics.update_limits(config.limits.get(topics.quota_type, {}))
+        for ceiling in self.ceilings():
+            ceiling.update_classes(config.limits)
         return True
+
+    def ceilings(self) -> Iterator[CeilingManager]:
+        yield self.produce_ceiling
+        yield self.fetch_ceiling
+        yield self.request_ceiling
 
     def topic_managers(self) -> Iterator[TopicQuotaManager]:
         yield self.topic_produce
         yield self.topic_fetch
 
     def expire(self, now_ms: int) -> int:
-        managers = (*self.managers(), *self.topic_managers())
+        managers = (*self.managers(), *self.topic_managers(), *self.ceilings())
         return sum(manager.expire(now_ms) for manager in managers)

@@ -48,6 +48,13 @@ class QuotaType(Enum):
     LIST_OFFSETS_RATE = (PROXY_PREFIX + "list_offsets_rate", "ListOffsets", 2)
     CONNECTIONS = (PROXY_PREFIX + "connections", "Connections")
     CONNECTION_CREATION_RATE = (PROXY_PREFIX + "connection_creation_rate", "ConnectionCreation")
+    PRODUCE_CEILING = (PROXY_PREFIX + "produce_ceiling", "ProduceCeiling")
+    FETCH_CEILING = (PROXY_PREFIX + "fetch_ceiling", "FetchCeiling")
+    REQUEST_CEILING = (PROXY_PREFIX + "request_ceiling", "RequestCeiling")
+    CEILING_EXEMPT = (PROXY_PREFIX + "ceiling_exempt", "CeilingExempt")
+    PRODUCE_FLOOR = (PROXY_PREFIX + "produce_floor", "ProduceFloor")
+    FETCH_FLOOR = (PROXY_PREFIX + "fetch_floor", "FetchFloor")
+    REQUEST_FLOOR = (PROXY_PREFIX + "request_floor", "RequestFloor")
 
     def __init__(self, key: str, group: str, api_key: int | None = None) -> None:
         self.key = key
@@ -67,19 +74,35 @@ GUARDS: Final = {t.api_key: t for t in QuotaType if t.api_key is not None}
 CONNECTION_GUARDS: Final = (QuotaType.CONNECTIONS, QuotaType.CONNECTION_CREATION_RATE)
 #: the guards held by a token bucket ([guards.requests] sizes them)
 BUCKETS: Final = (*GUARDS.values(), QuotaType.CONNECTION_CREATION_RATE)
+#: a broker's ceilings (docs/ceilings.md), each with the floor a guaranteed principal keeps
+#: under it and the quota its best-effort principals share it by
+CEILINGS: Final = {
+    QuotaType.PRODUCE_CEILING: (QuotaType.PRODUCE_FLOOR, QuotaType.PRODUCE),
+    QuotaType.FETCH_CEILING: (QuotaType.FETCH_FLOOR, QuotaType.FETCH),
+    QuotaType.REQUEST_CEILING: (QuotaType.REQUEST_FLOOR, QuotaType.REQUEST),
+}
+#: the keys of user and client-id entities that place a principal under the ceilings
+CEILING_CLASSES: Final = (
+    QuotaType.CEILING_EXEMPT,
+    QuotaType.PRODUCE_FLOOR,
+    QuotaType.FETCH_FLOOR,
+    QuotaType.REQUEST_FLOOR,
+)
 
 
 @dataclass(frozen=True, slots=True)
 class QuotaEntity:
-    """users/<user>[/clients/<client_id>], clients/<client_id>, ips/<ip> or topics/<topic>;
-    None = not part of it, DEFAULT = Kafka's default entity of that type. A topic entity is
-    the proxy's own (KIP-1010 asks for it; Kafka has none): a topic's byte rates, whoever
-    writes or reads it."""
+    """users/<user>[/clients/<client_id>], clients/<client_id>, ips/<ip>, topics/<topic> or
+    brokers/<node id>; None = not part of it, DEFAULT = Kafka's default entity of that type.
+    A topic entity is the proxy's own (KIP-1010 asks for it; Kafka has none): a topic's byte
+    rates, whoever writes or reads it. A broker entity carries the broker's ceilings, as
+    `kafka-configs --entity-type brokers` names a broker (its default: every broker)."""
 
     user: str | None = None
     client_id: str | None = None
     ip: str | None = None
     topic: str | None = None
+    broker: str | None = None
 
     def __str__(self) -> str:
         parts = []
@@ -91,6 +114,8 @@ class QuotaEntity:
             parts.append(f"ips/{self.ip}")
         if self.topic is not None:
             parts.append(f"topics/{self.topic}")
+        if self.broker is not None:
+            parts.append(f"brokers/{self.broker}")
         return "/".join(parts)
 
 

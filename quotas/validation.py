@@ -29,6 +29,8 @@ CLIENT_ID: Final = "client-id"
 IP: Final = "ip"
 #: the proxy's own entity type (not Kafka's): a topic's byte rates across every client
 TOPIC: Final = "topic"
+#: the proxy's own entity type too: a broker's ceilings (docs/ceilings.md)
+BROKER: Final = "broker"
 
 
 class QuotaError(ValueError):
@@ -58,6 +60,10 @@ CLIENT_KEYS: Final[Mapping[str, KeyType]] = {
     **{guard.key: KeyType.DOUBLE for guard in GUARDS.values()},
     QuotaType.CONNECTIONS.key: KeyType.INT,
     QuotaType.CONNECTION_CREATION_RATE.key: KeyType.DOUBLE,
+    QuotaType.CEILING_EXEMPT.key: KeyType.INT,
+    QuotaType.PRODUCE_FLOOR.key: KeyType.LONG,
+    QuotaType.FETCH_FLOOR.key: KeyType.LONG,
+    QuotaType.REQUEST_FLOOR.key: KeyType.DOUBLE,
 }
 #: KIP-936's producer_ids_rate (DOUBLE), for user entities alone: users/<user>, users/<default>
 USER_KEYS: Final[Mapping[str, KeyType]] = {**CLIENT_KEYS, "producer_ids_rate": KeyType.DOUBLE}
@@ -67,6 +73,12 @@ IP_KEYS: Final[Mapping[str, KeyType]] = {"connection_creation_rate": KeyType.INT
 TOPIC_KEYS: Final[Mapping[str, KeyType]] = {
     "producer_byte_rate": KeyType.LONG,
     "consumer_byte_rate": KeyType.LONG,
+}
+#: a broker's ceilings: bytes per second in and out, requests per second
+CEILING_KEYS: Final[Mapping[str, KeyType]] = {
+    QuotaType.PRODUCE_CEILING.key: KeyType.LONG,
+    QuotaType.FETCH_CEILING.key: KeyType.LONG,
+    QuotaType.REQUEST_CEILING.key: KeyType.DOUBLE,
 }
 
 #: Kafka's legal topic names (Topic.validate)
@@ -86,10 +98,20 @@ def entity_of(pairs: EntityPairs, resolve: Resolve = canonical_ip) -> QuotaEntit
     if not entity:
         raise QuotaError("Invalid empty client quota entity")
     for entity_type, name in entity.items():
-        if entity_type not in (USER, CLIENT_ID, IP, TOPIC):
+        if entity_type not in (USER, CLIENT_ID, IP, TOPIC, BROKER):
             raise QuotaError(f"Unhandled client quota entity type: {entity_type}")
         if name == "":
             raise QuotaError(f"Empty {entity_type} not supported")
+    if BROKER in entity:
+        if len(entity) > 1:
+            raise QuotaError(
+                "Invalid quota entity combination, a broker entity is not combined with "
+                "another entity type"
+            )
+        name = entity[BROKER]
+        if name is not None and not legal_broker(name):
+            raise QuotaError(f"Invalid broker id {name}: a node id, 0 or more")
+        return QuotaEntity(broker=DEFAULT if name is None else name)
     if TOPIC in entity:
         if len(entity) > 1:
             raise QuotaError(
@@ -126,6 +148,11 @@ def legal_topic(topic: str) -> bool:
     return bool(_TOPIC_NAME.match(topic)) and topic not in (".", "..")
 
 
+def legal_broker(name: str) -> bool:
+    """A node id as kafka-configs takes one for --entity-name: a decimal int, 0 or more."""
+    return name.isascii() and name.isdigit() and int(name) <= INT_MAX and str(int(name)) == name
+
+
 def pairs_of(entity: QuotaEntity) -> list[tuple[str, str | None]]:
     """The entity as a request names it: (type, name), None for a default."""
     pairs = []
@@ -134,6 +161,7 @@ def pairs_of(entity: QuotaEntity) -> list[tuple[str, str | None]]:
         (CLIENT_ID, entity.client_id),
         (IP, entity.ip),
         (TOPIC, entity.topic),
+        (BROKER, entity.broker),
     )
     for entity_type, name in named:
         if name is not None:
@@ -147,6 +175,8 @@ def keys_for(entity: QuotaEntity) -> Mapping[str, KeyType]:
         return IP_KEYS
     if entity.topic is not None:
         return TOPIC_KEYS
+    if entity.broker is not None:
+        return CEILING_KEYS
     if entity.user is not None and entity.client_id is None:
         return USER_KEYS
     return CLIENT_KEYS

@@ -32,6 +32,11 @@ class Verdict:
             return self
         return Verdict(self.manager, self.sensors, throttle)
 
+    def each(self, now_ms: int) -> list[Verdict]:
+        """Every decision this verdict holds, as judged at `now_ms`: settlement picks the
+        largest among those enforced, whichever quota types are in shadow mode."""
+        return [self.judged(now_ms)]
+
 
 class Rejudged(Verdict):
     """The throttle owed as the sensor stands at settlement.
@@ -67,8 +72,8 @@ class Elapsing(Verdict):
 
 
 class Largest(Verdict):
-    """A request that charged several sensors of one quota type (a Produce's principal and
-    the topics it writes): settled by whichever owes the largest throttle then, as Kafka
+    """A request that charged several sensors (a Produce's principal, the topics it writes,
+    the broker's ceiling): settled by whichever owes the largest throttle then, as Kafka
     throttles by the largest decision."""
 
     __slots__ = ("verdicts",)
@@ -82,5 +87,7 @@ class Largest(Verdict):
         return max(verdict.at(now_ms) for verdict in self.verdicts)
 
     def judged(self, now_ms: int) -> Verdict:
-        judged = [verdict.judged(now_ms) for verdict in self.verdicts]
-        return max(judged, key=lambda verdict: verdict.throttle_ms)
+        return max(self.each(now_ms), key=lambda verdict: verdict.throttle_ms)
+
+    def each(self, now_ms: int) -> list[Verdict]:
+        return [judged for verdict in self.verdicts for judged in verdict.each(now_ms)]

@@ -9,7 +9,7 @@ import pytest
 from config.errors import ConfigError
 from config.guards import FailedLoginSettings
 from config.loader import load_config
-from quotas.entities import DEFAULT, GUARDS, QuotaEntity, QuotaType
+from quotas.entities import CEILING_CLASSES, DEFAULT, GUARDS, QuotaEntity, QuotaType
 from quotas.settings import GuardSettings
 from quotas.stats import MetricConfig
 
@@ -156,6 +156,8 @@ consumer_byte_rate = true
         "(known: producer_byte_rate, consumer_byte_rate, request_percentage, "
         f"controller_mutation_rate, {', '.join(guard.key for guard in GUARDS.values())}, "
         "kafka-quota-proxy.connections, kafka-quota-proxy.connection_creation_rate, "
+        "kafka-quota-proxy.ceiling_exempt, kafka-quota-proxy.produce_floor, "
+        "kafka-quota-proxy.fetch_floor, kafka-quota-proxy.request_floor, "
         "producer_ids_rate or a 'clients' table)",
         "users/alice/clients/app: key 'producer_ids_rate': Invalid configuration key "
         "producer_ids_rate (producer_ids_rate applies to users/<user> and users/<default> only",
@@ -170,7 +172,8 @@ consumer_byte_rate = true
 
 def test_shadow_mode_globally_or_per_quota(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, "")).shadow == frozenset()
-    assert load_config(write(tmp_path, "[enforcement]\nshadow = true\n")).shadow == set(QuotaType)
+    everything = load_config(write(tmp_path, "[enforcement]\nshadow = true\n")).shadow
+    assert everything == set(QuotaType) - set(CEILING_CLASSES)
     listed = load_config(
         write(tmp_path, '[enforcement]\nshadow = ["consumer_byte_rate", "request_percentage"]\n')
     )
@@ -187,7 +190,9 @@ def test_shadow_mode_globally_or_per_quota(tmp_path: Path) -> None:
         f"{path}: [enforcement] key 'shadow': unknown quota 'consumer_bytes_rate' (known: "
         "producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate, "
         f"producer_ids_rate, {', '.join(guard.key for guard in GUARDS.values())}, "
-        "kafka-quota-proxy.connections, kafka-quota-proxy.connection_creation_rate)",
+        "kafka-quota-proxy.connections, kafka-quota-proxy.connection_creation_rate, "
+        "kafka-quota-proxy.produce_ceiling, kafka-quota-proxy.fetch_ceiling, "
+        "kafka-quota-proxy.request_ceiling)",
     ]
 
 

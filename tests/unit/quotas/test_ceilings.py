@@ -1,0 +1,184 @@
+"""A broker's ceilings on a virtual clock: simulated clients that honour throttle_time_ms, as
+Kafka's clients do, each sending its demand in 5 ms requests; what each got, exactly."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+
+import pytest
+
+from quotas.ceilings import CeilingManager
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.managers import UNLIMITED
+
+CEILING = 1_000_000.0
+#: a request every this many ms while not throttled
+PERIOD_MS = 5
+Limits = Mapping[QuotaType, Mapping[QuotaEntity, float]]
+
+
+def produce_ceiling(limits: Limits) -> CeilingManager:
+    return CeilingManager(
+        QuotaType.PRODUCE_CEILING, limits, QuotaType.PRODUCE_FLOOR, QuotaType.PRODUCE, 1024.0
+    )
+
+
+def run(
+    manager: CeilingManager,
+    demands: Mapping[str, tuple[int, float, int, int]],
+    seconds: int,
+) -> dict[int, dict[str, float]]:
+    """Each user: (broker, bytes per second, from s, until s); what each sent, per second,
+    in every 10 s window."""
+    queue = [(start * 1000, user) for user, (_, _, start, _) in demands.items()]
+    heapq.heapify(queue)
+    windows: dict[int, dict[str, float]] = {}
+    while queue:
+        now, user = heapq.heappop(queue)
+        broker, rate, _, until = demands[user]
+        if now >= min(until, seconds) * 1000:
+            continue
+        size = rate * PERIOD_MS / 1000
+        throttle = 0
+        ceiling = manager.scope(broker)
+        if ceiling is not None:
+            _, throttle = manager.charge(ceiling, manager.standing(user, "app"), size, now)
+        sent = windows.setdefault(now // 10_000, dict.fromkeys(demands, 0.0))
+        sent[user] += size / 10
+        heapq.heappush(queue, (now + max(PERIOD_MS, throttle), user))
+    return windows
+
+
+def near(value: float, expected: float, within: float = 0.01) -> bool:
+    return abs(value - expected) <= expected * within
+
+
+def test_an_exempt_a_guaranteed_and_best_effort_principals_share_one_ceiling() -> None:
+    """The issue's six: the exempt one unthrottled, the guaranteed one its floor and an
+    equal share above it, the greedy best-effort ones equal shares of the rest, the light one
+    all it asks; the broker at its ceiling in every 10 s window once settled."""
+    manager = produce_ceiling(
+        {
+            QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING},
+            QuotaType.CEILING_EXEMPT: {QuotaEntity(user="ops"): 1},
+            QuotaType.PRODUCE_FLOOR: {QuotaEntity(user="gold"): 300_000},
+        }
+    )
+    greedy = 2_000_000.0
+    demands = {
+        "ops": (1, 200_000.0, 0, 120),
+        "gold": (1, greedy, 0, 120),
+        "b1": (1, greedy, 0, 120),
+        "b2": (1, greedy, 0, 120),
+        "b3": (1, greedy, 0, 120),
+        "light": (1, 50_000.0, 0, 120),
+    }
+    windows = run(manager, demands, 120)
+    # ops 200k, light 50k: 750k left; gold keeps 300k, and 450k are shared by four
+    share = (CEILING - 200_000 - 50_000 - 300_000) / 4
+    for window in range(3, 12):
+        sent = windows[window]
+        assert near(sum(sent.values()), CEILING), (window, sent)
+        assert sent["ops"] == pytest.approx(200_000)
+        assert sent["light"] == pytest.approx(50_000)
+        assert near(sent["gold"], 300_000 + share), (window, sent)
+        for user in ("b1", "b2", "b3"):
+            assert near(sent[user], share), (window, sent)
+
+
+def test_best_effort_shares_follow_quotas_and_the_ceiling_where_none() -> None:
+    """Weights are the principals' own producer_byte_rate; one without weighs as the
+    ceiling. A principal that leaves frees its share within seconds."""
+    manager = produce_ceiling(
+        {
+            QuotaType.PRODUCE_CEILING: {QuotaEntity(broker=DEFAULT): CEILING},
+            QuotaType.PRODUCE: {
+                QuotaEntity(user="big"): 300_000,
+                QuotaEntity(user="small"): 100_000,
+            },
+        }
+    )
+    demands = {
+        "big": (7, 2_000_000.0, 0, 120),
+        "small": (7, 2_000_000.0, 0, 120),
+        "free": (7, 2_000_000.0, 20, 60),
+        "light": (7, 150_000.0, 0, 120),
+    }
+    windows = run(manager, demands, 120)
+    left = CEILING - 150_000
+    weights = {"big": 300_000.0, "small": 100_000.0, "free": CEILING}
+    for window in (3, 4, 5):
+        sent = windows[window]
+        total = sum(weights.values())
+        for user, weight in weights.items():
+            assert near(sent[user], left * weight / total, 0.02), (window, sent)
+    for window in range(8, 12):  # "free" left at 60 s
+        sent = windows[window]
+        assert near(sum(sent.values()), CEILING), (window, sent)
+        assert near(sent["big"], left * 0.75, 0.02), sent
+        assert near(sent["small"], left * 0.25, 0.02), sent
+
+
+def test_other_brokers_and_a_broker_under_its_ceiling_hold_nobody() -> None:
+    manager = produce_ceiling({QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING}})
+    assert manager.scope(2) is None
+    demands = {"a": (1, 400_000.0, 0, 30), "b": (1, 400_000.0, 0, 30), "c": (2, 5e6, 0, 30)}
+    windows = run(manager, demands, 30)
+    for sent in windows.values():
+        assert sent["a"] == pytest.approx(400_000) and sent["b"] == pytest.approx(400_000)
+        assert sent["c"] == pytest.approx(5e6)
+    ceiling = manager.scope(1)
+    assert ceiling is not None and math.isinf(ceiling.level)
+
+
+def test_floors_beyond_the_ceiling_leave_best_effort_its_minimum() -> None:
+    """Floors are promises the ceiling keeps: where exempt use and floors take it all, a
+    best-effort principal is held to the minimum, never to nothing."""
+    manager = produce_ceiling(
+        {
+            QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING},
+            QuotaType.PRODUCE_FLOOR: {QuotaEntity(user="gold"): 1_200_000},
+        }
+    )
+    windows = run(manager, {"gold": (1, 2e6, 0, 60), "b": (1, 2e6, 0, 60)}, 60)
+    sent = windows[5]
+    assert sent["gold"] >= 1_200_000
+    assert sent["b"] == pytest.approx(manager.minimum, rel=0.05)
+
+
+def test_a_reload_keeps_a_scope_and_a_ceiling_removed_drops_it() -> None:
+    limits: dict[QuotaType, dict[QuotaEntity, float]] = {
+        QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING}
+    }
+    manager = produce_ceiling(limits)
+    run(manager, {"a": (1, 2e6, 0, 10), "b": (1, 2e6, 0, 10)}, 10)
+    ceiling = manager.scope(1)
+    assert ceiling is not None and not math.isinf(ceiling.level)
+    limits[QuotaType.CEILING_EXEMPT] = {QuotaEntity(user="a"): 1}
+    manager.update_classes(limits)
+    assert manager.scope(1) is ceiling
+    assert manager.standing("a", "app").exempt and not manager.standing("b", "app").exempt
+    manager.update_classes({})
+    assert not manager.enabled and manager.scope(1) is None
+
+
+def test_a_principal_is_one_share_per_quota_entity() -> None:
+    """Clients that share a quota's sensor share one share of the ceiling, as Kafka shares
+    the sensor; one without any entity is its client-id's."""
+    manager = produce_ceiling(
+        {
+            QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING},
+            QuotaType.PRODUCE: {QuotaEntity(user="alice"): 100_000},
+        }
+    )
+    assert manager.standing("alice", "x").tags == manager.standing("alice", "y").tags
+    assert manager.standing("bob", "x").tags == ("bob", "")
+    assert manager.standing("bob", "x").weight is None
+    alone = produce_ceiling({QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING}})
+    assert alone.standing("bob", "x").tags == ("bob", "x")
+    ceiling = manager.scope(1)
+    assert ceiling is not None
+    sensors, throttle = manager.charge(ceiling, manager.standing("bob", "x"), 10.0, 0)
+    assert throttle == 0 and sensors.limit == UNLIMITED
