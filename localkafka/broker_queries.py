@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from collections.abc import Sequence
 
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -14,15 +15,27 @@ from protocol.headers import encode_request
 from protocol.metadata import OWN_METADATA_VERSION, metadata_request_body, read_metadata_response
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, replication: int) -> None:
+def create_topic(
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    replication: int,
+    replicas: Sequence[Sequence[int]] | None = None,
+) -> None:
     """With kafka-python's admin client: TopicCommand took a second of JVM start for each of
     the suite's topics, and a topic is set-up, not what a test is about. The controller
     answers once the topic is committed and each broker's metadata follows a moment later:
     this returns once every broker of `bootstrap` describes it (TopicCommand's JVM start had
-    left them that moment, and tests came to rely on it)."""
+    left them that moment, and tests came to rely on it). `replicas`: each partition's
+    replicas by node id, the first its leader (then `replication` is not used)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="localkafka")
+    if replicas is None:
+        topic = NewTopic(name, partitions, replication)
+    else:
+        assignments = {index: list(nodes) for index, nodes in enumerate(replicas)}
+        topic = NewTopic(name, replica_assignments=assignments)
     try:
-        admin.create_topics([NewTopic(name, partitions, replication)])
+        admin.create_topics([topic])
     finally:
         admin.close()
     deadline = time.monotonic() + 10

@@ -349,5 +349,11 @@ class KafkaCluster:
             )
         return result.stdout
 
-    def create_topic(self, name: str, partitions: int, replication: int = 1) -> None:
-        create_topic(self.bootstrap_servers, name, partitions, replication)
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication: int = 1,
+        replicas: Sequence[Sequence[int]] | None = None,
+    ) -> None:
+        create_topic(self.bootstrap_servers, name, partitions, replication, replicas)

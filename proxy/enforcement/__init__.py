@@ -59,8 +59,12 @@ class Enforcement:
         self._limits_changed()
 
     def _limits_changed(self) -> None:
-        self.produce.topic_quotas = self.engine.topic_produce.enabled
-        self.fetch.topic_quotas = self.engine.topic_fetch.enabled
+        engine = self.engine
+        self.produce.topic_quotas = engine.topic_produce.enabled
+        self.fetch.topic_quotas = engine.topic_fetch.enabled
+        self.produce.ceilings = engine.produce_ceiling.enabled
+        self.fetch.ceilings = engine.fetch_ceiling.enabled
+        self.guards.request_ceiling = engine.request_ceiling.enabled
 
     def expire(self, now_ms: int) -> int:
         return self.sensors.expire(now_ms)

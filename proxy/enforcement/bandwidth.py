@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from proxy.enforcement.ceilings import ceiling_owed, charge_ceiling
 from proxy.enforcement.sensors import Sensors, charge
 from proxy.enforcement.settlement import Settlement
 from proxy.handlers.base import Request
@@ -21,6 +22,8 @@ class ProduceEnforcement:
         #: whether any topic's producer_byte_rate applies: read for every Produce, so kept
         #: as an attribute, set whenever limits change (Enforcement._limits_changed)
         self.topic_quotas = sensors.engine.topic_produce.enabled
+        #: whether any broker has a produce ceiling (kept as topic_quotas is)
+        self.ceilings = sensors.engine.produce_ceiling.enabled
 
     def charge(self, request: Request, size: int) -> bool:
         """Charge a Produce request's bytes when it is read, as Kafka charges them when it
@@ -57,6 +60,11 @@ class ProduceEnforcement:
     def topics_held_ms(self, topics: Iterable[str], now_ms: int) -> int:
         return _held_ms(self._sensors.engine.topic_produce, topics, now_ms)
 
+    def charge_ceiling(self, request: Request, broker: int, size: int) -> bool:
+        """The broker's produce ceiling, charged as the principal's quota is."""
+        manager = self._sensors.engine.produce_ceiling
+        return charge_ceiling(manager, self._settlement, request, broker, size)
+
 
 class FetchEnforcement:
     def __init__(self, sensors: Sensors, settlement: Settlement) -> None:
@@ -64,6 +72,8 @@ class FetchEnforcement:
         self._settlement = settlement
         #: whether any topic's consumer_byte_rate applies (as ProduceEnforcement's)
         self.topic_quotas = sensors.engine.topic_fetch.enabled
+        #: whether any broker has a fetch ceiling
+        self.ceilings = sensors.engine.fetch_ceiling.enabled
 
     def _limited(self, request: Request) -> ClientSensors | None:
         """The principal's consumer sensors when a consumer quota applies and is enforced
@@ -107,6 +117,15 @@ class FetchEnforcement:
 
     def topics_held_ms(self, topics: Iterable[str], now_ms: int) -> int:
         return _held_ms(self._sensors.engine.topic_fetch, topics, now_ms)
+
+    def ceiling_owed(self, request: Request, broker: int) -> int:
+        """The throttle a principal past its share of the broker owes before its Fetch."""
+        return ceiling_owed(self._sensors.engine.fetch_ceiling, self._settlement, request, broker)
+
+    def charge_ceiling(self, request: Request, broker: int, size: int) -> None:
+        """The broker's fetch ceiling, charged with the response's bytes."""
+        manager = self._sensors.engine.fetch_ceiling
+        charge_ceiling(manager, self._settlement, request, broker, size, Verdict)
 
     def topics_cap(self, topics: Iterable[str], now_ms: int) -> int | None:
         manager = self._sensors.engine.topic_fetch

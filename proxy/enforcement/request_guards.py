@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from protocol.apis import CONSUMER_GROUP_HEARTBEAT
 from protocol.group_heartbeat import keeps_alive
+from proxy.enforcement.ceilings import charge_ceiling
 from proxy.enforcement.sensors import Sensors
 from proxy.enforcement.settlement import Settlement
 from proxy.handlers.base import Request
@@ -27,11 +28,21 @@ class RequestGuardEnforcement:
     def __init__(self, sensors: Sensors, settlement: Settlement) -> None:
         self._sensors = sensors
         self._settlement = settlement
+        #: whether any broker has a requests ceiling (docs/ceilings.md): then every request
+        #: is charged here, not only those of an API with a guard
+        self.request_ceiling = sensors.engine.request_ceiling.enabled
 
-    def charge(self, request: Request) -> None:
-        """A token of the request's guard, when an entity sets one for its principal. Over
-        the bucket, the request stops its connection's reading until its response has gone,
-        and the verdict is the bucket's then (it refills meanwhile)."""
+    def charge(self, request: Request, broker: int | None) -> None:
+        """A token of the broker's requests ceiling, when it has one, and of the request's
+        guard, when an entity sets one for its principal. Over either, the request stops
+        its connection's reading until its response has gone, and the verdict is the
+        bucket's then (it refills meanwhile)."""
+        if self.request_ceiling and broker is not None:
+            ceiling = self._sensors.engine.request_ceiling
+            if charge_ceiling(ceiling, self._settlement, request, broker, 1.0):
+                request.stops_reading = True
+        if request.route.guard is None:
+            return
         manager = self._sensors.engine.guards[request.header.api_key]
         if not manager.enabled:
             return

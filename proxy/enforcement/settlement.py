@@ -20,10 +20,10 @@ from typing import Final
 from proxy.enforcement.sensors import Sensors
 from proxy.handlers.base import Channel, Request
 from proxy.handlers.registry import ROUTES
-from quotas.entities import GUARDS, MetricTags, QuotaType
+from quotas.entities import CEILINGS, GUARDS, MetricTags, QuotaType
 from quotas.principal import sensors_of
 from quotas.topics import TopicQuotaManager
-from quotas.verdicts import Verdict
+from quotas.verdicts import Largest, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +87,18 @@ class Settlement:
                     request_time = Verdict(manager, used, throttle)
         verdict = request.verdict
         if verdict is not None:
-            verdict = verdict.judged(now)
-            if verdict.throttle_ms:
-                if request_time is not None:
-                    return self._settle(now, request_time, verdict)
-                return self._settle(now, verdict)
+            if type(verdict) is Largest:  # several quota types, some perhaps in shadow mode
+                owed = [judged for judged in verdict.each(now) if judged.throttle_ms]
+                if owed:
+                    if request_time is not None:
+                        owed.insert(0, request_time)
+                    return self._settle(now, *owed)
+            else:
+                verdict = verdict.judged(now)
+                if verdict.throttle_ms:
+                    if request_time is not None:
+                        return self._settle(now, request_time, verdict)
+                    return self._settle(now, verdict)
         if request_time is not None:
             return self._settle(now, request_time)
         return 0
@@ -136,11 +143,14 @@ class Settlement:
     def hold(self, verdict: Verdict, now: int) -> None:
         """An applied throttle: it holds the principal, and its time counts as throttled
         once, however many requests or connections carry it. A request-rate guard's holds
-        only the connection it answers (proxy/enforcement/request_guards.py)."""
+        only the connection it answers (proxy/enforcement/request_guards.py), and a
+        ceiling's the connections to its broker, each as its next request finds the share
+        of that broker spent (quotas/ceilings.py)."""
         sensors, until = verdict.sensors, now + verdict.throttle_ms
         if self.counting_throttled:
             self._count_throttled(verdict, now, until)
-        if self.hold_principal and verdict.manager.quota_type.api_key is None:
+        quota_type = verdict.manager.quota_type
+        if self.hold_principal and quota_type.api_key is None and quota_type not in CEILINGS:
             sensors.held_until_ms = max(sensors.held_until_ms, until)
             self._holds_end_ms = max(self._holds_end_ms, until)
             if isinstance(verdict.manager, TopicQuotaManager):

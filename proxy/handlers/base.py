@@ -236,6 +236,14 @@ class ProduceQuota(Protocol):
         crossed a topic's quota)."""
         ...
 
+    #: whether any broker has a produce ceiling: only then is a request charged to one
+    ceilings: bool
+
+    def charge_ceiling(self, request: Request, broker: int, size: int) -> bool:
+        """The broker's produce ceiling (docs/ceilings.md); as `charge`, True when the
+        connection must stop reading."""
+        ...
+
 
 class FetchQuota(Protocol):
     def owed(self, request: Request) -> int:
@@ -266,6 +274,18 @@ class FetchQuota(Protocol):
     def topics_cap(self, topics: Iterable[str], now_ms: int) -> int | None:
         """The most a Fetch of these topics may return: one quota window of the smallest
         topic quota among them (as Kafka caps a principal's); None: not limited."""
+        ...
+
+    #: whether any broker has a fetch ceiling
+    ceilings: bool
+
+    def ceiling_owed(self, request: Request, broker: int) -> int:
+        """The throttle a principal past its share of the broker owes before its Fetch
+        goes (0: none); the handler answers it with an empty Fetch."""
+        ...
+
+    def charge_ceiling(self, request: Request, broker: int, size: int) -> None:
+        """The broker's fetch ceiling, charged with a response's bytes."""
         ...
 
 
@@ -404,6 +424,9 @@ class Channel:
     #: the topics this connection's Fetch responses have carried: what its next fetch
     #: reads (an incremental fetch session's request names only the partitions it changes)
     fetched_topics: set[str] = field(default_factory=set)
+    #: the node id of the broker the connection's requests go to: whose ceilings they are
+    #: charged to (docs/ceilings.md); None until connected, or where no response named it
+    broker: int | None = None
 
     @property
     def address(self) -> str:

@@ -15,6 +15,8 @@ class FetchHandler(Handler):
     def on_request(self, channel: Channel, request: Request) -> Outcome:
         header, fetch = request.header, channel.runtime.quotas.fetch
         throttle = fetch.owed(request)
+        if not throttle and fetch.ceilings and channel.broker is not None:
+            throttle = fetch.ceiling_owed(request, channel.broker)
         if throttle:
             return Answer(empty_fetch_response(header.correlation_id, header.api_version, throttle))
         max_bytes = fetch.cap(request)
@@ -32,6 +34,8 @@ class FetchHandler(Handler):
         frame = advertised(channel, frame, request)
         fetch = channel.runtime.quotas.fetch
         fetch.charge(request, len(frame) - 4)
+        if fetch.ceilings and channel.broker is not None:
+            fetch.charge_ceiling(request, channel.broker, len(frame) - 4)
         if fetch.topic_quotas:
             read = channel.runtime.topics.named(fetched_bytes(frame, request.header.api_version))
             channel.fetched_topics.update(read)

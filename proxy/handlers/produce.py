@@ -44,6 +44,9 @@ class ProduceHandler(Handler):
         if quotas.produce.topic_quotas:
             written = self._written(channel, request, produce)
             over_quota = quotas.produce.charge_topics(request, written) or over_quota
+        if quotas.produce.ceilings and channel.broker is not None:
+            size = len(frame) - 4
+            over_quota = quotas.produce.charge_ceiling(request, channel.broker, size) or over_quota
         if produce.acks == 0:  # no response will carry the throttle: it is applied as a mute
             return Forward(frame, expects_response=False)
         # acks=all: the broker answers once its followers have the records; the wait holds no

@@ -97,6 +97,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                 return
             log.debug("client %s -> upstream %s:%d", core.channel.peer, host, port)
             transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+            # where its requests go, for the broker's ceilings
+            core.channel.broker = self._context.brokers.node_at(host, port)
             core.upstream_connected(transport, f"{host}:{port}")
             return
         if errors and self._on_unreachable is not None:

@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from proxy.observability.build_info import BuildInfo
+from proxy.observability.ceiling_metrics import ceiling_families
 from proxy.runtime.counters import FleetStats, ProxyStats
 from proxy.runtime.memory_pool import MemoryPool
 from quotas.engine import QuotaEngine
@@ -133,6 +134,7 @@ class QuotaCollector(Collector):
         yield shadow
         yield dropped
         yield from _topic_families(self._engine(), now_ms)
+        yield from ceiling_families(self._engine(), now_ms)
         readings = Readings(
             self._engine(), self._stats, self._listeners(), self._pool, self._active_connections
         )

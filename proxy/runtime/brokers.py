@@ -36,6 +36,15 @@ class Brokers:
             return self.sni.broker_host(node_id), self.sni.advertised_port
         return self._settings.advertised, self.port(node_id)
 
+    def node_at(self, host: str, port: int) -> int | None:
+        """The broker at this address, as the cluster last named it: where a connection's
+        requests go, whichever listener took it (a bootstrap connection reaches a broker
+        too); None for an address no response has named."""
+        for node_id, address in self.upstream.items():
+            if address == (host, port):
+                return node_id
+        return None
+
     def targets(self, node_id: int | None) -> list[tuple[str, int]]:
         """Where a listener's clients are connected: the cluster's bootstrap servers for the
         bootstrap listener, the broker itself for a broker's."""

@@ -179,8 +179,8 @@ class ConnectionCore:
                 return None  # refused for its principal's connections: closed
         elif stage is Stage.AUTHENTICATION:
             self._upstream.authenticated = False
-        if route.guard is not None and not request.refreshed:
-            self._guards.charge(request)
+        if (route.guard is not None or self._guards.request_ceiling) and not request.refreshed:
+            self._guards.charge(request, self.channel.broker)
         handler = route.handler
         usage = request.usage
         frame = request.frame

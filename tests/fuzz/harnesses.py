@@ -181,7 +181,7 @@ def group_heartbeat(data: bytes) -> None:
     context = channel.runtime
     assert isinstance(context, ProxyContext)
     for repeat in range(_REPEATS):
-        context.quotas.guards.charge(handler_request(channel, frame, repeat * _STEP_MS))
+        context.quotas.guards.charge(handler_request(channel, frame, repeat * _STEP_MS), None)
 
 
 def sasl(data: bytes) -> None:

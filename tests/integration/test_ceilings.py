@@ -1,0 +1,138 @@
+"""A broker's produce ceiling against the real 3-broker cluster (issue 53; docs/ceilings.md).
+
+Broker 1 leads every partition of the hot topic. Six principals (client-ids) write it through
+the proxy: an exempt one at a steady rate, a guaranteed one and four best-effort ones as fast
+as librdkafka goes, one process each. A seventh, best-effort too, writes a topic that broker
+2 leads. What broker 1 took is read at the broker: its log's growth, from DescribeLogDirs
+asked of it directly every half second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from config.cluster import ClusterSettings
+from localkafka.cluster import KafkaCluster
+from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
+from localkafka.load import Timeline, aiokafka_flood
+from localkafka.proxy_process import RunningProxy, start_proxy
+from localkafka.scrape import scrape, total
+from protocol.log_dirs import DESCRIBE_LOG_DIRS, VOLUME_VERSION, describe_body, read_log_dirs
+from proxy.control.cluster import ClusterClient
+
+HOT, COLD = 1, 2
+CEILING = 6_000_000
+FLOOR = 1_500_000
+EXEMPT_RATE = 1_000_000
+COLD_RATE = 1_000_000
+PARTITIONS = 4
+#: the seconds before the measured span: the ceiling finds its level
+SETTLE_S = 8.0
+MEASURED_S = 20.0
+BEST_EFFORT = ("best-1", "best-2", "best-3", "best-4")
+
+CONFIG = f"""
+[clients.ops]
+kafka-quota-proxy.ceiling_exempt = 1
+[clients.gold]
+kafka-quota-proxy.produce_floor = {FLOOR}
+[brokers."{HOT}"]
+kafka-quota-proxy.produce_ceiling = {CEILING}
+"""
+
+
+@pytest.fixture(scope="module")
+def proxy(kafka3: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
+    running = start_proxy(
+        tmp_path_factory.mktemp("ceilings"), kafka3.bootstrap_servers, 3, CONFIG, "ceilings"
+    )
+    yield running
+    running.stop()
+
+
+async def log_bytes(address: str, topic: str) -> int:
+    """The bytes of the topic's logs on the broker at `address`, as it describes them."""
+    host, _, port = address.rpartition(":")
+    async with ClusterClient(ClusterSettings(), [(host, int(port))], 10.0) as client:
+        frame = await client.ask(DESCRIBE_LOG_DIRS, VOLUME_VERSION, describe_body())
+    error, dirs = read_log_dirs(frame)
+    assert error == 0
+    return sum(size for d in dirs for (name, _), size in d.partitions.items() if name == topic)
+
+
+async def watch_log(address: str, topic: str, seconds: float) -> list[tuple[float, int]]:
+    """(monotonic time, the topic's log bytes) every half second for `seconds`."""
+    samples = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        samples.append((time.monotonic(), await log_bytes(address, topic)))
+        await asyncio.sleep(0.5)
+    return samples
+
+
+def window_rates(samples: list[tuple[float, int]], start: float, span_s: float) -> list[float]:
+    """The log's growth per second over every span_s window that starts at `start` or later."""
+    rates = []
+    for i, (at, size) in enumerate(samples):
+        if at < start:
+            continue
+        later = [(t, s) for t, s in samples[i:] if t - at >= span_s]
+        if later:
+            end_at, end_size = later[0]
+            rates.append((end_size - size) / (end_at - at))
+    return rates
+
+
+async def test_a_hot_brokers_ceiling_sheds_best_effort_first(
+    kafka3: KafkaCluster, proxy: RunningProxy
+) -> None:
+    hot_topic, cold_topic = "ceiling-hot", "ceiling-cold"
+    kafka3.create_topic(hot_topic, PARTITIONS, replicas=[[HOT]] * PARTITIONS)
+    kafka3.create_topic(cold_topic, PARTITIONS, replicas=[[COLD]] * PARTITIONS)
+    hot_broker = next(broker for broker in kafka3.brokers if broker.node_id == HOT)
+    seconds = SETTLE_S + MEASURED_S
+    exempt, cold = Timeline(), Timeline()
+    greedy = ("gold", *BEST_EFFORT)
+    fleets = [confluent_fleet(proxy.bootstrap, name, hot_topic, seconds, 1) for name in greedy]
+    started = time.monotonic()
+    processes = [fleet.__enter__()[0] for fleet in fleets]
+    try:
+        _, _, samples = await asyncio.gather(
+            aiokafka_flood(proxy.bootstrap, "ops", hot_topic, seconds, exempt, EXEMPT_RATE),
+            aiokafka_flood(proxy.bootstrap, "cold", cold_topic, seconds, cold, COLD_RATE),
+            watch_log(hot_broker.address, hot_topic, seconds + 1),
+        )
+        timelines = await asyncio.to_thread(fleet_timelines, processes, seconds + 90)
+    finally:
+        for fleet in fleets:
+            fleet.__exit__(None, None, None)
+    first = min(t.started for t in timelines)
+    got = {
+        name: fleet_rate([timeline], SETTLE_S, seconds)
+        for name, timeline in zip(greedy, timelines, strict=True)
+    }
+    got["ops"] = exempt.rate(SETTLE_S - (exempt.started - first), seconds)
+    broker = window_rates(samples, started + SETTLE_S, 10.0)
+    rest = (sum(got.values()) - got["ops"] - got["gold"]) / len(BEST_EFFORT)
+    print(
+        f"broker {HOT} took {', '.join(f'{r:,.0f}' for r in broker)} B/s over 10 s windows "
+        f"(ceiling {CEILING:,}); by principal "
+        + ", ".join(f"{name} {rate:,.0f}" for name, rate in got.items())
+        + f"; best-effort fair share {rest:,.0f}; cold {cold.rate(SETTLE_S, seconds):,.0f}"
+    )
+    assert broker and max(broker) <= 1.05 * CEILING
+    assert got["ops"] >= 0.9 * EXEMPT_RATE
+    assert got["gold"] >= 0.95 * FLOOR
+    for name in BEST_EFFORT:
+        assert abs(got[name] - rest) <= 0.1 * rest, (name, got[name], rest)
+    assert cold.rate(SETTLE_S, seconds) >= 0.9 * COLD_RATE
+    samples_now = await asyncio.to_thread(scrape, proxy.metrics_url)
+    throttles = "kafka_quota_proxy_ceiling_throttles_total"
+    assert total(samples_now, throttles, client_id="ops") == 0
+    assert total(samples_now, throttles, client_id="cold") == 0
+    assert total(samples_now, throttles, client_id="best-1") > 0
+    assert total(samples_now, "kafka_quota_proxy_ceiling", broker=str(COLD)) == 0
