@@ -29,7 +29,9 @@ does not know: OPEN_CONNECTIONS, its writer's count of a principal's open connec
 (quotas/principal_connections.py); FAILED_LOGINS, the SASL authentications the brokers
 refused to a user (the user name; "" for a token that names none) from a client address (the
 client-id name) since its writer's previous record, and LOGIN_ACCEPTED, one that succeeded
-(proxy/enforcement/failed_logins.py).
+(proxy/enforcement/failed_logins.py); CEILING_USED, CEILING_FIXED and CEILING_WEIGHT, its
+writer's Load of a broker's ceiling (the ceiling's quota key as the user name, the node id as
+the client-id name; quotas/ceilings.py), whole.
 """
 
 from __future__ import annotations
@@ -50,6 +52,13 @@ OPEN_CONNECTIONS: Final = 254
 #: the quota types of the failed-login backoff's refusals and successes
 FAILED_LOGINS: Final = 253
 LOGIN_ACCEPTED: Final = 252
+#: the quota types of a member's Load of a broker's ceiling, one for each of its parts
+CEILING_USED: Final = 251
+CEILING_FIXED: Final = 250
+CEILING_WEIGHT: Final = 249
+#: the quota types whose values are whole, not added up: a publication the bus lost is not
+#: merged into the next for them, which names them again
+WHOLE: Final = frozenset({OPEN_CONNECTIONS, CEILING_USED, CEILING_FIXED, CEILING_WEIGHT})
 
 _U16 = struct.Struct(">H")
 _HEAD = struct.Struct(">IQHII")

@@ -52,10 +52,9 @@ MAX_THROTTLE_MS: Final = 10_000
 RATES: Final = MetricConfig(samples=5, window_ms=1000)
 #: how often a scope's level is solved again
 REBALANCE_MS: Final = 250
-#: the most the level rises by at one solve: a level falls at once, and rises slowly, as
-#: principals held at their allowance look content for a moment as their throttle ends
-RISE: Final = 1.1
-#: the share of the ceiling under which a scope nobody presses lets every allowance go
+#: the share of the ceiling under which a scope nobody presses lets every allowance go (the
+#: level holds between it and the ceiling: principals held at their allowance look content
+#: for a moment as a throttle ends)
 RELEASE: Final = 0.9
 
 
@@ -241,17 +240,22 @@ class CeilingManager(RequestGuardManager):
         principal's allowance to it."""
         ceiling.due_ms = now_ms + REBALANCE_MS
         load = self.load(ceiling, now_ms) + ceiling.others
-        level, limit = ceiling.level, ceiling.limit
+        limit = ceiling.limit
         if load.weight > 0.0:
-            solved = max((limit - load.fixed) / load.weight, 0.0)
-            ceiling.level = min(solved, level * RISE)
+            ceiling.level = max((limit - load.fixed) / load.weight, 0.0)
         elif load.used <= limit * RELEASE:
             ceiling.level = math.inf  # nobody presses, and the broker is under its ceiling
-        elif not math.isinf(level):
-            ceiling.level = level * RISE
+        # else nobody presses and the broker is near its ceiling: the level holds
         for sensors, standing in ceiling.shares.values():
-            if not standing.exempt:
-                sensors.limit = self._allowance(ceiling, standing)
+            if standing.exempt:
+                continue
+            sensors.limit = allowance = self._allowance(ceiling, standing)
+            # a debt run up under a lower level is owed at most one longest throttle of
+            # the new allowance: more would only hold the principal longer than any
+            # throttle it is told of, again and again
+            bucket = sensors.bucket
+            assert bucket is not None
+            bucket.tokens = max(bucket.tokens, -allowance * MAX_THROTTLE_MS / 1000)
 
     def _allowance(self, ceiling: Ceiling, standing: Standing) -> float:
         if math.isinf(ceiling.level):

@@ -60,7 +60,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
-from protocol.fleet_records import OPEN_CONNECTIONS, READS_NEWEST, VERSION, Publication, Use
+from protocol.fleet_records import READS_NEWEST, VERSION, WHOLE, Publication, Use
 from proxy.enforcement.fleet_membership import GONE_AFTER, Membership
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags
@@ -369,9 +369,9 @@ class FleetMember:
         return). One that timed out may have been written after all: its use then counts
         twice, on the safe side."""
         self._published_ms.pop(publication.sequence, None)
-        # counts are whole, and the next publication names them again: none is added up
+        # counts and loads are whole, and the next publication names them again
         publication = publication._replace(
-            uses=[use for use in publication.uses if use[0] != OPEN_CONNECTIONS]
+            uses=[use for use in publication.uses if use[0] not in WHOLE]
         )
         if self._lost is not None and now_ms - self._lost_ms <= self.membership.gone_after_ms:
             publication = _merged(self._lost, publication)

@@ -1,6 +1,7 @@
 """What a fleet's members tell each other besides use (issue 52): each member's count of the
-open connections of the principals it watches (quotas/principal_connections.py), whole, and
-the logins the brokers refused or accepted through it (failed_logins.py). They ride the
+open connections of the principals it watches (quotas/principal_connections.py), whole, the
+logins the brokers refused or accepted through it (failed_logins.py), and its load of each
+broker's ceilings (fleet_ceilings.py). They ride the
 records of uses (fleet.py), under quota types that are not uses (protocol/fleet_records.py),
 which FleetMember hands on unread and a member from before them skips.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from protocol.fleet_records import FAILED_LOGINS, LOGIN_ACCEPTED, OPEN_CONNECTIONS, Use
 from proxy.enforcement.failed_logins import FailedLogins
 from proxy.enforcement.fleet import LINE_SHARE, FleetMember, cool_after_intervals
+from proxy.enforcement.fleet_ceilings import PARTS, FleetCeilings
 from proxy.enforcement.fleet_membership import GONE_AFTER
 from quotas.engine import QuotaEngine
 
@@ -19,6 +21,7 @@ class FleetCounts:
         self._member = member
         #: the failed-login backoff of this process; None: none to share
         self._logins = logins
+        self._ceilings = FleetCeilings(member.membership.gone_after_ms)
 
     def publish(self, uses: list[Use], engine: QuotaEngine, now_ms: int) -> None:
         """Add this member's counts and logins to its publication's uses: each watched
@@ -36,6 +39,7 @@ class FleetCounts:
             refused, accepted = logins.take_seen()
             uses += [(FAILED_LOGINS, u or "", a, float(n)) for (u, a), n in refused.items()]
             uses += [(LOGIN_ACCEPTED, user, address, 1.0) for user, address in accepted]
+        self._ceilings.publish(uses, engine, now_ms)
 
     def receive(self, member: str, skipped: list[Use], engine: QuotaEngine, now_ms: int) -> None:
         """What FleetMember.receive handed on of `member`'s publication. Every publication
@@ -44,15 +48,19 @@ class FleetCounts:
         if engine.connections.enabled:
             self._place(engine, now_ms)
         logins = self._logins
-        for quota_type, user, client_id, value in skipped:
+        for use in skipped:
+            quota_type, user, client_id, value = use
             if quota_type == OPEN_CONNECTIONS:
                 engine.connections.receive(member, (user, client_id), value)
+            elif quota_type in PARTS:
+                self._ceilings.receive(member, use, now_ms)
             elif logins is None:
                 continue
             elif quota_type == FAILED_LOGINS:
                 logins.refused_elsewhere(user or None, client_id, int(value), now_ms)
             elif quota_type == LOGIN_ACCEPTED:
                 logins.accepted_elsewhere(user, client_id)
+        self._ceilings.received(engine, now_ms)
 
     def _place(self, engine: QuotaEngine, now_ms: int) -> None:
         membership = self._member.membership

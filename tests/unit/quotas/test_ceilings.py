@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from quotas.ceilings import CeilingManager
+from quotas.ceilings import MAX_THROTTLE_MS, NO_LOAD, CeilingManager, Load
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import UNLIMITED
 
@@ -182,3 +182,67 @@ def test_a_principal_is_one_share_per_quota_entity() -> None:
     assert ceiling is not None
     sensors, throttle = manager.charge(ceiling, manager.standing("bob", "x"), 10.0, 0)
     assert throttle == 0 and sensors.limit == UNLIMITED
+
+
+def test_two_members_exchanging_loads_hold_the_ceiling_as_one() -> None:
+    """The six principals split over two members, each member told the other's load every
+    250 ms (a fleet's sync interval): the same shares as one process gives."""
+    limits = {
+        QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING},
+        QuotaType.CEILING_EXEMPT: {QuotaEntity(user="ops"): 1},
+        QuotaType.PRODUCE_FLOOR: {QuotaEntity(user="gold"): 300_000},
+    }
+    members = (produce_ceiling(limits), produce_ceiling(limits))
+    served = {"ops": 0, "gold": 0, "b1": 0, "b2": 1, "b3": 1, "light": 1}
+    demand = {user: 2_000_000.0 for user in served} | {"ops": 200_000.0, "light": 50_000.0}
+    queue = [(0, user) for user in served] + [(0, "")]  # "": the bus, every 250 ms
+    heapq.heapify(queue)
+    sent: dict[int, dict[str, float]] = {}
+    while queue:
+        now, user = heapq.heappop(queue)
+        if now >= 120_000:
+            continue
+        if not user:
+            scopes = [m.scope(1) for m in members]
+            loads = [m.load(s, now) for m, s in zip(members, scopes, strict=True) if s]
+            for scope, other in zip(scopes, reversed(loads), strict=True):
+                assert scope is not None
+                scope.others = other
+            heapq.heappush(queue, (now + 250, ""))
+            continue
+        manager = members[served[user]]
+        ceiling = manager.scope(1)
+        assert ceiling is not None
+        size = demand[user] * PERIOD_MS / 1000
+        _, throttle = manager.charge(ceiling, manager.standing(user, "app"), size, now)
+        window = sent.setdefault(now // 10_000, dict.fromkeys(served, 0.0))
+        window[user] += size / 10
+        heapq.heappush(queue, (now + max(PERIOD_MS, throttle), user))
+    share = (CEILING - 200_000 - 50_000 - 300_000) / 4
+    for window in range(3, 12):
+        got = sent[window]
+        assert near(sum(got.values()), CEILING, 0.02), (window, got)
+        assert near(got["gold"], 300_000 + share, 0.05), (window, got)
+        for user in ("b1", "b2", "b3"):
+            assert near(got[user], share, 0.05), (window, got)
+
+
+def test_a_level_collapsed_by_another_members_late_news_recovers_within_a_throttle() -> None:
+    """A member that has not yet heard the broker is over lets its principals run, and its
+    load leaves this member's nothing: their allowances fall to the minimum while their
+    large requests run up debts. Once that member holds its own, this member's principal
+    is back at the whole ceiling within one longest throttle, not owing its debt for ages."""
+    manager = produce_ceiling({QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING}})
+    ceiling = manager.scope(1)
+    assert ceiling is not None
+    standing = manager.standing("greedy", "app")
+    now, sent = 0, 0.0
+    size = 500_000.0  # librdkafka gathers this much while muted
+    while now < 40_000:
+        ceiling.others = Load(3 * CEILING, 3 * CEILING, 0.0) if now < 5_000 else NO_LOAD
+        _, throttle = manager.charge(ceiling, standing, size, now)
+        if now >= 5_000 + MAX_THROTTLE_MS + 10_000:
+            sent += size
+        now += max(PERIOD_MS, throttle)
+    settled_s = (40_000 - 5_000 - MAX_THROTTLE_MS - 10_000) / 1000
+    assert near(sent / settled_s, CEILING, 0.06)

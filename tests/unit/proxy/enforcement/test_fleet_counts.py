@@ -7,7 +7,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from config.guards import FailedLoginSettings
-from protocol.fleet_records import FAILED_LOGINS, OPEN_CONNECTIONS, Publication, decode, encode
+from protocol.fleet_records import (
+    CEILING_FIXED,
+    CEILING_USED,
+    CEILING_WEIGHT,
+    FAILED_LOGINS,
+    OPEN_CONNECTIONS,
+    Publication,
+    decode,
+    encode,
+)
 from proxy.enforcement.failed_logins import FailedLogins
 from proxy.enforcement.fleet import FleetMember
 from proxy.enforcement.fleet_counts import FleetCounts
@@ -91,3 +100,26 @@ def test_a_login_refused_on_one_member_waits_on_every_member() -> None:
     logins[1].accepted("grace", "10.0.0.8")
     fleet.exchange(3 * SYNC_MS)
     assert logins[0].wait_ms("grace", "10.0.0.9", 3 * SYNC_MS) == (0, "")
+
+
+def test_each_members_load_of_a_ceiling_reaches_the_others_whole() -> None:
+    """A member's Load of a broker's ceiling travels as three entries, replaces the last one
+    the others heard, is not merged from a lost publication, and leaves with its member."""
+    ceiling = {QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): 1000.0}}
+    fleet = Fleet(2, ceiling)
+    first, second = (engine.produce_ceiling for engine in fleet.engines)
+    scope = first.scope(1)
+    assert scope is not None
+    first.charge(scope, first.standing("alice", "app"), 4000.0, 0)
+    publications = fleet.exchange(SYNC_MS)
+    parts = (CEILING_USED, CEILING_FIXED, CEILING_WEIGHT)
+    assert sorted(u[0] for u in publications[0].uses if u[0] in parts) == sorted(parts)
+    heard = second.scope(1)
+    assert heard is not None and heard.others == first.load(scope, SYNC_MS)
+    assert heard.others.used > 0 and scope.others.used == 0  # its own is not "others"
+    fleet.members[0].lost(publications[0], SYNC_MS)
+    merged = fleet.members[0].publish(fleet.engines[0], 2 * SYNC_MS, 0).uses
+    assert not [use for use in merged if use[0] in parts]
+    for step in range(3, 3 + GONE_AFTER + 2):
+        fleet.exchange(step * SYNC_MS, live=[1])
+    assert heard.others.used == 0
