@@ -114,9 +114,14 @@ class QuotaStore:
                 merged.setdefault(entity, {}).update(values)
         return merged
 
-    def has_topics(self) -> bool:
-        """Whether any layer holds a topic's quota."""
-        return any(e.topic is not None for layer in self._layers.values() for e in layer)
+    def has_resources(self) -> bool:
+        """Whether any layer holds a topic's quota or a broker's ceiling: what DescribeConfigs
+        answers list (proxy/handlers/resource_configs.py)."""
+        return any(
+            e.topic is not None or e.broker is not None
+            for layer in self._layers.values()
+            for e in layer
+        )
 
     def value(self, layer: str, entity: QuotaEntity, key: str) -> float | None:
         """One layer's value of one key, if it sets one."""

@@ -39,8 +39,8 @@ from proxy.handlers.fetch import FetchHandler
 from proxy.handlers.metadata import MetadataHandler
 from proxy.handlers.mutations import MutationsHandler
 from proxy.handlers.produce import ProduceHandler
+from proxy.handlers.resource_configs import AlterConfigsHandler, DescribeConfigsHandler
 from proxy.handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
-from proxy.handlers.topic_configs import AlterConfigsHandler, DescribeConfigsHandler
 from quotas.entities import GUARDS
 from quotas.thread_time import APPENDED, HANDED_ON, HANDLED, KEPT, SENT
 

@@ -40,6 +40,8 @@ BEST_EFFORT = ("best-1", "best-2", "best-3", "best-4")
 CONFIG = f"""
 [fleet]
 name = "ceilings"
+[quota_store]
+topic = "ceilings-store"
 [clients.ops]
 kafka-quota-proxy.ceiling_exempt = 1
 [clients.gold]
@@ -150,3 +152,46 @@ async def test_a_hot_brokers_ceiling_sheds_best_effort_first(
     assert total(scraped[1], throttles, client_id="best-2") > 0
     for metrics in scraped:
         assert total(metrics, "kafka_quota_proxy_ceiling", broker=str(COLD)) == 0
+
+
+def configs(kafka: KafkaCluster, bootstrap: str, *args: str) -> str:
+    """Stock kafka-configs (the pinned Kafka's ConfigCommand) against `bootstrap`."""
+    return kafka.tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args)
+
+
+async def test_kafka_configs_sets_a_brokers_ceiling_through_either_member(
+    kafka3: KafkaCluster, fleet: list[RunningProxy]
+) -> None:
+    """What an operator types: `--entity-type brokers` with the proxy's key, beside one of the
+    broker's own; the broker keeps its own key alone, and the other member lists the
+    ceiling as the broker's."""
+    key = "kafka-quota-proxy.fetch_ceiling"
+    out = configs(kafka3, fleet[0].bootstrap, "--alter", "--entity-type", "brokers",
+                  "--entity-name", str(COLD), "--add-config",
+                  f"{key}=3000000,log.cleaner.threads=2")  # fmt: skip
+    assert f"Completed updating config for broker {COLD}." in out
+    described = ""
+    for _ in range(50):
+        described = configs(kafka3, fleet[1].bootstrap, "--describe", "--entity-type",
+                            "brokers", "--entity-name", str(COLD))  # fmt: skip
+        if f"{key}=3000000" in described:
+            break
+        await asyncio.sleep(0.1)
+    assert f"{key}=3000000" in described and "log.cleaner.threads=2" in described
+    broker = configs(kafka3, kafka3.bootstrap_servers, "--describe", "--entity-type", "brokers",
+                     "--entity-name", str(COLD))  # fmt: skip
+    assert "log.cleaner.threads=2" in broker and "kafka-quota-proxy" not in broker
+    requests = "kafka-quota-proxy.request_ceiling"
+    out = configs(kafka3, fleet[1].bootstrap, "--alter", "--entity-type", "brokers",
+                  "--entity-default", "--add-config", f"{requests}=5000")  # fmt: skip
+    assert "Completed updating default config for brokers in the cluster." in out
+    out = configs(kafka3, fleet[0].bootstrap, "--alter", "--entity-type", "brokers",
+                  "--entity-name", str(COLD), "--delete-config", key)  # fmt: skip
+    assert f"Completed updating config for broker {COLD}." in out
+    listed = configs(kafka3, fleet[0].bootstrap, "--describe", "--entity-type", "brokers",
+                     "--entity-default")  # fmt: skip
+    assert f"{requests}=5000" in listed
+    configs(kafka3, fleet[0].bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
+            "--delete-config", requests)  # fmt: skip
+    configs(kafka3, kafka3.bootstrap_servers, "--alter", "--entity-type", "brokers",
+            "--entity-name", str(COLD), "--delete-config", "log.cleaner.threads")  # fmt: skip

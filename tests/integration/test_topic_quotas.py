@@ -45,14 +45,14 @@ from protocol.client_quotas import (
     describe_body,
     read_describe_entries,
 )
-from protocol.topic_configs import (
+from protocol.resource_configs import (
     TOPIC_RESOURCE,
     AlterableConfig,
     AlterRequest,
     AlterResource,
     alter_results,
 )
-from protocol.topic_configs import alter_body as configs_body
+from protocol.resource_configs import alter_body as configs_body
 from proxy.control.cluster import ClusterClient
 from tests.integration.support.held import BOUND, FIRST_WINDOW_S, IN_FLIGHT, MEASURED_S
 

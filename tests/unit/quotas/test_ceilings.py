@@ -187,10 +187,10 @@ def test_a_principal_is_one_share_per_quota_entity() -> None:
 def test_two_members_exchanging_loads_hold_the_ceiling_as_one() -> None:
     """The six principals split over two members, each member told the other's load every
     250 ms (a fleet's sync interval): the same shares as one process gives."""
-    limits = {
+    limits: Limits = {
         QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING},
-        QuotaType.CEILING_EXEMPT: {QuotaEntity(user="ops"): 1},
-        QuotaType.PRODUCE_FLOOR: {QuotaEntity(user="gold"): 300_000},
+        QuotaType.CEILING_EXEMPT: {QuotaEntity(user="ops"): 1.0},
+        QuotaType.PRODUCE_FLOOR: {QuotaEntity(user="gold"): 300_000.0},
     }
     members = (produce_ceiling(limits), produce_ceiling(limits))
     served = {"ops": 0, "gold": 0, "b1": 0, "b2": 1, "b3": 1, "light": 1}
@@ -219,12 +219,12 @@ def test_two_members_exchanging_loads_hold_the_ceiling_as_one() -> None:
         window[user] += size / 10
         heapq.heappush(queue, (now + max(PERIOD_MS, throttle), user))
     share = (CEILING - 200_000 - 50_000 - 300_000) / 4
-    for window in range(3, 12):
-        got = sent[window]
-        assert near(sum(got.values()), CEILING, 0.02), (window, got)
-        assert near(got["gold"], 300_000 + share, 0.05), (window, got)
+    for index in range(3, 12):
+        got = sent[index]
+        assert near(sum(got.values()), CEILING, 0.02), (index, got)
+        assert near(got["gold"], 300_000 + share, 0.05), (index, got)
         for user in ("b1", "b2", "b3"):
-            assert near(got[user], share, 0.05), (window, got)
+            assert near(got[user], share, 0.05), (index, got)
 
 
 def test_a_level_collapsed_by_another_members_late_news_recovers_within_a_throttle() -> None:

@@ -1,10 +1,11 @@
-"""Topic quotas through `kafka-configs --entity-type topics`: IncrementalAlterConfigs and
-AlterConfigs take the proxy's keys out of what the broker is sent and store them; a
-DescribeConfigs answer gets them back in, so the tool lists and deletes them as a topic's own.
+"""The proxy's quotas through `kafka-configs --entity-type topics` and `--entity-type brokers`
+(quotas/resource_configs.py): IncrementalAlterConfigs and AlterConfigs take the proxy's keys
+out of what the broker is sent and store them; a DescribeConfigs answer gets them back in, so
+the tool lists and deletes them as the resource's own.
 
 An alteration that names a proxy key is sent to the broker by the proxy, on the client's own
 connection, with the proxy's keys taken out and its other resources and keys as they were:
-the cluster's authorizer and the topic's existence decide each resource as for any
+the cluster's authorizer and the resource's existence decide each resource as for any
 alteration, and its Kafka configs are altered there. The proxy stores its keys only for a
 resource the broker took, so each resource is all or nothing, in Kafka's error codes; a
 resource whose proxy keys are refused here is not sent at all. An alteration without proxy
@@ -18,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from protocol.apis import ALTER_CONFIGS
-from protocol.topic_configs import (
+from protocol.resource_configs import (
+    BROKER_RESOURCE,
+    DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
     STATIC_BROKER_CONFIG,
@@ -33,22 +36,23 @@ from protocol.topic_configs import (
     alter_results,
     read_alter,
     read_describe,
-    with_topic_configs,
+    with_configs,
 )
 from proxy.handlers.base import Answer, Channel, Defer, Forward, Handler, Outcome, Request
 from quotas.admin import Changes
 from quotas.entities import QuotaEntity
-from quotas.store import ALTERED, FILE
-from quotas.topic_configs import (
-    CONFIG_KEYS,
-    DOCUMENTATION,
+from quotas.resource_configs import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
     Config,
+    OwnConfigs,
     Setting,
     changes_of,
     is_own,
     settings,
 )
-from quotas.validation import INVALID_REQUEST, QuotaError
+from quotas.store import ALTERED, FILE
+from quotas.validation import INVALID_REQUEST, KeyType, QuotaError
 
 #: REQUEST_TIMED_OUT: the broker could not be asked, or the quota not stored
 _TIMED_OUT: Final = 7
@@ -56,13 +60,8 @@ _UNASKED: Final = "the cluster could not be asked to alter this resource"
 #: ConfigAdminManager.preprocess's refusal of a resource named twice in one request
 _TWICE: Final = QuotaError("Each resource must appear at most once.", INVALID_REQUEST)
 
-#: ConfigSource by where a quota is set: (store layer, set on the default topic)
-_SOURCES: Final = {
-    (ALTERED, False): DYNAMIC_TOPIC_CONFIG,
-    (FILE, False): STATIC_BROKER_CONFIG,
-    (ALTERED, True): DYNAMIC_DEFAULT_BROKER_CONFIG,
-    (FILE, True): STATIC_BROKER_CONFIG,
-}
+#: the resource types whose configs carry the proxy's keys
+OWN_CONFIGS: Final = {TOPIC_RESOURCE: TOPIC_CONFIGS, BROKER_RESOURCE: BROKER_CONFIGS}
 
 #: a resource as a response names it
 _Named = tuple[int, str]
@@ -72,7 +71,7 @@ _Named = tuple[int, str]
 class _Altering:
     """What an alteration decided, and learned while it was deferred."""
 
-    #: by resource index: the topic quota changes its proxy keys make, or why they are refused
+    #: by resource index: the quota changes its proxy keys make, or why they are refused
     planned: dict[int, Changes | QuotaError]
     throttle_ms: int = 0
     #: the broker's results, by resource
@@ -83,7 +82,7 @@ class _Altering:
 
 class AlterConfigsHandler(Handler):
     """IncrementalAlterConfigs and AlterConfigs, which differ only in what a resource's
-    configs replace (quotas/topic_configs.py)."""
+    configs replace (quotas/resource_configs.py)."""
 
     def on_request(self, channel: Channel, request: Request) -> Outcome:
         alter = request.parsed_as(AlterRequest, read_alter)
@@ -120,32 +119,34 @@ class AlterConfigsHandler(Handler):
 
 
 def _kafkas(resource: AlterResource) -> list[AlterableConfig]:
-    """What the broker is sent of a resource: a topic's configs without the proxy's keys;
-    any other resource's as they came (a broker takes custom configs of its own)."""
-    if resource.resource_type != TOPIC_RESOURCE:
+    """What the broker is sent of a resource: a topic's or a broker's configs without the
+    proxy's keys; any other resource's as they came."""
+    if resource.resource_type not in OWN_CONFIGS:
         return resource.configs
     return [config for config in resource.configs if not is_own(config.name)]
 
 
 def _plan(channel: Channel, alter: AlterRequest) -> dict[int, Changes | QuotaError]:
-    """Each topic resource's proxy keys as quota changes (none: the request is not ours)."""
+    """Each topic's or broker's proxy keys as quota changes (none: the request is not
+    ours)."""
     admin = channel.runtime.quota_admin
     replace = alter.api_key == ALTER_CONFIGS
     planned: dict[int, Changes | QuotaError] = {}
     for index, resource in enumerate(alter.resources):
-        if resource.resource_type != TOPIC_RESOURCE:
+        kind = OWN_CONFIGS.get(resource.resource_type)
+        if kind is None:
             continue
         own = [Config(*c) for c in resource.configs if is_own(c.name)]
         altered = {}
         if replace:
-            entity = QuotaEntity(topic=resource.name)
-            for key in CONFIG_KEYS.values():
-                value = admin.store.value(ALTERED, entity, key)
+            entity = kind.entity(resource.name)
+            for known in kind.keys.values():
+                value = admin.store.value(ALTERED, entity, known.key)
                 if value is not None:
-                    altered[key] = value
+                    altered[known.key] = value
         if own or altered:
             try:
-                planned[index] = changes_of(own, altered, replace)
+                planned[index] = changes_of(kind, own, altered, replace)
             except QuotaError as exc:
                 planned[index] = exc
     if not planned:
@@ -172,7 +173,7 @@ def _store(channel: Channel, alter: AlterRequest, state: _Altering) -> None:
         resource = alter.resources[index]
         result = state.results.get((resource.resource_type, resource.name))
         if isinstance(planned, dict) and planned and result is not None and result.code == 0:
-            changes[QuotaEntity(topic=resource.name)] = planned
+            changes[OWN_CONFIGS[resource.resource_type].entity(resource.name)] = planned
             named.append((resource.resource_type, resource.name))
     if not changes:
         return
@@ -207,32 +208,51 @@ def _answer(request: Request, alter: AlterRequest, state: _Altering) -> bytes:
 
 
 class DescribeConfigsHandler(Handler):
-    """A topic's quotas in its DescribeConfigs answer, as configs of the topic's own."""
+    """A topic's quotas and a broker's ceilings in their DescribeConfigs answers, as configs
+    of the resource's own."""
 
     def on_response(self, channel: Channel, frame: bytes, request: Request) -> bytes:
         store = channel.runtime.quota_admin.store
-        if not store.has_topics():
+        if not store.has_resources():
             return frame
         describe = read_describe(request.frame, request.header, request.body_offset)
-        # Kafka reads an empty key list as every key; a topic asked twice gets what either
-        # copy asks for, once
-        wanted: dict[str, set[str] | None] = {}
+        # Kafka reads an empty key list as every key; a resource asked twice gets what
+        # either copy asks for, once
+        wanted: dict[tuple[int, str], set[str] | None] = {}
         for resource in describe.resources:
-            if resource.resource_type == TOPIC_RESOURCE:
-                keys = wanted.get(resource.name, set())
+            if resource.resource_type in OWN_CONFIGS:
+                named = (resource.resource_type, resource.name)
+                keys = wanted.get(named, set())
                 asked = set(resource.keys) if resource.keys else None
-                wanted[resource.name] = None if keys is None or asked is None else keys | asked
-        added: dict[str, list[Described]] = {}
-        for topic, keys in wanted.items():
-            for name, key in CONFIG_KEYS.items():
-                found = settings(store, topic, key) if keys is None or name in keys else []
-                if found:
-                    added.setdefault(topic, []).append(_described(name, key, found))
+                wanted[named] = None if keys is None or asked is None else keys | asked
+        added: dict[tuple[int, str], list[Described]] = {}
+        for (resource_type, name), keys in wanted.items():
+            kind = OWN_CONFIGS[resource_type]
+            for config, known in kind.keys.items():
+                if keys is None or config in keys:
+                    found = settings(store, kind, name, known.key)
+                    if found:
+                        described = _described(kind, config, found)
+                        added.setdefault((resource_type, name), []).append(described)
         if not added:
             return frame
-        return with_topic_configs(frame, request.header.api_version, describe, added)
+        return with_configs(frame, request.header.api_version, describe, added)
 
 
-def _described(name: str, key: str, found: list[Setting]) -> Described:
-    sources = [(str(s.value), _SOURCES[s.layer, s.default]) for s in found]
-    return Described(name, sources[0][0], sources[0][1], sources, DOCUMENTATION[key])
+def _described(kind: OwnConfigs, name: str, found: list[Setting]) -> Described:
+    known = kind.keys[name]
+    double = known.key_type is KeyType.DOUBLE
+    # as Kafka writes a value: a LONG's without a fraction
+    sources = [(str(s.value if double else int(s.value)), _source(kind, s)) for s in found]
+    return Described(
+        name, sources[0][0], sources[0][1], sources, known.documentation, known.key_type.name
+    )
+
+
+def _source(kind: OwnConfigs, setting: Setting) -> int:
+    """Kafka's ConfigSource for where a quota is set."""
+    if setting.layer == FILE:
+        return STATIC_BROKER_CONFIG
+    if setting.default:
+        return DYNAMIC_DEFAULT_BROKER_CONFIG
+    return DYNAMIC_TOPIC_CONFIG if kind is TOPIC_CONFIGS else DYNAMIC_BROKER_CONFIG

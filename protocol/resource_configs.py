@@ -1,6 +1,6 @@
 """DescribeConfigs (api key 32), AlterConfigs (33) and IncrementalAlterConfigs (44): the
-requests `kafka-configs --entity-type topics` and the Admin API send for a topic's configs,
-read and written with kafka-python's codecs from Kafka's message specs.
+requests `kafka-configs --entity-type topics|brokers` and the Admin API send for a resource's
+configs, read and written with kafka-python's codecs from Kafka's message specs.
 
 The proxy reads them to take its own keys out of what the broker is sent and to put them
 into what the client is answered; every other resource and key passes as the broker has it.
@@ -20,19 +20,22 @@ from protocol.headers import (
     response_correlation_id,
 )
 
-#: ConfigResource.Type.TOPIC
+#: ConfigResource.Type's TOPIC and BROKER
 TOPIC_RESOURCE: Final = 2
+BROKER_RESOURCE: Final = 4
 #: AlterConfigOp.OpType.SET: what every AlterConfigs entry is
 SET: Final = 0
 
 #: DescribeConfigsResponse's ConfigSource: a topic's own dynamic config
 DYNAMIC_TOPIC_CONFIG: Final = 1
-#: a default set dynamically for every topic (Kafka's cluster-wide broker default)
+#: a broker's own dynamic config
+DYNAMIC_BROKER_CONFIG: Final = 2
+#: a default set dynamically for every topic or broker (Kafka's cluster-wide default)
 DYNAMIC_DEFAULT_BROKER_CONFIG: Final = 3
 #: set in a file at start-up (Kafka's server.properties)
 STATIC_BROKER_CONFIG: Final = 4
-#: ConfigEntry.ConfigType.LONG
-LONG_TYPE: Final = 5
+#: ConfigEntry.ConfigType by the name of a config's type
+CONFIG_TYPES: Final = {"INT": 3, "LONG": 5, "DOUBLE": 6}
 
 
 class AlterableConfig(NamedTuple):
@@ -86,6 +89,8 @@ class Described(NamedTuple):
     source: int
     synonyms: list[tuple[str, int]]
     documentation: str
+    #: its type's name, a key of CONFIG_TYPES
+    config_type: str
 
 
 def read_alter(frame: bytes, header: RequestHeader, offset: int) -> AlterRequest:
@@ -192,14 +197,15 @@ def read_describe(frame: bytes, header: RequestHeader, offset: int) -> DescribeR
     return DescribeRequest(resources, synonyms, documentation)
 
 
-def with_topic_configs(
+def with_configs(
     frame: bytes,
     version: int,
     request: DescribeRequest,
-    added: Mapping[str, Sequence[Described]],
+    added: Mapping[tuple[int, str], Sequence[Described]],
 ) -> bytes:
-    """A broker's DescribeConfigs answer with configs added to the topics it described
-    without error (by topic name); the frame as it is when there is nothing to add."""
+    """A broker's DescribeConfigs answer with configs added to the resources it described
+    without error (by resource type and name); the frame as it is when there is nothing to
+    add."""
     offset = response_body_offset(frame, DESCRIBE_CONFIGS, version)
     msg = decode_response(frame, offset, DESCRIBE_CONFIGS, version)
     cls = DECODED[DESCRIBE_CONFIGS][1]
@@ -207,8 +213,8 @@ def with_topic_configs(
     synonym = entry.DescribeConfigsSynonym
     changed = False
     for result in non_null_array(msg.results):
-        configs = added.get(result.resource_name)
-        if result.resource_type != TOPIC_RESOURCE or result.error_code or not configs:
+        configs = added.get((result.resource_type, result.resource_name))
+        if result.error_code or not configs:
             continue
         for described in configs:
             synonyms = [
@@ -224,7 +230,7 @@ def with_topic_configs(
                     is_default=False,
                     is_sensitive=False,
                     synonyms=synonyms if request.synonyms else [],
-                    config_type=LONG_TYPE,
+                    config_type=CONFIG_TYPES[described.config_type],
                     documentation=described.documentation if request.documentation else None,
                 )
             )

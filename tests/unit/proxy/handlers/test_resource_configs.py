@@ -1,5 +1,6 @@
-"""Topic quotas as topic configs: the proxy's keys are taken out of an alteration the broker
-is sent, stored once the broker took the resource, and put back into DescribeConfigs."""
+"""Topic quotas and broker ceilings as configs of their resources: the proxy's keys are taken
+out of an alteration the broker is sent, stored once the broker took the resource, and put
+back into DescribeConfigs."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ CONSUME_KEY = "kafka-quota-proxy.consumer_byte_rate"
 SET, DELETE, APPEND = 0, 1, 2
 TOPIC, BROKER = 2, 4
 NOT_A_LONG = "Not a number of type LONG"
+PRODUCE_CEILING = "kafka-quota-proxy.produce_ceiling"
+REQUEST_CEILING = "kafka-quota-proxy.request_ceiling"
 
 Configs = list[tuple[str, int, str | None]]
 #: api_key -> (request class, response class)
@@ -368,16 +371,52 @@ def test_a_resource_named_twice_is_refused_every_copy_and_none_is_sent() -> None
     assert quotas(context, "t") == {} and quotas(context, "u") == {"producer_byte_rate": 100.0}
 
 
-def test_only_a_topic_loses_the_proxys_keys() -> None:
-    """A broker takes custom configs of its own: a broker resource is sent as it came."""
+def test_a_brokers_ceilings_are_stored_and_its_own_configs_still_reach_it() -> None:
+    """`--entity-type brokers`: broker 1's ceiling and the default broker's (an empty name,
+    kafka-configs' --entity-default) are the proxy's; the broker is sent its own key alone."""
+    s, cluster, context = channel()
+    frame = incremental(
+        (BROKER, "1", [(PRODUCE_CEILING, SET, "5000000"), ("log.cleaner.threads", SET, "2")]),
+        (BROKER, "", [(REQUEST_CEILING, SET, "2.5")]),
+    )
+    answered, asked = run(s, cluster, frame)
+    assert answered == [("1", 0, None), ("", 0, None)]
+    sent = {r.resource_name: [c.name for c in r.configs] for r in asked.resources}
+    assert sent == {"1": ["log.cleaner.threads"], "": []}
+    effective = context.quota_layers.effective()
+    assert effective[QuotaEntity(broker="1")] == {PRODUCE_CEILING: 5000000.0}
+    assert effective[QuotaEntity(broker=DEFAULT)] == {REQUEST_CEILING: 2.5}
+    request = handler_request(s, describe([(BROKER, "1", None), (BROKER, "", None)]))
+    handler = HANDLERS[DESCRIBE_CONFIGS]
+    got = described(
+        handler.on_response(s, broker_describe([(BROKER, "1", 0), (BROKER, "", 0)]), request)
+    )
+    dynamic_broker, dynamic_default = 2, 3
+    assert got["1"][1:] == [
+        (PRODUCE_CEILING, "5000000", dynamic_broker, [("5000000", dynamic_broker)]),
+        (REQUEST_CEILING, "2.5", dynamic_default, [("2.5", dynamic_default)]),
+    ]
+    assert got[""][1:] == [(REQUEST_CEILING, "2.5", dynamic_default, [("2.5", dynamic_default)])]
+
+
+def test_a_misspelt_or_bad_ceiling_is_refused_in_kafkas_words_and_not_sent() -> None:
     s, cluster, _ = channel()
     frame = incremental(
-        (TOPIC, "t", [(PRODUCE_KEY, SET, "5")]),
         (BROKER, "1", [("kafka-quota-proxy.anything", SET, "1")]),
+        (BROKER, "2", [(REQUEST_CEILING, SET, "fast")]),
+        (BROKER, "3", [(REQUEST_CEILING, SET, "0")]),
     )
-    _, asked = run(s, cluster, frame)
-    sent = {r.resource_name: [c.name for c in r.configs] for r in asked.resources}
-    assert sent == {"t": [], "1": ["kafka-quota-proxy.anything"]}
+    outcome = HANDLERS[INCREMENTAL_ALTER_CONFIGS].on_request(s, handler_request(s, frame))
+    assert isinstance(outcome, Answer) and not cluster.asked
+    assert results(outcome.response, INCREMENTAL_ALTER_CONFIGS, 1) == [
+        ("1", 40, "Unknown broker config name: kafka-quota-proxy.anything"),
+        (
+            "2",
+            40,
+            f"Invalid value fast for configuration {REQUEST_CEILING}: Not a number of type DOUBLE",
+        ),
+        ("3", 42, f"Quota {REQUEST_CEILING} must be greater than 0"),
+    ]
 
 
 def test_a_number_too_long_for_a_long_is_refused_in_kafkas_words() -> None:
