@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from quotas.entities import DEFAULT, KAFKA_QUOTA_TYPES, EntityQuotas, QuotaEntity, QuotaType
+from quotas.entities import (
+    BUCKETS,
+    CEILING_CLASSES,
+    CEILINGS,
+    DEFAULT,
+    KAFKA_QUOTA_TYPES,
+    EntityQuotas,
+    QuotaEntity,
+    QuotaType,
+)
 from quotas.settings import QuotaConfig
 from quotas.stats import MetricConfig
 from quotas.topics import client_entities
@@ -38,9 +47,14 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
         f" producer.id.quota.cache.false.positive.rate={cache.false_positive_rate}"
         f" producer.id.quota.cache.cleanup.scheduler.interval.ms={cache.cleanup_interval_ms}",
     ]
-    # Kafka's quota types always; a guard only where an entity sets it
-    shown = [t for t in QuotaType if t in KAFKA_QUOTA_TYPES or config.limits.get(t)]
-    if any(t not in KAFKA_QUOTA_TYPES and t is not QuotaType.CONNECTIONS for t in shown):
+    # Kafka's quota types always; a guard or a ceiling's class only where an entity sets
+    # it; the ceilings themselves are the brokers'
+    shown = [
+        t
+        for t in QuotaType
+        if t not in CEILINGS and (t in KAFKA_QUOTA_TYPES or config.limits.get(t))
+    ]
+    if any(t in BUCKETS for t in shown):
         guards = settings.guards
         lines.append(
             f"guards.requests burst_s={guards.burst_s} max_throttle_ms={guards.max_throttle_ms}"
@@ -52,10 +66,11 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
     }
     entities = {entity for per_type in config.limits.values() for entity in per_type}
     topics = sorted((e for e in entities if e.topic is not None), key=_topic_order)
-    entities -= set(topics)
+    brokers = sorted((e for e in entities if e.broker is not None), key=_broker_order)
+    entities -= {*topics, *brokers}
     if not entities:
         lines.append("no quota entities: every client is unlimited")
-    width = max(len(quota_type.key) for quota_type in shown)
+    width = max(len(quota_type.key) for quota_type in (*shown, *CEILINGS))
     for entity in sorted(entities, key=_precedence):
         lines.append(str(entity))
         user = entity.user if entity.user not in (None, DEFAULT) else _UNNAMED
@@ -63,8 +78,30 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
         for quota_type, quotas in resolvers.items():
             source = quotas.entity_for(quotas.metric_tags(user, client_id))
             value = None if source is None else quotas.limits[source]
-            lines.append(_value_line(quota_type, width, source, value, sources))
+            line = _value_line(quota_type, width, source, value, sources)
+            # a class key unset: not exempt, no floor (best-effort under every ceiling)
+            lines.append(
+                line.replace("unlimited", "none") if quota_type in CEILING_CLASSES else line
+            )
     lines += _topic_quotas(config, topics, width, sources)
+    lines += _ceilings(config, brokers, width, sources)
+    return lines
+
+
+def _ceilings(
+    config: QuotaConfig, brokers: list[QuotaEntity], width: int, sources: Sources | None
+) -> list[str]:
+    """Each broker entity's ceilings: its own, else the default broker's (docs/ceilings.md)."""
+    lines = []
+    default = QuotaEntity(broker=DEFAULT)
+    for entity in brokers:
+        lines.append(str(entity))
+        for quota_type in CEILINGS:
+            limits = config.limits.get(quota_type, {})
+            source = entity if entity in limits else default if default in limits else None
+            value = None if source is None else limits[source]
+            line = _value_line(quota_type, width, source, value, sources)
+            lines.append(line.replace("unlimited", "no ceiling"))
     return lines
 
 
@@ -102,6 +139,12 @@ def _value_line(
 
 def _topic_order(entity: QuotaEntity) -> tuple[bool, str]:
     return entity.topic == DEFAULT, entity.topic or ""
+
+
+def _broker_order(entity: QuotaEntity) -> tuple[bool, int]:
+    """By node id, the default broker last."""
+    broker = entity.broker or DEFAULT
+    return broker == DEFAULT, int(broker) if broker != DEFAULT else 0
 
 
 def _precedence(entity: QuotaEntity) -> tuple[int, str, str]:

@@ -9,9 +9,11 @@ from collections.abc import Mapping
 
 import pytest
 
+from config.effective_quotas import effective_quotas
 from quotas.ceilings import MAX_THROTTLE_MS, NO_LOAD, CeilingManager, Load
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import UNLIMITED
+from quotas.settings import QuotaConfig, QuotaSettings
 
 CEILING = 1_000_000.0
 #: a request every this many ms while not throttled
@@ -246,3 +248,30 @@ def test_a_level_collapsed_by_another_members_late_news_recovers_within_a_thrott
         now += max(PERIOD_MS, throttle)
     settled_s = (40_000 - 5_000 - MAX_THROTTLE_MS - 10_000) / 1000
     assert near(sent / settled_s, CEILING, 0.06)
+
+
+def test_check_config_shows_each_brokers_ceilings_and_every_class() -> None:
+    limits: Limits = {
+        QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): 6e6},
+        QuotaType.FETCH_CEILING: {QuotaEntity(broker=DEFAULT): 9e6},
+        QuotaType.CEILING_EXEMPT: {QuotaEntity(client_id="ops"): 1.0},
+    }
+    lines = effective_quotas(QuotaConfig(QuotaSettings(), limits), lambda entity, key: "file")
+    width = len("kafka-quota-proxy.produce_ceiling") + 2
+    at = lines.index("brokers/1")
+    assert lines[at : at + 8] == [
+        "brokers/1",
+        f"  {'kafka-quota-proxy.produce_ceiling':<{width}}6000000      from brokers/1 (file)",
+        f"  {'kafka-quota-proxy.fetch_ceiling':<{width}}9000000      from brokers/<default> (file)",
+        f"  {'kafka-quota-proxy.request_ceiling':<{width}}no ceiling",
+        "brokers/<default>",
+        f"  {'kafka-quota-proxy.produce_ceiling':<{width}}no ceiling",
+        f"  {'kafka-quota-proxy.fetch_ceiling':<{width}}9000000      from brokers/<default> (file)",
+        f"  {'kafka-quota-proxy.request_ceiling':<{width}}no ceiling",
+    ]
+    at = lines.index("clients/ops")
+    assert (
+        f"  {'kafka-quota-proxy.ceiling_exempt':<{width}}1            from clients/ops (file)"
+        in lines[at:]
+    )
+    assert not any("guards.requests" in line for line in lines)
