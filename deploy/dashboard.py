@@ -378,6 +378,71 @@ ROWS = (
         ),
     ),
     Row(
+        "Broker ceilings",
+        (
+            Panel(
+                "Broker intake against its ceiling",
+                "What every principal together sends each broker with a ceiling (or reads from "
+                "it), summed over the proxies, against the ceiling (docs/ceilings.md).",
+                (
+                    Query(
+                        f"sum by (ceiling, broker) (kafka_quota_proxy_ceiling_rate{{{PROXIES}}})",
+                        "{{ceiling}} broker {{broker}}",
+                    ),
+                    Query(
+                        f"max by (ceiling, broker) (kafka_quota_proxy_ceiling{{{PROXIES}}})",
+                        "ceiling {{ceiling}} broker {{broker}}",
+                    ),
+                ),
+                width=12,
+            ),
+            Panel(
+                "Brokers shedding",
+                "1 while a broker's ceiling holds principals to their shares: best-effort "
+                "first, guaranteed ones down to their floors, exempt ones never.",
+                (
+                    Query(
+                        "max by (ceiling, broker) "
+                        f"(kafka_quota_proxy_ceiling_shedding{{{PROXIES}}})",
+                        "{{ceiling}} broker {{broker}}",
+                    ),
+                ),
+                width=12,
+            ),
+            Panel(
+                "Shares of a shedding broker",
+                "Each principal's rate into a broker with a ceiling, by class, beside its share "
+                "while the broker sheds.",
+                (
+                    Query(
+                        "sum by (ceiling, broker, class, user, client_id) "
+                        f"(kafka_quota_proxy_ceiling_principal_rate{{{PRINCIPALS}}})",
+                        "{{broker}} {{class}} {{user}} {{client_id}}",
+                    ),
+                    Query(
+                        "max by (ceiling, broker, class, user, client_id) "
+                        f"(kafka_quota_proxy_ceiling_allowance{{{PRINCIPALS}}})",
+                        "share {{broker}} {{user}} {{client_id}}",
+                    ),
+                ),
+                width=12,
+            ),
+            Panel(
+                "Ceiling throttles by principal",
+                "Responses per second whose largest throttle was a broker's ceiling.",
+                (
+                    Query(
+                        "sum by (ceiling, broker, user, client_id) (rate("
+                        f"kafka_quota_proxy_ceiling_throttles_total{{{PRINCIPALS}}}[{WINDOW}]))",
+                        "{{ceiling}} {{broker}} {{user}} {{client_id}}",
+                    ),
+                ),
+                unit="reqps",
+                width=12,
+            ),
+        ),
+    ),
+    Row(
         "Memory",
         (
             Panel(

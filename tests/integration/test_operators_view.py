@@ -72,6 +72,15 @@ kafka-quota-proxy.init_producer_id_rate = 1000
 kafka-quota-proxy.connections = 1000
 kafka-quota-proxy.connection_creation_rate = 1000
 
+# every broker a produce ceiling the exempt clients fill alone: the ceiling panels' series,
+# for the best-effort hog it sheds
+[brokers."<default>"]
+kafka-quota-proxy.produce_ceiling = 30000
+[clients.flooder.kafka-quota-proxy]
+ceiling_exempt = 1
+[clients.steady.kafka-quota-proxy]
+ceiling_exempt = 1
+
 # every topic a budget of its own, far above this load: the topic panels' series
 [topics."<default>"]
 producer_byte_rate = 500000000
@@ -101,13 +110,15 @@ def metrics_target(proxy: RunningProxy) -> str:
 
 async def load(fleet: list[RunningProxy]) -> None:
     """A flooder over its quota (idempotent: a producer id), a producer far under its own
-    through the other member, a consumer, and a topic made through the proxy."""
+    through the other member, a hog the brokers' ceilings shed, a consumer, and a topic made
+    through the proxy."""
     first, second = fleet
     await asyncio.gather(
         aiokafka_flood(
             first.bootstrap, "flooder", TOPIC, LOAD_S, Timeline(), enable_idempotence=True
         ),
         aiokafka_flood(second.bootstrap, "steady", TOPIC, LOAD_S, Timeline(), offered_rate=20_000),
+        aiokafka_flood(second.bootstrap, "hog", TOPIC, LOAD_S, Timeline()),
         aiokafka_drain(first.bootstrap, "reader", TOPIC, LOAD_S, Timeline()),
         asyncio.to_thread(create_topic, second.bootstrap, f"{TOPIC}-made", 3, 1),
     )
