@@ -70,7 +70,7 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
     entities -= {*topics, *brokers}
     if not entities:
         lines.append("no quota entities: every client is unlimited")
-    width = max(len(quota_type.key) for quota_type in (*shown, *CEILINGS))
+    width = max(len(quota_type.key) for quota_type in (*shown, *(CEILINGS if brokers else ())))
     for entity in sorted(entities, key=_precedence):
         lines.append(str(entity))
         user = entity.user if entity.user not in (None, DEFAULT) else _UNNAMED

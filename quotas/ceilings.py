@@ -124,7 +124,8 @@ class CeilingManager(RequestGuardManager):
         self._weight_type = weight_type
         #: the least a principal is allowed where exempt use and floors leave nothing
         self.minimum = minimum
-        self._scopes: dict[int, Ceiling] = {}
+        #: by scope: a broker's node id; a log directory's (quotas/disk_guard.py)
+        self._scopes: dict[str, Ceiling] = {}
         self.update_classes(limits)
 
     @property
@@ -145,19 +146,20 @@ class CeilingManager(RequestGuardManager):
         self._exempt, self._floors = EntityQuotas(exempt), EntityQuotas(floors)
         self._weights = EntityQuotas({e: v for e, v in weights.items() if e.topic is None})
         self._standings: dict[tuple[str, str], Standing] = {}
-        for node_id, ceiling in list(self._scopes.items()):
-            limit = self.ceiling_of(node_id)
+        for scope, ceiling in list(self._scopes.items()):
+            limit = self.ceiling_of(scope)
             if limit is None:
-                del self._scopes[node_id]
+                del self._scopes[scope]
                 continue
             ceiling.limit = limit
             for tags, (sensors, _) in ceiling.shares.items():
                 ceiling.shares[tags] = (sensors, self._standing_of(tags))
             ceiling.due_ms = 0
 
-    def ceiling_of(self, node_id: int) -> float | None:
-        """A broker's ceiling: its own, else the default broker's; None: not limited."""
-        limit = self._ceilings.get(str(node_id))
+    def ceiling_of(self, scope: str) -> float | None:
+        """A broker's ceiling (its node id is the scope): its own, else the default
+        broker's; None: not limited."""
+        limit = self._ceilings.get(scope)
         return self._ceilings.get(DEFAULT) if limit is None else limit
 
     def standing(self, user: str, client_id: str) -> Standing:
@@ -177,14 +179,15 @@ class CeilingManager(RequestGuardManager):
             tags, self._exempt.limit(tags) is not None, self._floors.limit(tags) or 0.0, weight
         )
 
-    def scope(self, node_id: int) -> Ceiling | None:
-        """A broker's ceiling, made at its first use; None when no ceiling applies to it."""
-        ceiling = self._scopes.get(node_id)
+    def scope(self, scope: str) -> Ceiling | None:
+        """A scope's ceiling (a broker's, by its node id), made at its first use; None when
+        no ceiling applies to it."""
+        ceiling = self._scopes.get(scope)
         if ceiling is None:
-            limit = self.ceiling_of(node_id)
+            limit = self.ceiling_of(scope)
             if limit is None:
                 return None
-            ceiling = self._scopes[node_id] = Ceiling(limit)
+            ceiling = self._scopes[scope] = Ceiling(limit)
         return ceiling
 
     def charge(
@@ -268,14 +271,14 @@ class CeilingManager(RequestGuardManager):
         weight = standing.weight
         return ceiling.limit if weight is None else min(weight, ceiling.limit)
 
-    def scopes(self) -> Iterator[tuple[int, Ceiling]]:
+    def scopes(self) -> Iterator[tuple[str, Ceiling]]:
         return iter(list(self._scopes.items()))
 
     def expire(self, now_ms: int) -> int:
         """A principal's share idle for the sensors' hour is dropped, as Kafka drops its
         sensors; a scope with none left goes with it."""
         expired = 0
-        for node_id, ceiling in list(self._scopes.items()):
+        for scope, ceiling in list(self._scopes.items()):
             idle = [
                 tags
                 for tags, (sensors, _) in ceiling.shares.items()
@@ -285,5 +288,5 @@ class CeilingManager(RequestGuardManager):
                 del ceiling.shares[tags]
             expired += len(idle)
             if not ceiling.shares:
-                del self._scopes[node_id]
+                del self._scopes[scope]
         return expired

@@ -63,7 +63,7 @@ class ProduceEnforcement:
     def charge_ceiling(self, request: Request, broker: int, size: int) -> bool:
         """The broker's produce ceiling, charged as the principal's quota is."""
         manager = self._sensors.engine.produce_ceiling
-        return charge_ceiling(manager, self._settlement, request, broker, size)
+        return charge_ceiling(manager, self._settlement, request, str(broker), size)
 
 
 class FetchEnforcement:
@@ -125,7 +125,7 @@ class FetchEnforcement:
     def charge_ceiling(self, request: Request, broker: int, size: int) -> None:
         """The broker's fetch ceiling, charged with the response's bytes."""
         manager = self._sensors.engine.fetch_ceiling
-        charge_ceiling(manager, self._settlement, request, broker, size, Verdict)
+        charge_ceiling(manager, self._settlement, request, str(broker), size, Verdict)
 
     def topics_cap(self, topics: Iterable[str], now_ms: int) -> int | None:
         manager = self._sensors.engine.topic_fetch

@@ -18,14 +18,14 @@ def charge_ceiling(
     manager: CeilingManager,
     settlement: Settlement,
     request: Request,
-    broker: int,
+    scope: str,
     value: float,
     verdict_of: type[Verdict] = Rejudged,
 ) -> bool:
-    """Charge `value` to the principal's share of the broker, when the broker has a
-    ceiling of this kind; True when the connection must stop reading until the response
+    """Charge `value` to the principal's share of the scope (a broker's node id, a log
+    directory's), when it has a ceiling of this kind; True when the connection must stop reading until the response
     has gone (over its share, enforced). `verdict_of` as for topics (bandwidth.py)."""
-    ceiling = manager.scope(broker)
+    ceiling = manager.scope(scope)
     if ceiling is None:
         return False
     principal, now = request.principal, request.now_ms
@@ -46,7 +46,7 @@ def ceiling_owed(
     Fetch goes (0: none), as Kafka answers a consumer over its quota with an empty fetch."""
     if manager.quota_type in settlement.shadow:
         return 0
-    ceiling = manager.scope(broker)
+    ceiling = manager.scope(str(broker))
     if ceiling is None:
         return 0
     principal, now = request.principal, request.now_ms

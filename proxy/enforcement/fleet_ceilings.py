@@ -24,8 +24,8 @@ PARTS: Final = (CEILING_USED, CEILING_FIXED, CEILING_WEIGHT)
 class FleetCeilings:
     def __init__(self, gone_after_ms: float) -> None:
         self._gone_after_ms = gone_after_ms
-        #: (ceiling key, node id) -> member -> its Load's parts, and when it was heard
-        self._heard: dict[tuple[str, int], dict[str, tuple[list[float], int]]] = {}
+        #: (ceiling key, scope) -> member -> its Load's parts, and when it was heard
+        self._heard: dict[tuple[str, str], dict[str, tuple[list[float], int]]] = {}
 
     def publish(self, uses: list[Use], engine: QuotaEngine, now_ms: int) -> None:
         """This member's Load of every broker's ceiling, beside its uses."""
@@ -33,16 +33,14 @@ class FleetCeilings:
             if not manager.enabled:
                 continue
             key = manager.quota_type.key
-            for node_id, ceiling in manager.scopes():
+            for scope, ceiling in manager.scopes():
                 load = zip(PARTS, manager.load(ceiling, now_ms), strict=True)
-                uses += [(part, key, str(node_id), value) for part, value in load]
+                uses += [(part, key, scope, value) for part, value in load]
         self._place(engine, now_ms)
 
     def receive(self, member: str, use: Use, now_ms: int) -> None:
-        part, key, node, value = use
-        if not node.isdigit():
-            return  # not a node id: nothing a member of this version writes
-        heard = self._heard.setdefault((key, int(node)), {})
+        part, key, scope, value = use
+        heard = self._heard.setdefault((key, scope), {})
         parts, _ = heard.get(member) or ([0.0, 0.0, 0.0], now_ms)
         parts[PARTS.index(part)] = value
         heard[member] = (parts, now_ms)
@@ -53,13 +51,13 @@ class FleetCeilings:
 
     def _place(self, engine: QuotaEngine, now_ms: int) -> None:
         by_key = {manager.quota_type.key: manager for manager in engine.ceilings()}
-        for (key, node_id), heard in list(self._heard.items()):
+        for (key, scope), heard in list(self._heard.items()):
             for member, (_, at) in list(heard.items()):
                 if now_ms - at > self._gone_after_ms:
                     del heard[member]
             manager = by_key.get(key)
-            ceiling = manager.scope(node_id) if manager is not None else None
+            ceiling = manager.scope(scope) if manager is not None else None
             if ceiling is not None:
                 ceiling.others = sum((Load(*parts) for parts, _ in heard.values()), NO_LOAD)
             if not heard:
-                del self._heard[(key, node_id)]
+                del self._heard[(key, scope)]

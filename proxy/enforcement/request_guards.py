@@ -39,7 +39,7 @@ class RequestGuardEnforcement:
         bucket's then (it refills meanwhile)."""
         if self.request_ceiling and broker is not None:
             ceiling = self._sensors.engine.request_ceiling
-            if charge_ceiling(ceiling, self._settlement, request, broker, 1.0):
+            if charge_ceiling(ceiling, self._settlement, request, str(broker), 1.0):
                 request.stops_reading = True
         if request.route.guard is None:
             return

@@ -67,8 +67,8 @@ def ceiling_families(engine: QuotaEngine, now_ms: int) -> Iterator[Metric]:
     )
     for manager in engine.ceilings():
         kind = kind_of(manager)
-        for node_id, ceiling in manager.scopes():
-            where = [kind, str(node_id)]
+        for key, ceiling in manager.scopes():
+            where = [kind, key]
             limit.add_metric(where, ceiling.limit)
             rate.add_metric(where, ceiling.total.measure(RATES, now_ms))
             shedding.add_metric(where, 0.0 if math.isinf(ceiling.level) else 1.0)

@@ -44,7 +44,7 @@ def run(
             continue
         size = rate * PERIOD_MS / 1000
         throttle = 0
-        ceiling = manager.scope(broker)
+        ceiling = manager.scope(str(broker))
         if ceiling is not None:
             _, throttle = manager.charge(ceiling, manager.standing(user, "app"), size, now)
         sent = windows.setdefault(now // 10_000, dict.fromkeys(demands, 0.0))
@@ -125,13 +125,13 @@ def test_best_effort_shares_follow_quotas_and_the_ceiling_where_none() -> None:
 
 def test_other_brokers_and_a_broker_under_its_ceiling_hold_nobody() -> None:
     manager = produce_ceiling({QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING}})
-    assert manager.scope(2) is None
+    assert manager.scope("2") is None
     demands = {"a": (1, 400_000.0, 0, 30), "b": (1, 400_000.0, 0, 30), "c": (2, 5e6, 0, 30)}
     windows = run(manager, demands, 30)
     for sent in windows.values():
         assert sent["a"] == pytest.approx(400_000) and sent["b"] == pytest.approx(400_000)
         assert sent["c"] == pytest.approx(5e6)
-    ceiling = manager.scope(1)
+    ceiling = manager.scope("1")
     assert ceiling is not None and math.isinf(ceiling.level)
 
 
@@ -156,14 +156,14 @@ def test_a_reload_keeps_a_scope_and_a_ceiling_removed_drops_it() -> None:
     }
     manager = produce_ceiling(limits)
     run(manager, {"a": (1, 2e6, 0, 10), "b": (1, 2e6, 0, 10)}, 10)
-    ceiling = manager.scope(1)
+    ceiling = manager.scope("1")
     assert ceiling is not None and not math.isinf(ceiling.level)
     limits[QuotaType.CEILING_EXEMPT] = {QuotaEntity(user="a"): 1}
     manager.update_classes(limits)
-    assert manager.scope(1) is ceiling
+    assert manager.scope("1") is ceiling
     assert manager.standing("a", "app").exempt and not manager.standing("b", "app").exempt
     manager.update_classes({})
-    assert not manager.enabled and manager.scope(1) is None
+    assert not manager.enabled and manager.scope("1") is None
 
 
 def test_a_principal_is_one_share_per_quota_entity() -> None:
@@ -180,7 +180,7 @@ def test_a_principal_is_one_share_per_quota_entity() -> None:
     assert manager.standing("bob", "x").weight is None
     alone = produce_ceiling({QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING}})
     assert alone.standing("bob", "x").tags == ("bob", "x")
-    ceiling = manager.scope(1)
+    ceiling = manager.scope("1")
     assert ceiling is not None
     sensors, throttle = manager.charge(ceiling, manager.standing("bob", "x"), 10.0, 0)
     assert throttle == 0 and sensors.limit == UNLIMITED
@@ -205,7 +205,7 @@ def test_two_members_exchanging_loads_hold_the_ceiling_as_one() -> None:
         if now >= 120_000:
             continue
         if not user:
-            scopes = [m.scope(1) for m in members]
+            scopes = [m.scope("1") for m in members]
             loads = [m.load(s, now) for m, s in zip(members, scopes, strict=True) if s]
             for scope, other in zip(scopes, reversed(loads), strict=True):
                 assert scope is not None
@@ -213,7 +213,7 @@ def test_two_members_exchanging_loads_hold_the_ceiling_as_one() -> None:
             heapq.heappush(queue, (now + 250, ""))
             continue
         manager = members[served[user]]
-        ceiling = manager.scope(1)
+        ceiling = manager.scope("1")
         assert ceiling is not None
         size = demand[user] * PERIOD_MS / 1000
         _, throttle = manager.charge(ceiling, manager.standing(user, "app"), size, now)
@@ -235,7 +235,7 @@ def test_a_level_collapsed_by_another_members_late_news_recovers_within_a_thrott
     large requests run up debts. Once that member holds its own, this member's principal
     is back at the whole ceiling within one longest throttle, not owing its debt for ages."""
     manager = produce_ceiling({QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING}})
-    ceiling = manager.scope(1)
+    ceiling = manager.scope("1")
     assert ceiling is not None
     standing = manager.standing("greedy", "app")
     now, sent = 0, 0.0

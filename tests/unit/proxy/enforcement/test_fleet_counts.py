@@ -108,13 +108,13 @@ def test_each_members_load_of_a_ceiling_reaches_the_others_whole() -> None:
     ceiling = {QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): 1000.0}}
     fleet = Fleet(2, ceiling)
     first, second = (engine.produce_ceiling for engine in fleet.engines)
-    scope = first.scope(1)
+    scope = first.scope("1")
     assert scope is not None
     first.charge(scope, first.standing("alice", "app"), 4000.0, 0)
     publications = fleet.exchange(SYNC_MS)
     parts = (CEILING_USED, CEILING_FIXED, CEILING_WEIGHT)
     assert sorted(u[0] for u in publications[0].uses if u[0] in parts) == sorted(parts)
-    heard = second.scope(1)
+    heard = second.scope("1")
     assert heard is not None and heard.others == first.load(scope, SYNC_MS)
     assert heard.others.used > 0 and scope.others.used == 0  # its own is not "others"
     fleet.members[0].lost(publications[0], SYNC_MS)
