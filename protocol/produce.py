@@ -78,6 +78,25 @@ def produced_bytes(frame: bytes, view: ProduceRequestView) -> dict[str | uuid.UU
     Read for every Produce while a topic quota applies, so its own loop: the compact lengths
     clients send (one byte for counts and names, two for a batch under 16 KiB) and empty
     tagged fields are read inline, anything longer by the primitives."""
+    return _produced(frame, view, None)
+
+
+def produced_partition_bytes(
+    frame: bytes, view: ProduceRequestView
+) -> dict[tuple[str | uuid.UUID, int], int]:
+    """The record bytes a Produce request writes into each partition: what the disk guard
+    charges to the log directories holding it (docs/ceilings.md)."""
+    partitions: dict[tuple[str | uuid.UUID, int], int] = {}
+    _produced(frame, view, partitions)
+    return partitions
+
+
+def _produced(
+    frame: bytes,
+    view: ProduceRequestView,
+    partitions: dict[tuple[str | uuid.UUID, int], int] | None,
+) -> dict[str | uuid.UUID, int]:
+    """By topic; by partition too, into `partitions`, when given."""
     version, flexible = view.version, view.version >= 9
     sizes: dict[str | uuid.UUID, int] = {}
     if version < 3:
@@ -107,6 +126,7 @@ def produced_bytes(frame: bytes, view: ProduceRequestView) -> dict[str | uuid.UU
                 partition_count, pos = read_length(frame, pos, flexible, _INT32)
             written = 0
             for _ in range(partition_count):
+                index = pos
                 pos += 4  # the partition index
                 if not flexible:
                     length = _INT32.unpack_from(frame, pos)[0]
@@ -121,6 +141,9 @@ def produced_bytes(frame: bytes, view: ProduceRequestView) -> dict[str | uuid.UU
                 if length > 0:
                     pos += length
                     written += length
+                    if partitions is not None:
+                        partition = (topic, _INT32.unpack_from(frame, index)[0])
+                        partitions[partition] = partitions.get(partition, 0) + length
                 if flexible:
                     pos = pos + 1 if frame[pos] == 0 else skip_tagged_fields(frame, pos)
             if flexible:

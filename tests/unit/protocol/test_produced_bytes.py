@@ -10,7 +10,7 @@ import pytest
 from localkafka.inprocess.wire import produce_request, record_batch
 from protocol.errors import ProtocolError
 from protocol.headers import parse_request_header, request_body_offset
-from protocol.produce import produced_bytes, read_produce
+from protocol.produce import produced_bytes, produced_partition_bytes, read_produce
 
 BATCH = record_batch(-1, records=3, value=b"v" * 100)
 
@@ -46,3 +46,16 @@ def test_lengths_of_one_two_and_three_varint_bytes_read_alike(value_bytes: int, 
         assert sizes(produce_request(version, {0: batch, 1: batch}, topic)) == {
             topic: 2 * len(batch)
         }
+
+
+@pytest.mark.parametrize("version", [3, 9, 12])
+def test_by_partition_each_partition_s_records_count_for_it(version: int) -> None:
+    """What the disk guard charges: a partition with no records is not named."""
+    other = record_batch(-1, records=1, value=b"w" * 20_000)
+    frame = produce_request(version, {0: BATCH, 4: other, 2: None})
+    header = parse_request_header(frame)
+    view = read_produce(frame, header, request_body_offset(frame, header))
+    assert produced_partition_bytes(frame, view) == {
+        ("orders", 0): len(BATCH),
+        ("orders", 4): len(other),
+    }
