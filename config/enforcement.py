@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from config.values import typed_values
-from quotas.entities import CEILING_CLASSES, QUOTA_KEYS, QuotaType
+from quotas.entities import CEILING_CLASSES, DISK_LIMITS, QUOTA_KEYS, QuotaType
 
 _HOLDS = ("principal", "connection")
 #: the quota keys whose throttles shadow mode keeps from clients: a ceiling's class keys
-#: decide no throttle of their own
+#: and the disk guard's limits decide no throttle of their own
 SHADOWED: dict[str, QuotaType] = {
-    key: quota_type for key, quota_type in QUOTA_KEYS.items() if quota_type not in CEILING_CLASSES
+    key: quota_type
+    for key, quota_type in QUOTA_KEYS.items()
+    if quota_type not in CEILING_CLASSES and quota_type not in DISK_LIMITS
 }
 #: the keys of [enforcement] and their TOML types
 KEYS: dict[str, tuple[type, ...]] = {"shadow": (bool, list), "hold": (str,)}

@@ -11,7 +11,7 @@ from quotas.entities import BUCKETS
 from quotas.settings import GuardSettings
 
 #: the guards, by table name under [guards]
-GUARDS = ("connections", "failed_logins", "requests")
+GUARDS = ("connections", "disk", "failed_logins", "requests")
 #: half of Kafka's group.min.session.timeout.ms default, the shortest session a broker
 #: grants: a guard's throttle mutes a connection at most this long, so a group member
 #: muted between two heartbeats still heartbeats within its session (docs/guards.md)
@@ -44,6 +44,29 @@ _FAILED_LOGIN_KEYS: dict[str, tuple[type, ...]] = {
 CONNECTION_KEYS: dict[str, tuple[type, ...]] = {"shadow": (bool,)}
 
 
+@dataclass(frozen=True)
+class DiskGuardSettings:
+    """[guards.disk]: how the disk guard reads the brokers' log directories; the limits are
+    keys of the broker entities (docs/ceilings.md#the-disk-guard)."""
+
+    #: how often each broker's log directories are read (DescribeLogDirs)
+    interval_s: float = 10.0
+    #: a broker not read for this long is said stale; its decisions are kept
+    stale_after_s: float = 60.0
+    #: bytes per second every writer of a directory together is held at, at its hard limit
+    minimum_rate: int = 10240
+    #: decide, log and count, but hold no writer
+    shadow: bool = False
+
+
+DISK_KEYS: dict[str, tuple[type, ...]] = {
+    "interval_s": (int, float),
+    "stale_after_s": (int, float),
+    "minimum_rate": (int,),
+    "shadow": (bool,),
+}
+
+
 REQUEST_KEYS: dict[str, tuple[type, ...]] = {
     "burst_s": (int,),
     "bursts": (dict,),
@@ -64,6 +87,8 @@ class Guards:
     requests_shadow: bool = False
     #: [guards.connections] shadow: both connection guards decide, log and count only
     connections_shadow: bool = False
+    #: None: the disk guard is off
+    disk: DiskGuardSettings | None = None
 
 
 def parse_guards(section: dict[str, Any], problems: list[str]) -> Guards:
@@ -91,7 +116,22 @@ def parse_guards(section: dict[str, Any], problems: list[str]) -> Guards:
         _requests(values, problems),
         shadow,
         connection_values.get("shadow", False),
+        _disk(section, problems),
     )
+
+
+def _disk(section: dict[str, Any], problems: list[str]) -> DiskGuardSettings | None:
+    """[guards.disk]; None without the table."""
+    disk = section.get("disk")
+    if not isinstance(disk, dict):
+        return None
+    settings = DiskGuardSettings(**typed_values("guards.disk", disk, DISK_KEYS, problems))
+    for key in ("interval_s", "stale_after_s", "minimum_rate"):
+        if getattr(settings, key) <= 0:
+            problems.append(
+                f"[guards.disk] key '{key}': expected more than 0, got {getattr(settings, key)}"
+            )
+    return settings
 
 
 def _requests(values: dict[str, Any], problems: list[str]) -> GuardSettings:

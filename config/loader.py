@@ -12,12 +12,13 @@ from config.cluster import ClusterSettings, parse_cluster
 from config.enforcement import parse_enforcement
 from config.errors import ConfigError
 from config.fleet import FleetSettings, parse_fleet
-from config.guards import FailedLoginSettings, parse_guards
+from config.guards import DiskGuardSettings, FailedLoginSettings, parse_guards
 from config.metrics import MetricsSettings, parse_metrics_settings
 from config.proxy import ProxySettings, parse_proxy_settings
 from config.proxy_protocol import ProxyProtocolSettings, parse_proxy_protocol
 from config.quota_store import QuotaStoreSettings, parse_quota_store
 from config.quotas import (
+    disk_limit_problems,
     parse_broker_settings,
     parse_brokers,
     parse_entities,
@@ -83,6 +84,8 @@ class ProxyConfig:
     sni: SniSettings | None = None
     #: the failed-login backoff ([guards.failed_logins]); None: off
     failed_logins: FailedLoginSettings | None = None
+    #: the disk guard's reading of the log directories ([guards.disk]); None: off
+    disk_guard: DiskGuardSettings | None = None
 
     @property
     def fleet_name(self) -> str:
@@ -128,11 +131,14 @@ def load_config(path: Path | str) -> ProxyConfig:
     )
     if guards.requests_shadow:
         shadow |= frozenset(GUARDS.values())
+    if guards.disk is not None and guards.disk.shadow:
+        shadow |= frozenset({QuotaType.DISK_GUARD})
     if guards.connections_shadow:
         shadow |= frozenset(CONNECTION_GUARDS)
     limits = parse_entities(document.get("users"), document.get("clients"), problems)
     for quota_type, ceilings in parse_brokers(document.get("brokers"), problems).items():
         limits.setdefault(quota_type, {}).update(ceilings)
+    problems.extend(disk_limit_problems(limits))
     ip_rates = parse_ips(document.get("ips"), problems)
     topic_quotas = parse_topics(document.get("topics"), problems)
     listener, upstream = parse_tls(
@@ -169,6 +175,7 @@ def load_config(path: Path | str) -> ProxyConfig:
         proxy_protocol=proxy_protocol,
         sni=sni,
         failed_logins=guards.failed_logins,
+        disk_guard=guards.disk,
     )
 
 

@@ -211,6 +211,29 @@ def parse_brokers(raw: Any, problems: list[str]) -> dict[QuotaType, dict[QuotaEn
     return limits
 
 
+def disk_limit_problems(limits: Mapping[QuotaType, Mapping[QuotaEntity, float]]) -> list[str]:
+    """A broker's disk limits as they resolve (its own, else the default broker's): both or
+    neither, and the hard one below the soft one."""
+    soft = limits.get(QuotaType.DISK_SOFT_LIMIT, {})
+    hard = limits.get(QuotaType.DISK_HARD_LIMIT, {})
+    default = QuotaEntity(broker=DEFAULT)
+    problems = []
+    for entity in sorted({*soft, *hard}, key=str):
+        soft_value, hard_value = (
+            soft.get(entity, soft.get(default)),
+            hard.get(entity, hard.get(default)),
+        )
+        if soft_value is None or hard_value is None:
+            missing = QuotaType.DISK_SOFT_LIMIT if soft_value is None else QuotaType.DISK_HARD_LIMIT
+            problems.append(f"{entity}: key '{missing.key}': needed beside the other disk limit")
+        elif hard_value >= soft_value:
+            problems.append(
+                f"{entity}: key '{QuotaType.DISK_HARD_LIMIT.key}': {hard_value:.0f} is not below "
+                f"{QuotaType.DISK_SOFT_LIMIT.key} ({soft_value:.0f})"
+            )
+    return problems
+
+
 def _named_quotas(
     raw: Any,
     kind: str,

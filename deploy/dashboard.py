@@ -428,6 +428,24 @@ ROWS = (
                 width=12,
             ),
             Panel(
+                "Log directories",
+                "Each log directory's usable bytes as its broker last described them "
+                "([guards.disk]), and 1 on the right axis while the disk guard holds its writers.",
+                (
+                    Query(
+                        "min by (broker, log_dir) "
+                        f"(kafka_quota_proxy_disk_usable_bytes{{{PROXIES}}})",
+                        "{{broker}} {{log_dir}}",
+                    ),
+                    Query(
+                        f"max by (broker, log_dir) (kafka_quota_proxy_disk_guarded{{{PROXIES}}})",
+                        "guarded {{broker}} {{log_dir}}",
+                    ),
+                ),
+                unit="bytes",
+                width=12,
+            ),
+            Panel(
                 "Ceiling throttles by principal",
                 "Responses per second whose largest throttle was a broker's ceiling.",
                 (

@@ -109,6 +109,10 @@ class KafkaCluster:
     #: remote and send times) of node N to this path with N in place of "{node}"; a path in
     #: memory (/dev/shm) keeps its writes from stalling the broker's disk
     request_log: str | None = None
+    #: node id -> megabytes: that node's log directory is a tmpfs of this size of its own
+    #: (mounted at start, unmounted at stop: root only), its metadata log on the work
+    #: directory's disk, so that a full log directory does not take the quorum with it
+    small_disks: dict[int, int] = field(default_factory=dict)
     brokers: list[Broker] = field(default_factory=list)
     ca: ThrowawayCA | None = None
     _tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -145,7 +149,7 @@ class KafkaCluster:
             "listener.security.protocol.map": ",".join(
                 [f"{name}:{name}" for name in listeners] + ["CONTROLLER:PLAINTEXT"]
             ),
-            "log.dirs": str(broker.log_dir),
+            "log.dirs": str(self.small_disk(broker) or broker.log_dir),
             "num.partitions": "1",
             "offsets.topic.replication.factor": str(replication),
             "offsets.topic.num.partitions": "5",
@@ -182,8 +186,16 @@ class KafkaCluster:
                     "ssl.truststore.location": str(self.ca_certificate),
                 }
             )
+        if self.small_disk(broker) is not None:
+            props["metadata.log.dir"] = str(broker.log_dir)
         props.update(self.overrides)
         return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def small_disk(self, broker: Broker) -> Path | None:
+        """Where a node with a small disk keeps its logs (small_disks)."""
+        if broker.node_id not in self.small_disks:
+            return None
+        return broker.log_dir.parent / "small"
 
     def start(self, timeout: float = 90.0) -> KafkaCluster:
         ensure_jars()
@@ -217,6 +229,13 @@ class KafkaCluster:
         for broker in self.brokers:
             node_dir = broker.log_dir.parent
             node_dir.mkdir(parents=True, exist_ok=True)
+            small = self.small_disk(broker)
+            if small is not None:
+                small.mkdir(exist_ok=True)
+                size = f"size={self.small_disks[broker.node_id]}m"
+                subprocess.run(
+                    ["mount", "-t", "tmpfs", "-o", size, "tmpfs", str(small)], check=True
+                )
             props_file = node_dir / "server.properties"
             keystore = ca.server(f"node-{broker.node_id}", LOOPBACK) if ca is not None else None
             props_file.write_text(self._properties(broker, voters, keystore))
@@ -327,6 +346,10 @@ class KafkaCluster:
                 except subprocess.TimeoutExpired:
                     broker.process.kill()
                     broker.process.wait()
+        for broker in self.brokers:
+            small = self.small_disk(broker)
+            if small is not None:
+                subprocess.run(["umount", str(small)], check=False)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

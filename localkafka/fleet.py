@@ -33,12 +33,14 @@ def confluent_fleet(
     options: Mapping[str, str] | None = None,
     in_flight: int = 1000,
     first_process: int = 0,
+    offered_rate: float | None = None,
 ) -> Iterator[list[subprocess.Popen[str]]]:
     """The fleet's processes, started at once; killed if the block is left while they run.
     Several bootstrap lists are dealt out: process i gets the (i mod their count)-th;
     `options` are librdkafka settings of every process, `in_flight` the records each keeps
     unacknowledged. Two fleets writing one topic number their processes apart
-    (`first_process`), so that their records' sequence numbers differ."""
+    (`first_process`), so that their records' sequence numbers differ. `offered_rate`: each
+    process's bytes per second, at most (None: as fast as it goes)."""
     lists = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
     fleet = [
         subprocess.Popen(
@@ -52,6 +54,7 @@ def confluent_fleet(
                 str(seconds),
                 str((first_process + i) * SEQ_STRIDE),
                 f"--in-flight={in_flight}",
+                *([f"--rate={offered_rate}"] if offered_rate is not None else []),
                 *(f"--option={key}={value}" for key, value in (options or {}).items()),
             ],
             stdout=subprocess.PIPE,
@@ -100,11 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("first_seq", type=int)
     parser.add_argument("--in-flight", type=int, default=1000, help="records unacknowledged")
     parser.add_argument("--option", action="append", default=[], help="librdkafka key=value")
+    parser.add_argument("--rate", type=float, default=None, help="bytes per second, at most")
     args = parser.parse_args(argv)
     timeline = Timeline()
     config = {"bootstrap.servers": args.bootstrap, "client.id": args.client_id}
     config.update(option.split("=", 1) for option in args.option)
-    confluent_flood(config, args.topic, args.seconds, timeline, args.first_seq, args.in_flight)
+    confluent_flood(
+        config, args.topic, args.seconds, timeline, args.first_seq, args.in_flight, args.rate
+    )
     acked = [[at, seq] for (at, _), seq in zip(timeline.events, timeline.seqs, strict=True)]
     print(json.dumps({"started": timeline.started, "acked": acked}))
     return 0

@@ -402,9 +402,11 @@ def confluent_flood(
     timeline: Timeline,
     first_seq: int = 0,
     in_flight: int = 1000,
+    offered_rate: float | None = None,
 ) -> int:
     """The same with librdkafka, at most `in_flight` records unacknowledged; sequence numbers
-    from `first_seq`, so that several producers of one topic can tell their records apart."""
+    from `first_seq`, so that several producers of one topic can tell their records apart;
+    with offered_rate (bytes/s), records offered no faster than that."""
     producer = ConfluentProducer({"linger.ms": 5, **config})
     sent = 0
     errors: list[object] = []
@@ -423,6 +425,9 @@ def confluent_flood(
         producer.produce(topic, record(first_seq + sent), on_delivery=delivered)
         sent += 1
         producer.poll(0)
+        if offered_rate is not None and sent % 20 == 0:
+            due = timeline.started + sent * RECORD_BYTES / offered_rate
+            time.sleep(max(0.0, due - time.monotonic()))
     assert producer.flush(60) == 0
     assert not errors, errors[:3]
     return sent

@@ -23,6 +23,7 @@ from config.errors import ConfigError, StartupError
 from config.loader import ProxyConfig
 from config.tls import unencrypted_upstream
 from proxy.control.cluster import reach_cluster
+from proxy.control.disk_watch import DiskWatch
 from proxy.control.fleet_bus import FleetBus, member_id
 from proxy.control.quota_topic import QuotaTopic
 from proxy.control.reload import ConfigReloader
@@ -175,6 +176,8 @@ class ProxyProcess:
             host, port = config.proxy.listen_host, config.proxy.bootstrap_port
             raise cannot_listen(config, "proxy", host, port, "bootstrap_port", exc) from exc
         self._start_usage()
+        if config.disk_guard is not None:
+            self._run_beside(DiskWatch(self.context, config.disk_guard).run())
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, self.reloader.reload, "SIGHUP")
         self._run_beside(self.reloader.watch(config.proxy.config_poll_interval_s))

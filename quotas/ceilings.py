@@ -52,6 +52,9 @@ MAX_THROTTLE_MS: Final = 10_000
 RATES: Final = MetricConfig(samples=5, window_ms=1000)
 #: how often a scope's level is solved again
 REBALANCE_MS: Final = 250
+#: how long nobody must have pressed before a scope lets every allowance go: a principal
+#: muted for the longest throttle sends nothing its rate would show for that long
+CALM_MS: Final = MAX_THROTTLE_MS + RATES.samples * RATES.window_ms
 #: the share of the ceiling under which a scope nobody presses lets every allowance go (the
 #: level holds between it and the ceiling: principals held at their allowance look content
 #: for a moment as a throttle ends)
@@ -92,7 +95,7 @@ NO_LOAD: Final = Load(0.0, 0.0, 0.0)
 class Ceiling:
     """One broker's ceiling of one kind, and the principals that send into it here."""
 
-    __slots__ = ("due_ms", "level", "limit", "others", "shares", "total")
+    __slots__ = ("due_ms", "level", "limit", "others", "pressed_ms", "shares", "total")
 
     def __init__(self, limit: float) -> None:
         self.limit = limit
@@ -104,6 +107,8 @@ class Ceiling:
         self.level = math.inf
         #: when the level is solved next (0: at the next use)
         self.due_ms = 0
+        #: when a principal last pressed on its share here
+        self.pressed_ms = 0
         #: the other members' loads, summed (a fleet's; NO_LOAD alone)
         self.others = NO_LOAD
 
@@ -234,6 +239,7 @@ class CeilingManager(RequestGuardManager):
             if pressed:
                 fixed += standing.floor
                 weight += self._weight(ceiling, standing)
+                ceiling.pressed_ms = now_ms
             else:
                 fixed += rate
         return Load(used, fixed, weight)
@@ -246,9 +252,10 @@ class CeilingManager(RequestGuardManager):
         limit = ceiling.limit
         if load.weight > 0.0:
             ceiling.level = max((limit - load.fixed) / load.weight, 0.0)
-        elif load.used <= limit * RELEASE:
+        elif load.used <= limit * RELEASE and now_ms - ceiling.pressed_ms > CALM_MS:
             ceiling.level = math.inf  # nobody presses, and the broker is under its ceiling
-        # else nobody presses and the broker is near its ceiling: the level holds
+        # else the level holds: the broker is near its ceiling, or a principal that pressed
+        # lately may be waiting out a throttle (muted, it sends nothing to be measured)
         for sensors, standing in ceiling.shares.values():
             if standing.exempt:
                 continue
@@ -273,6 +280,10 @@ class CeilingManager(RequestGuardManager):
 
     def scopes(self) -> Iterator[tuple[str, Ceiling]]:
         return iter(list(self._scopes.items()))
+
+    def drop(self, scope: str) -> None:
+        """A scope no ceiling applies to any more."""
+        self._scopes.pop(scope, None)
 
     def expire(self, now_ms: int) -> int:
         """A principal's share idle for the sensors' hour is dropped, as Kafka drops its

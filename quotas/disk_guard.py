@@ -13,9 +13,9 @@ hard limit, it approaches it without reaching it.
 
 A directory already under its soft limit when first read (the proxy started) is ramped from
 its second reading, once how fast it fills is known; one under its hard limit is held at the
-minimum at once. A broker that cannot be read keeps its last decisions: a directory guarded stays guarded, at
-its last ceiling, and one that was not stays free. Past `stale_after_ms` the guard says so
-(DiskGuard.stale: a warning and a metric); it never lets go on its own.
+minimum at once. A broker that cannot be read keeps its last decisions: a directory guarded
+stays guarded, at its last ceiling, and one that was not stays free. Past `stale_after_ms`
+the guard says so (DiskGuard.stale: a warning and a metric); it never lets go on its own.
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final, NamedTuple
 
+from quotas.ceilings import CeilingManager, Standing
+from quotas.entities import DEFAULT, MetricTags, QuotaEntity, QuotaType
+
 #: (topic, partition)
 Partition = tuple[str, int]
-#: a directory: (node id, path)
-Directory = tuple[int, str]
+#: a directory, "<node id>:<path>": the scope of its ceiling
+Directory = str
 
 #: what a directory's volume says when its broker does not know (DescribeLogDirs before v4)
 UNKNOWN: Final = -1
@@ -66,33 +69,46 @@ class _Seen(NamedTuple):
 
 
 class DiskGuard:
-    def __init__(self, minimum: float, stale_after_ms: int) -> None:
+    def __init__(self, minimum: float = 10240.0, stale_after_ms: int = 60_000) -> None:
         #: what a writer set is held at, at the hard limit (bytes per second)
         self.minimum = minimum
         self.stale_after_ms = stale_after_ms
-        #: node id -> its limits; a broker without is not guarded
-        self.limits: dict[int, DiskLimits] = {}
+        #: by broker entity (a node id, or DEFAULT); a broker without is not guarded
+        self.limits: dict[str, DiskLimits] = {}
         self.guarded: dict[Directory, Guarded] = {}
         #: partition -> the guarded directories holding a replica of it
         self.by_partition: dict[Partition, tuple[Directory, ...]] = {}
         self._seen: dict[Directory, _Seen] = {}
+        #: each directory's last reading, for the metrics
+        self.readings: dict[Directory, Reading] = {}
         #: node id -> when it was last read
         self.read_ms: dict[int, int] = {}
 
-    def update_limits(self, limits: Mapping[int, DiskLimits]) -> None:
-        """New limits take effect at each broker's next reading; a broker no longer limited
-        lets its directories go at once."""
+    def configure(self, minimum: float, stale_after_ms: int) -> None:
+        """[guards.disk]'s settings, taken at start-up."""
+        self.minimum, self.stale_after_ms = minimum, stale_after_ms
+
+    def update_limits(self, limits: Mapping[str, DiskLimits]) -> None:
+        """New limits (by broker entity: a node id, or DEFAULT) take effect at each broker's
+        next reading; a broker no longer limited lets its directories go at once."""
         self.limits = dict(limits)
-        for directory in [d for d in self.guarded if d[0] not in self.limits]:
-            del self.guarded[directory]
+        for directory in list(self.guarded):
+            if self.limit_of(int(directory.partition(":")[0])) is None:
+                del self.guarded[directory]
         self._index()
+
+    def limit_of(self, node_id: int) -> DiskLimits | None:
+        """A broker's limits: its own, else the default broker's."""
+        limits = self.limits.get(str(node_id))
+        return self.limits.get(DEFAULT) if limits is None else limits
 
     def read(self, node_id: int, readings: Iterable[Reading], now_ms: int) -> None:
         """A broker's log directories, described now."""
         self.read_ms[node_id] = now_ms
-        limits = self.limits.get(node_id)
+        limits = self.limit_of(node_id)
         for reading in readings:
-            directory = (node_id, reading.path)
+            directory = f"{node_id}:{reading.path}"
+            self.readings[directory] = reading
             seen = self._seen.get(directory)
             self._seen[directory] = _Seen(reading.usable_bytes, now_ms)
             if limits is None or reading.usable_bytes == UNKNOWN:
@@ -121,9 +137,13 @@ class DiskGuard:
         """The brokers not read for stale_after_ms, whose decisions are held as they were."""
         return [
             node_id
-            for node_id in self.limits
-            if now_ms - self.read_ms.get(node_id, now_ms) > self.stale_after_ms
+            for node_id, read_ms in self.read_ms.items()
+            if now_ms - read_ms > self.stale_after_ms and self.limit_of(node_id) is not None
         ]
+
+    def failed(self, node_id: int) -> None:
+        """A broker asked and not answered: read_ms stays as it was, so it turns stale."""
+        self.read_ms.setdefault(node_id, 0)
 
     def _index(self) -> None:
         by_partition: dict[Partition, list[Directory]] = {}
@@ -131,3 +151,64 @@ class DiskGuard:
             for partition in guarded.partitions:
                 by_partition.setdefault(partition, []).append(directory)
         self.by_partition = {p: tuple(dirs) for p, dirs in by_partition.items()}
+
+
+def disk_limits(limits: Mapping[QuotaType, Mapping[QuotaEntity, float]]) -> dict[str, DiskLimits]:
+    """The broker entities' disk limits, where both are set and the hard one is below the
+    soft one (config/quotas.py refuses a file otherwise; an alteration that leaves one
+    without the other leaves its broker unguarded)."""
+    soft = limits.get(QuotaType.DISK_SOFT_LIMIT, {})
+    hard = limits.get(QuotaType.DISK_HARD_LIMIT, {})
+    found = {}
+    for entity in {*soft, *hard}:
+        if entity.broker is None:
+            continue
+        default = QuotaEntity(broker=DEFAULT)
+        soft_value, hard_value = (
+            soft.get(entity, soft.get(default)),
+            hard.get(entity, hard.get(default)),
+        )
+        if soft_value is not None and hard_value is not None and hard_value < soft_value:
+            found[entity.broker] = DiskLimits(soft_value, hard_value)
+    return found
+
+
+class DiskCeilings(CeilingManager):
+    """The disk guard's actuator: a ceiling per guarded directory, over the bytes produced
+    into its partitions, its limit the guard's; floors do not hold under it."""
+
+    def __init__(
+        self, guard: DiskGuard, limits: Mapping[QuotaType, Mapping[QuotaEntity, float]]
+    ) -> None:
+        self.guard = guard
+        super().__init__(
+            QuotaType.DISK_GUARD, limits, QuotaType.PRODUCE_FLOOR, QuotaType.PRODUCE, guard.minimum
+        )
+
+    def update_classes(self, limits: Mapping[QuotaType, Mapping[QuotaEntity, float]]) -> None:
+        super().update_classes(limits)
+        self.guard.update_limits(disk_limits(limits))
+        self.refresh()
+
+    def ceiling_of(self, scope: str) -> float | None:
+        guarded = self.guard.guarded.get(scope)
+        return None if guarded is None else guarded.limit
+
+    def _standing_of(self, tags: MetricTags) -> Standing:
+        return super()._standing_of(tags)._replace(floor=0.0)
+
+    def configure(self, minimum: float, stale_after_ms: int) -> None:
+        """[guards.disk]'s settings: the minimum a directory's writers are held at."""
+        self.guard.configure(minimum, stale_after_ms)
+        self.minimum = minimum
+
+    def refresh(self) -> None:
+        """The guard read a broker: each directory's ceiling moves to its new limit, and a
+        directory let go drops its scope."""
+        self.enabled = bool(self.guard.guarded)
+        for scope, ceiling in self.scopes():
+            limit = self.ceiling_of(scope)
+            if limit is None:
+                self.drop(scope)
+            else:
+                ceiling.limit = limit

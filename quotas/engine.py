@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from quotas.ceilings import CeilingManager
+from quotas.disk_guard import DiskCeilings, DiskGuard
 from quotas.entities import CEILINGS, GUARDS, QuotaType
 from quotas.managers import (
     ClientQuotaManager,
@@ -27,10 +28,14 @@ _CEILING_MINIMUMS = (1024.0, 1024.0, 1.0)
 
 class QuotaEngine:
     def __init__(
-        self, config: QuotaConfig, connections: PrincipalConnections | None = None
+        self,
+        config: QuotaConfig,
+        connections: PrincipalConnections | None = None,
+        disk_guard: DiskGuard | None = None,
     ) -> None:
         """`connections`: the open connections an engine this one replaces counted (they
-        are not sensors: they stay open whatever the windows)."""
+        are not sensors: they stay open whatever the windows); `disk_guard`: what the disk
+        guard read of the brokers' log directories (none read yet by default)."""
         self.config = config
         settings, limits = config.settings, config.limits
         produce, fetch = limits.get(QuotaType.PRODUCE, {}), limits.get(QuotaType.FETCH, {})
@@ -86,6 +91,8 @@ class QuotaEngine:
                 CEILINGS.items(), _CEILING_MINIMUMS, strict=True
             )
         )
+        #: the disk guard's ceilings, one per log directory under its soft limit
+        self.disk = DiskCeilings(disk_guard or DiskGuard(), limits)
 
         self._by_type: dict[QuotaType, QuotaManager] = {m.quota_type: m for m in self.managers()}
 
@@ -145,6 +152,7 @@ class QuotaEngine:
         yield self.produce_ceiling
         yield self.fetch_ceiling
         yield self.request_ceiling
+        yield self.disk
 
     def topic_managers(self) -> Iterator[TopicQuotaManager]:
         yield self.topic_produce

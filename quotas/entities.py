@@ -55,6 +55,9 @@ class QuotaType(Enum):
     PRODUCE_FLOOR = (PROXY_PREFIX + "produce_floor", "ProduceFloor")
     FETCH_FLOOR = (PROXY_PREFIX + "fetch_floor", "FetchFloor")
     REQUEST_FLOOR = (PROXY_PREFIX + "request_floor", "RequestFloor")
+    DISK_SOFT_LIMIT = (PROXY_PREFIX + "disk_soft_limit_bytes", "DiskSoftLimit")
+    DISK_HARD_LIMIT = (PROXY_PREFIX + "disk_hard_limit_bytes", "DiskHardLimit")
+    DISK_GUARD = (PROXY_PREFIX + "disk_guard", "DiskGuard")
 
     def __init__(self, key: str, group: str, api_key: int | None = None) -> None:
         self.key = key
@@ -81,6 +84,8 @@ CEILINGS: Final = {
     QuotaType.FETCH_CEILING: (QuotaType.FETCH_FLOOR, QuotaType.FETCH),
     QuotaType.REQUEST_CEILING: (QuotaType.REQUEST_FLOOR, QuotaType.REQUEST),
 }
+#: a broker's disk guard limits, in usable bytes of a log directory's volume
+DISK_LIMITS: Final = (QuotaType.DISK_SOFT_LIMIT, QuotaType.DISK_HARD_LIMIT)
 #: the keys of user and client-id entities that place a principal under the ceilings
 CEILING_CLASSES: Final = (
     QuotaType.CEILING_EXEMPT,

@@ -91,6 +91,15 @@ BROKER_CONFIGS: Final = OwnConfigs(
             (QuotaType.PRODUCE_CEILING, "Produce bytes per second this broker takes, at most"),
             (QuotaType.FETCH_CEILING, "Fetch bytes per second this broker sends, at most"),
             (QuotaType.REQUEST_CEILING, "Requests per second this broker takes, at most"),
+            (
+                QuotaType.DISK_SOFT_LIMIT,
+                "Usable bytes of a log directory's volume under which its writers are held",
+            ),
+            (
+                QuotaType.DISK_HARD_LIMIT,
+                "Usable bytes of a log directory's volume under which its writers are held at "
+                "the disk guard's minimum",
+            ),
         )
     },
     # kafka-configs names the default broker (--entity-default) by an empty name

@@ -74,11 +74,14 @@ TOPIC_KEYS: Final[Mapping[str, KeyType]] = {
     "producer_byte_rate": KeyType.LONG,
     "consumer_byte_rate": KeyType.LONG,
 }
-#: a broker's ceilings: bytes per second in and out, requests per second
+#: a broker's ceilings (bytes per second in and out, requests per second) and its disk
+#: guard's limits (usable bytes of a log directory's volume)
 CEILING_KEYS: Final[Mapping[str, KeyType]] = {
     QuotaType.PRODUCE_CEILING.key: KeyType.LONG,
     QuotaType.FETCH_CEILING.key: KeyType.LONG,
     QuotaType.REQUEST_CEILING.key: KeyType.DOUBLE,
+    QuotaType.DISK_SOFT_LIMIT.key: KeyType.LONG,
+    QuotaType.DISK_HARD_LIMIT.key: KeyType.LONG,
 }
 
 #: Kafka's legal topic names (Topic.validate)

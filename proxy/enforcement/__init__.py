@@ -65,6 +65,12 @@ class Enforcement:
         self.produce.ceilings = engine.produce_ceiling.enabled
         self.fetch.ceilings = engine.fetch_ceiling.enabled
         self.guards.request_ceiling = engine.request_ceiling.enabled
+        self.produce.disk_guard = engine.disk.enabled
+
+    def disk_read(self) -> None:
+        """The disk guard read a broker's log directories: its ceilings move with it."""
+        self.engine.disk.refresh()
+        self.produce.disk_guard = self.engine.disk.enabled
 
     def expire(self, now_ms: int) -> int:
         return self.sensors.expire(now_ms)

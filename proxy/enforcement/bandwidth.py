@@ -24,6 +24,8 @@ class ProduceEnforcement:
         self.topic_quotas = sensors.engine.topic_produce.enabled
         #: whether any broker has a produce ceiling (kept as topic_quotas is)
         self.ceilings = sensors.engine.produce_ceiling.enabled
+        #: whether the disk guard holds any log directory (set whenever it reads one)
+        self.disk_guard = sensors.engine.disk.enabled
 
     def charge(self, request: Request, size: int) -> bool:
         """Charge a Produce request's bytes when it is read, as Kafka charges them when it
@@ -64,6 +66,20 @@ class ProduceEnforcement:
         """The broker's produce ceiling, charged as the principal's quota is."""
         manager = self._sensors.engine.produce_ceiling
         return charge_ceiling(manager, self._settlement, request, str(broker), size)
+
+    def charge_disks(self, request: Request, written: Mapping[tuple[str, int], int]) -> bool:
+        """Each log directory the disk guard holds, charged with the bytes written into the
+        partitions it has a replica of (docs/ceilings.md#the-disk-guard)."""
+        manager = self._sensors.engine.disk
+        by_partition = manager.guard.by_partition
+        sizes: dict[str, int] = {}
+        for partition, size in written.items():
+            for directory in by_partition.get(partition, ()):
+                sizes[directory] = sizes.get(directory, 0) + size
+        stops = False
+        for directory, size in sizes.items():
+            stops = charge_ceiling(manager, self._settlement, request, directory, size) or stops
+        return stops
 
 
 class FetchEnforcement:

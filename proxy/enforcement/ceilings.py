@@ -23,8 +23,9 @@ def charge_ceiling(
     verdict_of: type[Verdict] = Rejudged,
 ) -> bool:
     """Charge `value` to the principal's share of the scope (a broker's node id, a log
-    directory's), when it has a ceiling of this kind; True when the connection must stop reading until the response
-    has gone (over its share, enforced). `verdict_of` as for topics (bandwidth.py)."""
+    directory's), when it has a ceiling of this kind; True when the connection must stop
+    reading until the response has gone (over its share, enforced). `verdict_of` as for
+    topics (bandwidth.py)."""
     ceiling = manager.scope(scope)
     if ceiling is None:
         return False

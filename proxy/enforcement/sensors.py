@@ -45,7 +45,7 @@ class Sensors:
         self.generation += 1
         if self.engine.update(quotas):
             return True
-        self.engine = QuotaEngine(quotas, self.engine.connections)
+        self.engine = QuotaEngine(quotas, self.engine.connections, self.engine.disk.guard)
         return False
 
     def expire(self, now_ms: int) -> int:

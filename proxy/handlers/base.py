@@ -244,6 +244,15 @@ class ProduceQuota(Protocol):
         connection must stop reading."""
         ...
 
+    #: whether the disk guard holds any log directory: only then is a request's every
+    #: partition's size read
+    disk_guard: bool
+
+    def charge_disks(self, request: Request, written: Mapping[tuple[str, int], int]) -> bool:
+        """The log directories the disk guard holds, charged with the bytes written into
+        the partitions on them; as `charge`, True when the connection must stop reading."""
+        ...
+
 
 class FetchQuota(Protocol):
     def owed(self, request: Request) -> int:

@@ -4,10 +4,13 @@ topic quotas apply, each topic's."""
 
 from __future__ import annotations
 
+import uuid
+
 from protocol.mutations import THROTTLING_QUOTA_EXCEEDED
 from protocol.produce import (
     ProduceRequestView,
     produced_bytes,
+    produced_partition_bytes,
     produced_topics,
     producer_ids,
     read_produce,
@@ -47,6 +50,9 @@ class ProduceHandler(Handler):
         if quotas.produce.ceilings and channel.broker is not None:
             size = len(frame) - 4
             over_quota = quotas.produce.charge_ceiling(request, channel.broker, size) or over_quota
+        if quotas.produce.disk_guard:
+            partitions = self._partitions(channel, frame, produce)
+            over_quota = quotas.produce.charge_disks(request, partitions) or over_quota
         if produce.acks == 0:  # no response will carry the throttle: it is applied as a mute
             return Forward(frame, expects_response=False)
         # acks=all: the broker answers once its followers have the records; the wait holds no
@@ -65,6 +71,22 @@ class ProduceHandler(Handler):
         if not produce.topic_quotas:
             return 0
         return produce.topics_held_ms(self._written(channel, request), request.now_ms)
+
+    @staticmethod
+    def _partitions(
+        channel: Channel, frame: bytes, view: ProduceRequestView
+    ) -> dict[tuple[str, int], int]:
+        """The record bytes by partition, topics by name (v13 names them by id, which the
+        topic cache maps back; an id not known yet is left out, as for topic quotas)."""
+        named: dict[tuple[str, int], int] = {}
+        for (topic, partition), size in produced_partition_bytes(frame, view).items():
+            if isinstance(topic, uuid.UUID):
+                known = channel.runtime.topics.by_id(topic)
+                if known is None:
+                    continue
+                topic = known.name
+            named[(topic, partition)] = size
+        return named
 
     @staticmethod
     def _written(

@@ -43,6 +43,9 @@ def config(fleet: str) -> str:
 [enforcement]
 shadow = ["request_percentage"]
 
+[guards.disk]
+interval_s = 1
+
 [fleet]
 name = "{fleet}"
 
@@ -76,6 +79,9 @@ kafka-quota-proxy.connection_creation_rate = 1000
 # for the best-effort hog it sheds
 [brokers."<default>"]
 kafka-quota-proxy.produce_ceiling = 30000
+# and a disk guard far below what the brokers have: the log directories' series
+kafka-quota-proxy.disk_soft_limit_bytes = 2000
+kafka-quota-proxy.disk_hard_limit_bytes = 1000
 [clients.flooder.kafka-quota-proxy]
 ceiling_exempt = 1
 [clients.steady.kafka-quota-proxy]

@@ -9,7 +9,7 @@ import pytest
 from config.errors import ConfigError
 from config.guards import FailedLoginSettings
 from config.loader import load_config
-from quotas.entities import CEILING_CLASSES, DEFAULT, GUARDS, QuotaEntity, QuotaType
+from quotas.entities import CEILING_CLASSES, DEFAULT, DISK_LIMITS, GUARDS, QuotaEntity, QuotaType
 from quotas.settings import GuardSettings
 from quotas.stats import MetricConfig
 
@@ -173,7 +173,7 @@ consumer_byte_rate = true
 def test_shadow_mode_globally_or_per_quota(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, "")).shadow == frozenset()
     everything = load_config(write(tmp_path, "[enforcement]\nshadow = true\n")).shadow
-    assert everything == set(QuotaType) - set(CEILING_CLASSES)
+    assert everything == set(QuotaType) - set(CEILING_CLASSES) - set(DISK_LIMITS)
     listed = load_config(
         write(tmp_path, '[enforcement]\nshadow = ["consumer_byte_rate", "request_percentage"]\n')
     )
@@ -192,7 +192,7 @@ def test_shadow_mode_globally_or_per_quota(tmp_path: Path) -> None:
         f"producer_ids_rate, {', '.join(guard.key for guard in GUARDS.values())}, "
         "kafka-quota-proxy.connections, kafka-quota-proxy.connection_creation_rate, "
         "kafka-quota-proxy.produce_ceiling, kafka-quota-proxy.fetch_ceiling, "
-        "kafka-quota-proxy.request_ceiling)",
+        "kafka-quota-proxy.request_ceiling, kafka-quota-proxy.disk_guard)",
     ]
 
 
@@ -348,7 +348,8 @@ def test_the_failed_login_backoff_is_on_with_its_table(tmp_path: Path) -> None:
         "milliseconds, got -1",
         f"{path}: [guards.failed_logins] key 'wait': unknown key (known: first_wait_ms, "
         "max_wait_ms, shadow)",
-        f"{path}: unknown table [guards.logins] (known: connections, failed_logins, requests)",
+        f"{path}: unknown table [guards.logins] (known: connections, disk, failed_logins, "
+        "requests)",
     ]
     short = write(tmp_path, "[guards.failed_logins]\nfirst_wait_ms = 500\nmax_wait_ms = 200\n")
     with pytest.raises(ConfigError, match="'max_wait_ms': 200 is less than first_wait_ms"):

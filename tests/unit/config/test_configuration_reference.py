@@ -11,7 +11,7 @@ from pathlib import Path
 from config.cluster import SASL_KEYS
 from config.enforcement import KEYS as ENFORCEMENT_KEYS
 from config.fleet import FleetSettings
-from config.guards import REQUEST_KEYS, FailedLoginSettings
+from config.guards import REQUEST_KEYS, DiskGuardSettings, FailedLoginSettings
 from config.loader import SECTIONS
 from config.metrics import MetricsSettings
 from config.proxy import ProxySettings
@@ -38,7 +38,9 @@ ACCEPTED: dict[str, set[str]] = {
     "upstream": set(UPSTREAM_KEYS),
     "cluster": {*UPSTREAM_KEYS, *SASL_KEYS},
     "enforcement": set(ENFORCEMENT_KEYS),
-    "guards": {f.name for f in fields(FailedLoginSettings)} | set(REQUEST_KEYS),
+    "guards": {f.name for f in fields(FailedLoginSettings)}
+    | set(REQUEST_KEYS)
+    | {f.name for f in fields(DiskGuardSettings)},
     "broker": set(BROKER_KEYS),
     "users": set(USER_KEYS),
     "clients": set(CLIENT_KEYS),

@@ -3,12 +3,14 @@ guard allows, read every second, as DescribeLogDirs describes it."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from quotas.disk_guard import DiskGuard, DiskLimits, Reading
 
 MB = 1_000_000
 HOT = ("hot", 0)
 COLD = ("cold", 0)
-LIMITS = {1: DiskLimits(soft=100 * MB, hard=50 * MB)}
+LIMITS = {"1": DiskLimits(soft=100 * MB, hard=50 * MB)}
 
 
 def reading(usable: float, partitions: frozenset[tuple[str, int]] = frozenset({HOT})) -> Reading:
@@ -24,7 +26,7 @@ def test_writers_are_ramped_down_from_their_pace_then_held_at_the_minimum() -> N
     limits = []
     for second in range(120):
         guard.read(1, [reading(usable)], second * 1000)
-        guarded = guard.guarded.get((1, "/data"))
+        guarded = guard.guarded.get("1:/data")
         rate = demand if guarded is None else min(demand, guarded.limit)
         limits.append(None if guarded is None else guarded.limit)
         usable -= rate
@@ -33,18 +35,18 @@ def test_writers_are_ramped_down_from_their_pace_then_held_at_the_minimum() -> N
     ramp = [limit for limit in limits if limit is not None]
     # graded: it starts at the pace it had (no cliff) and only falls
     assert ramp[0] >= 0.9 * demand * 0.99  # 95 MB left at its first guarded reading
-    assert all(later <= earlier for earlier, later in zip(ramp, ramp[1:], strict=False))
-    assert guard.by_partition == {HOT: ((1, "/data"),)}
+    assert all(later <= earlier for earlier, later in pairwise(ramp))
+    assert guard.by_partition == {HOT: ("1:/data",)}
 
 
 def test_a_directory_found_low_waits_for_its_pace_unless_under_the_hard_limit() -> None:
     guard = DiskGuard(minimum=10_000, stale_after_ms=30_000)
     guard.update_limits(LIMITS)
     guard.read(1, [reading(80 * MB), Reading("/other", 200 * MB, 40 * MB, frozenset({COLD}))], 0)
-    assert (1, "/data") not in guard.guarded
-    assert guard.guarded[(1, "/other")].limit == 10_000
+    assert "1:/data" not in guard.guarded
+    assert guard.guarded["1:/other"].limit == 10_000
     guard.read(1, [reading(78 * MB)], 1000)
-    assert guard.guarded[(1, "/data")].limit == 2 * MB * 0.56
+    assert guard.guarded["1:/data"].limit == 2 * MB * 0.56
 
 
 def test_a_broker_that_cannot_be_read_keeps_its_decisions_and_is_said_stale() -> None:
@@ -52,10 +54,10 @@ def test_a_broker_that_cannot_be_read_keeps_its_decisions_and_is_said_stale() ->
     guard.update_limits(LIMITS)
     guard.read(1, [reading(120 * MB)], 0)
     guard.read(1, [reading(90 * MB)], 1000)
-    held = guard.guarded[(1, "/data")]
+    held = guard.guarded["1:/data"]
     assert guard.stale(20_000) == []
     assert guard.stale(31_001) == [1]
-    assert guard.guarded[(1, "/data")] == held  # never let go on its own
+    assert guard.guarded["1:/data"] == held  # never let go on its own
     guard.read(1, [reading(120 * MB)], 32_000)  # read again, and above its soft limit
     assert guard.guarded == {} and guard.by_partition == {} and guard.stale(32_000) == []
 
@@ -66,6 +68,6 @@ def test_a_broker_without_limits_is_not_guarded_and_limits_removed_let_go() -> N
     assert guard.guarded == {}
     guard.update_limits(LIMITS)
     guard.read(1, [reading(10 * MB)], 0)
-    assert guard.by_partition == {HOT: ((1, "/data"),)}
+    assert guard.by_partition == {HOT: ("1:/data",)}
     guard.update_limits({})
     assert guard.guarded == {} and guard.by_partition == {}

@@ -172,7 +172,7 @@ name = {{ .Values.fleet.name | default (include "kqp.fullname" .) | toJson }}
 [enforcement]
 shadow = {{ .Values.shadow | toJson }}
 {{- end }}
-{{- range $type := list "users" "clients" "ips" "topics" }}
+{{- range $type := list "users" "clients" "ips" "topics" "brokers" }}
 {{- range $name, $values := (index $.Values.quotas $type) }}
 
 {{ include "kqp.quotaTable" (list (printf "%s.%s" $type (include "kqp.string" $name)) $values) }}

@@ -5,13 +5,15 @@ ceiling; nothing charged on a connection to another broker."""
 from __future__ import annotations
 
 from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.producer import ProduceRequest
 
 from localkafka.inprocess.harness import handler_channel, handler_request, proxy_context, responded
 from localkafka.inprocess.wire import decode_response, request_frame, response_frame
-from protocol.apis import FETCH
+from protocol.apis import FETCH, PRODUCE
 from proxy.enforcement import Enforcement
 from proxy.handlers.base import Answer, Channel, Forward
 from proxy.handlers.registry import HANDLERS
+from quotas.disk_guard import Reading
 from quotas.engine import QuotaEngine
 from quotas.entities import QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig, QuotaSettings
@@ -29,6 +31,18 @@ def channel(
     connected = handler_channel(proxy_context(enforcement))
     connected.broker = broker
     return connected, enforcement
+
+
+def produce_to(topic: str, size: int, client_id: bytes = b"app") -> bytes:
+    """A Produce v7 of `size` record bytes into the topic's partition 0."""
+    body = ProduceRequest(
+        version=7,
+        transactional_id=None,
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[(topic, [(0, b"x" * size)])],
+    )
+    return request_frame(PRODUCE, 7, body, 1, client_id)
 
 
 def records(size: int) -> bytes:
@@ -86,3 +100,34 @@ def test_every_request_to_the_broker_counts_against_its_requests_ceiling() -> No
         request = handler_request(cold, frame, n * 20)
         cold_guards.charge(request, cold.broker)
         assert request.verdict is None
+
+
+def test_a_produce_into_a_guarded_directorys_partition_is_held_and_others_go() -> None:
+    """Broker 1's /data under its soft limit holds partition t-0: a Produce writing it is
+    charged to that directory's ceiling (the minimum, found low at its first reading under
+    the hard limit), one writing another topic is not; an exempt principal never is."""
+    limits = {
+        QuotaType.DISK_SOFT_LIMIT: {QuotaEntity(broker=str(HOT)): 100e6},
+        QuotaType.DISK_HARD_LIMIT: {QuotaEntity(broker=str(HOT)): 50e6},
+        QuotaType.CEILING_EXEMPT: {QuotaEntity(client_id="ops"): 1.0},
+    }
+    s, enforcement = channel(limits, HOT)
+    guard = enforcement.engine.disk.guard
+    guard.read(HOT, [Reading("/data", 200_000_000, 10_000_000, frozenset({("t", 0)}))], 0)
+    enforcement.disk_read()
+    assert enforcement.produce.disk_guard
+    handler = HANDLERS[PRODUCE]
+    held = handler_request(s, produce_to("t", 50_000), 0)
+    outcome = handler.on_request(s, held)
+    assert isinstance(outcome, Forward) and outcome.stops_reading
+    assert held.verdict is not None and held.verdict.throttle_ms > 0
+    elsewhere = handler_request(s, produce_to("u", 50_000), 1)
+    outcome = handler.on_request(s, elsewhere)
+    assert isinstance(outcome, Forward) and not outcome.stops_reading
+    assert elsewhere.verdict is None
+    exempt = handler_request(s, produce_to("t", 50_000, b"ops"), 2)
+    handler.on_request(s, exempt)
+    assert exempt.verdict is None
+    guard.read(HOT, [Reading("/data", 200_000_000, 150_000_000, frozenset({("t", 0)}))], 1000)
+    enforcement.disk_read()
+    assert not enforcement.produce.disk_guard  # let go above its soft limit
