@@ -83,6 +83,13 @@ CEILING_KEYS: Final[Mapping[str, KeyType]] = {
     QuotaType.DISK_SOFT_LIMIT.key: KeyType.LONG,
     QuotaType.DISK_HARD_LIMIT.key: KeyType.LONG,
 }
+#: the default broker's keys: every broker's, and the ceilings of the cluster as a whole
+DEFAULT_BROKER_KEYS: Final[Mapping[str, KeyType]] = {
+    **CEILING_KEYS,
+    QuotaType.CLUSTER_PRODUCE_CEILING.key: KeyType.LONG,
+    QuotaType.CLUSTER_FETCH_CEILING.key: KeyType.LONG,
+    QuotaType.CLUSTER_REQUEST_CEILING.key: KeyType.DOUBLE,
+}
 
 #: Kafka's legal topic names (Topic.validate)
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -105,28 +112,17 @@ def entity_of(pairs: EntityPairs, resolve: Resolve = canonical_ip) -> QuotaEntit
             raise QuotaError(f"Unhandled client quota entity type: {entity_type}")
         if name == "":
             raise QuotaError(f"Empty {entity_type} not supported")
-    if BROKER in entity:
-        if len(entity) > 1:
-            raise QuotaError(
-                "Invalid quota entity combination, a broker entity is not combined with "
-                "another entity type"
-            )
-        name = entity[BROKER]
-        if name is not None and not legal_broker(name):
-            raise QuotaError(f"Invalid broker id {name}: a node id, 0 or more")
-        return QuotaEntity(broker=DEFAULT if name is None else name)
-    if TOPIC in entity:
-        if len(entity) > 1:
-            raise QuotaError(
-                "Invalid quota entity combination, a topic entity is not combined with "
-                "another entity type"
-            )
-        name = entity[TOPIC]
-        if name is not None and not legal_topic(name):
-            raise QuotaError(
-                f"Invalid topic name {name}: up to 249 of a-z A-Z 0-9 . _ -, not . or .."
-            )
-        return QuotaEntity(topic=DEFAULT if name is None else name)
+    for kind, legal, invalid in _OWN_ENTITIES:
+        if kind in entity:
+            if len(entity) > 1:
+                raise QuotaError(
+                    f"Invalid quota entity combination, a {kind} entity is not combined with "
+                    "another entity type"
+                )
+            name = entity[kind]
+            if name is not None and not legal(name):
+                raise QuotaError(invalid.format(name=name))
+            return QuotaEntity(**{kind: DEFAULT if name is None else name})
     if IP in entity:
         if len(entity) > 1:
             raise QuotaError(
@@ -156,6 +152,14 @@ def legal_broker(name: str) -> bool:
     return name.isascii() and name.isdigit() and int(name) <= INT_MAX and str(int(name)) == name
 
 
+#: the proxy's own entity types, each alone in an entity: (type, whether a name is legal,
+#: the refusal of one that is not)
+_OWN_ENTITIES: Final = (
+    (TOPIC, legal_topic, "Invalid topic name {name}: up to 249 of a-z A-Z 0-9 . _ -, not . or .."),
+    (BROKER, legal_broker, "Invalid broker id {name}: a node id, 0 or more"),
+)
+
+
 def pairs_of(entity: QuotaEntity) -> list[tuple[str, str | None]]:
     """The entity as a request names it: (type, name), None for a default."""
     pairs = []
@@ -179,7 +183,7 @@ def keys_for(entity: QuotaEntity) -> Mapping[str, KeyType]:
     if entity.topic is not None:
         return TOPIC_KEYS
     if entity.broker is not None:
-        return CEILING_KEYS
+        return DEFAULT_BROKER_KEYS if entity.broker == DEFAULT else CEILING_KEYS
     if entity.user is not None and entity.client_id is None:
         return USER_KEYS
     return CLIENT_KEYS
