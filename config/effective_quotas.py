@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from quotas.entities import (
+    BROKER_TYPES,
     BUCKETS,
     CEILING_CLASSES,
-    CEILINGS,
+    CLUSTER_CEILINGS,
     DEFAULT,
     KAFKA_QUOTA_TYPES,
     EntityQuotas,
@@ -52,7 +53,9 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
     shown = [
         t
         for t in QuotaType
-        if t not in CEILINGS and (t in KAFKA_QUOTA_TYPES or config.limits.get(t))
+        if t not in BROKER_TYPES
+        and t is not QuotaType.DISK_GUARD
+        and (t in KAFKA_QUOTA_TYPES or config.limits.get(t))
     ]
     if any(t in BUCKETS for t in shown):
         guards = settings.guards
@@ -70,7 +73,7 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
     entities -= {*topics, *brokers}
     if not entities:
         lines.append("no quota entities: every client is unlimited")
-    width = max(len(quota_type.key) for quota_type in (*shown, *(CEILINGS if brokers else ())))
+    width = max(len(t.key) for t in (*shown, *(BROKER_TYPES if brokers else ())))
     for entity in sorted(entities, key=_precedence):
         lines.append(str(entity))
         user = entity.user if entity.user not in (None, DEFAULT) else _UNNAMED
@@ -91,12 +94,15 @@ def effective_quotas(config: QuotaConfig, sources: Sources | None = None) -> lis
 def _ceilings(
     config: QuotaConfig, brokers: list[QuotaEntity], width: int, sources: Sources | None
 ) -> list[str]:
-    """Each broker entity's ceilings: its own, else the default broker's (docs/ceilings.md)."""
+    """Each broker entity's ceilings and disk limits: its own, else the default broker's;
+    the default broker's own, the cluster's ceilings (docs/ceilings.md)."""
     lines = []
     default = QuotaEntity(broker=DEFAULT)
     for entity in brokers:
         lines.append(str(entity))
-        for quota_type in CEILINGS:
+        for quota_type in BROKER_TYPES:
+            if entity.broker != DEFAULT and quota_type in CLUSTER_CEILINGS.values():
+                continue  # the cluster's, set on the default broker alone
             limits = config.limits.get(quota_type, {})
             source = entity if entity in limits else default if default in limits else None
             value = None if source is None else limits[source]

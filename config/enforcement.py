@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from config.values import typed_values
-from quotas.entities import CEILING_CLASSES, DISK_LIMITS, QUOTA_KEYS, QuotaType
+from quotas.entities import CEILING_CLASSES, CLUSTER_CEILINGS, DISK_LIMITS, QUOTA_KEYS, QuotaType
 
 _HOLDS = ("principal", "connection")
-#: the quota keys whose throttles shadow mode keeps from clients: a ceiling's class keys
-#: and the disk guard's limits decide no throttle of their own
+#: the quota keys whose throttles shadow mode keeps from clients: a ceiling's class keys,
+#: the cluster's ceilings (shadowed with the broker's of their kind) and the disk guard's
+#: limits decide no throttle of their own
+_NOT_THROTTLES: Final = frozenset({*CEILING_CLASSES, *CLUSTER_CEILINGS.values(), *DISK_LIMITS})
 SHADOWED: dict[str, QuotaType] = {
-    key: quota_type
-    for key, quota_type in QUOTA_KEYS.items()
-    if quota_type not in CEILING_CLASSES and quota_type not in DISK_LIMITS
+    key: quota_type for key, quota_type in QUOTA_KEYS.items() if quota_type not in _NOT_THROTTLES
 }
 #: the keys of [enforcement] and their TOML types
 KEYS: dict[str, tuple[type, ...]] = {"shadow": (bool, list), "hold": (str,)}

@@ -33,10 +33,19 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Final, NamedTuple
 
-from quotas.entities import DEFAULT, EntityQuotas, MetricTags, QuotaEntity, QuotaType
+from quotas.entities import (
+    CLUSTER_CEILINGS,
+    DEFAULT,
+    EntityQuotas,
+    MetricTags,
+    QuotaEntity,
+    QuotaType,
+)
 from quotas.managers import SENSOR_EXPIRATION_MS, UNLIMITED, ClientSensors, RequestGuardManager
 from quotas.stats import MetricConfig, Rate
 
+#: the scope of a ceiling on every broker together
+CLUSTER: Final = "cluster"
 #: a principal whose rate reaches this share of its allowance presses on it
 SATURATED: Final = 0.9
 #: each allowance is a token bucket of one second (KIP-599's arithmetic): a principal is
@@ -142,7 +151,12 @@ class CeilingManager(RequestGuardManager):
         and each principal's standing is found again at its next request."""
         ceilings = limits.get(self.quota_type, {})
         self._ceilings = {e.broker: v for e, v in ceilings.items() if e.broker is not None}
-        self.enabled = bool(self._ceilings)
+        cluster = CLUSTER_CEILINGS.get(self.quota_type)
+        #: every broker together's ceiling, set on the default broker entity
+        self.cluster = (
+            None if cluster is None else limits.get(cluster, {}).get(QuotaEntity(broker=DEFAULT))
+        )
+        self.enabled = bool(self._ceilings) or self.cluster is not None
         exempt = limits.get(QuotaType.CEILING_EXEMPT, {})
         floors = limits.get(self._floor_type, {})
         weights = limits.get(self._weight_type, {})
@@ -163,7 +177,9 @@ class CeilingManager(RequestGuardManager):
 
     def ceiling_of(self, scope: str) -> float | None:
         """A broker's ceiling (its node id is the scope): its own, else the default
-        broker's; None: not limited."""
+        broker's; the cluster's (CLUSTER); None: not limited."""
+        if scope == CLUSTER:
+            return self.cluster
         limit = self._ceilings.get(scope)
         return self._ceilings.get(DEFAULT) if limit is None else limit
 

@@ -55,6 +55,9 @@ class QuotaType(Enum):
     PRODUCE_FLOOR = (PROXY_PREFIX + "produce_floor", "ProduceFloor")
     FETCH_FLOOR = (PROXY_PREFIX + "fetch_floor", "FetchFloor")
     REQUEST_FLOOR = (PROXY_PREFIX + "request_floor", "RequestFloor")
+    CLUSTER_PRODUCE_CEILING = (PROXY_PREFIX + "cluster_produce_ceiling", "ClusterProduceCeiling")
+    CLUSTER_FETCH_CEILING = (PROXY_PREFIX + "cluster_fetch_ceiling", "ClusterFetchCeiling")
+    CLUSTER_REQUEST_CEILING = (PROXY_PREFIX + "cluster_request_ceiling", "ClusterRequestCeiling")
     DISK_SOFT_LIMIT = (PROXY_PREFIX + "disk_soft_limit_bytes", "DiskSoftLimit")
     DISK_HARD_LIMIT = (PROXY_PREFIX + "disk_hard_limit_bytes", "DiskHardLimit")
     DISK_GUARD = (PROXY_PREFIX + "disk_guard", "DiskGuard")
@@ -84,8 +87,19 @@ CEILINGS: Final = {
     QuotaType.FETCH_CEILING: (QuotaType.FETCH_FLOOR, QuotaType.FETCH),
     QuotaType.REQUEST_CEILING: (QuotaType.REQUEST_FLOOR, QuotaType.REQUEST),
 }
+#: each kind's ceiling on every broker together, set on the default broker entity alone
+CLUSTER_CEILINGS: Final = {
+    QuotaType.PRODUCE_CEILING: QuotaType.CLUSTER_PRODUCE_CEILING,
+    QuotaType.FETCH_CEILING: QuotaType.CLUSTER_FETCH_CEILING,
+    QuotaType.REQUEST_CEILING: QuotaType.CLUSTER_REQUEST_CEILING,
+}
 #: a broker's disk guard limits, in usable bytes of a log directory's volume
 DISK_LIMITS: Final = (QuotaType.DISK_SOFT_LIMIT, QuotaType.DISK_HARD_LIMIT)
+#: every key of a broker entity, as check-config lists them
+BROKER_TYPES: Final = (*CEILINGS, *CLUSTER_CEILINGS.values(), *DISK_LIMITS)
+#: the quota types whose throttle holds the connections to one scope (a broker, the
+#: cluster, a log directory), never the principal's others
+SCOPED: Final = frozenset({*CEILINGS, QuotaType.DISK_GUARD})
 #: the keys of user and client-id entities that place a principal under the ceilings
 CEILING_CLASSES: Final = (
     QuotaType.CEILING_EXEMPT,

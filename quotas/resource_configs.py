@@ -19,7 +19,7 @@ from typing import Final, NamedTuple
 from quotas.entities import DEFAULT, PROXY_PREFIX, QuotaEntity, QuotaType
 from quotas.store import LAYERS, QuotaStore
 from quotas.validation import (
-    CEILING_KEYS,
+    DEFAULT_BROKER_KEYS,
     INVALID_REQUEST,
     TOPIC_KEYS,
     KeyType,
@@ -86,11 +86,26 @@ TOPIC_CONFIGS: Final = OwnConfigs(
 BROKER_CONFIGS: Final = OwnConfigs(
     "broker",
     {
-        quota_type.key: OwnKey(quota_type.key, CEILING_KEYS[quota_type.key], _fleet(text))
+        quota_type.key: OwnKey(quota_type.key, DEFAULT_BROKER_KEYS[quota_type.key], _fleet(text))
         for quota_type, text in (
             (QuotaType.PRODUCE_CEILING, "Produce bytes per second this broker takes, at most"),
             (QuotaType.FETCH_CEILING, "Fetch bytes per second this broker sends, at most"),
             (QuotaType.REQUEST_CEILING, "Requests per second this broker takes, at most"),
+            (
+                QuotaType.CLUSTER_PRODUCE_CEILING,
+                "Produce bytes per second every broker together takes, at most (on the "
+                "default broker alone)",
+            ),
+            (
+                QuotaType.CLUSTER_FETCH_CEILING,
+                "Fetch bytes per second every broker together sends, at most (on the default "
+                "broker alone)",
+            ),
+            (
+                QuotaType.CLUSTER_REQUEST_CEILING,
+                "Requests per second every broker together takes, at most (on the default "
+                "broker alone)",
+            ),
             (
                 QuotaType.DISK_SOFT_LIMIT,
                 "Usable bytes of a log directory's volume under which its writers are held",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from proxy.enforcement.ceilings import ceiling_owed, charge_ceiling
+from proxy.enforcement.ceilings import ceiling_owed, charge_ceiling, charge_ceilings
 from proxy.enforcement.sensors import Sensors, charge
 from proxy.enforcement.settlement import Settlement
 from proxy.handlers.base import Request
@@ -62,10 +62,11 @@ class ProduceEnforcement:
     def topics_held_ms(self, topics: Iterable[str], now_ms: int) -> int:
         return _held_ms(self._sensors.engine.topic_produce, topics, now_ms)
 
-    def charge_ceiling(self, request: Request, broker: int, size: int) -> bool:
-        """The broker's produce ceiling, charged as the principal's quota is."""
+    def charge_ceiling(self, request: Request, broker: int | None, size: int) -> bool:
+        """The broker's produce ceiling and the cluster's, charged as the principal's quota
+        is."""
         manager = self._sensors.engine.produce_ceiling
-        return charge_ceiling(manager, self._settlement, request, str(broker), size)
+        return charge_ceilings(manager, self._settlement, request, broker, size)
 
     def charge_disks(self, request: Request, written: Mapping[tuple[str, int], int]) -> bool:
         """Each log directory the disk guard holds, charged with the bytes written into the
@@ -134,14 +135,14 @@ class FetchEnforcement:
     def topics_held_ms(self, topics: Iterable[str], now_ms: int) -> int:
         return _held_ms(self._sensors.engine.topic_fetch, topics, now_ms)
 
-    def ceiling_owed(self, request: Request, broker: int) -> int:
+    def ceiling_owed(self, request: Request, broker: int | None) -> int:
         """The throttle a principal past its share of the broker owes before its Fetch."""
         return ceiling_owed(self._sensors.engine.fetch_ceiling, self._settlement, request, broker)
 
-    def charge_ceiling(self, request: Request, broker: int, size: int) -> None:
-        """The broker's fetch ceiling, charged with the response's bytes."""
+    def charge_ceiling(self, request: Request, broker: int | None, size: int) -> None:
+        """The broker's fetch ceiling and the cluster's, charged with the response's bytes."""
         manager = self._sensors.engine.fetch_ceiling
-        charge_ceiling(manager, self._settlement, request, str(broker), size, Verdict)
+        charge_ceilings(manager, self._settlement, request, broker, size, Verdict)
 
     def topics_cap(self, topics: Iterable[str], now_ms: int) -> int | None:
         manager = self._sensors.engine.topic_fetch

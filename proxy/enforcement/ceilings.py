@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from proxy.enforcement.settlement import Settlement
 from proxy.handlers.base import Request
-from quotas.ceilings import CeilingManager
+from quotas.ceilings import CLUSTER, CeilingManager
 from quotas.verdicts import Largest, Rejudged, Verdict
 
 
@@ -40,22 +40,40 @@ def charge_ceiling(
     return manager.quota_type not in settlement.shadow
 
 
+def charge_ceilings(
+    manager: CeilingManager,
+    settlement: Settlement,
+    request: Request,
+    broker: int | None,
+    value: float,
+    verdict_of: type[Verdict] = Rejudged,
+) -> bool:
+    """The broker's ceiling of this kind (when the connection's broker is known) and the
+    cluster's, each charged as charge_ceiling does."""
+    stops = broker is not None and charge_ceiling(
+        manager, settlement, request, str(broker), value, verdict_of
+    )
+    if manager.cluster is not None:
+        stops = charge_ceiling(manager, settlement, request, CLUSTER, value, verdict_of) or stops
+    return stops
+
+
 def ceiling_owed(
-    manager: CeilingManager, settlement: Settlement, request: Request, broker: int
+    manager: CeilingManager, settlement: Settlement, request: Request, broker: int | None
 ) -> int:
     """The throttle a principal already past its share of the broker owes before its next
     Fetch goes (0: none), as Kafka answers a consumer over its quota with an empty fetch."""
     if manager.quota_type in settlement.shadow:
         return 0
-    ceiling = manager.scope(str(broker))
-    if ceiling is None:
-        return 0
     principal, now = request.principal, request.now_ms
-    share = ceiling.shares.get(manager.standing(principal.user, principal.client_id).tags)
-    if share is None:
-        return 0
-    sensors = share[0]
-    throttle = manager.throttle_time_ms(sensors, now)
-    if throttle:
-        request.verdict = Verdict(manager, sensors, throttle)
-    return throttle
+    tags = manager.standing(principal.user, principal.client_id).tags
+    owed = 0
+    for scope in (str(broker) if broker is not None else None, CLUSTER):
+        ceiling = manager.scope(scope) if scope is not None else None
+        share = ceiling.shares.get(tags) if ceiling is not None else None
+        if share is not None:
+            throttle = manager.throttle_time_ms(share[0], now)
+            if throttle > owed:
+                owed = throttle
+                request.verdict = Verdict(manager, share[0], throttle)
+    return owed

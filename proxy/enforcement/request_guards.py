@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from protocol.apis import CONSUMER_GROUP_HEARTBEAT
 from protocol.group_heartbeat import keeps_alive
-from proxy.enforcement.ceilings import charge_ceiling
+from proxy.enforcement.ceilings import charge_ceilings
 from proxy.enforcement.sensors import Sensors
 from proxy.enforcement.settlement import Settlement
 from proxy.handlers.base import Request
@@ -37,9 +37,9 @@ class RequestGuardEnforcement:
         guard, when an entity sets one for its principal. Over either, the request stops
         its connection's reading until its response has gone, and the verdict is the
         bucket's then (it refills meanwhile)."""
-        if self.request_ceiling and broker is not None:
+        if self.request_ceiling:
             ceiling = self._sensors.engine.request_ceiling
-            if charge_ceiling(ceiling, self._settlement, request, str(broker), 1.0):
+            if charge_ceilings(ceiling, self._settlement, request, broker, 1.0):
                 request.stops_reading = True
         if request.route.guard is None:
             return

@@ -20,7 +20,7 @@ from typing import Final
 from proxy.enforcement.sensors import Sensors
 from proxy.handlers.base import Channel, Request
 from proxy.handlers.registry import ROUTES
-from quotas.entities import CEILINGS, GUARDS, MetricTags, QuotaType
+from quotas.entities import GUARDS, SCOPED, MetricTags, QuotaType
 from quotas.principal import sensors_of
 from quotas.topics import TopicQuotaManager
 from quotas.verdicts import Largest, Verdict
@@ -150,7 +150,7 @@ class Settlement:
         if self.counting_throttled:
             self._count_throttled(verdict, now, until)
         quota_type = verdict.manager.quota_type
-        if self.hold_principal and quota_type.api_key is None and quota_type not in CEILINGS:
+        if self.hold_principal and quota_type.api_key is None and quota_type not in SCOPED:
             sensors.held_until_ms = max(sensors.held_until_ms, until)
             self._holds_end_ms = max(self._holds_end_ms, until)
             if isinstance(verdict.manager, TopicQuotaManager):

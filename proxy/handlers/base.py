@@ -239,9 +239,9 @@ class ProduceQuota(Protocol):
     #: whether any broker has a produce ceiling: only then is a request charged to one
     ceilings: bool
 
-    def charge_ceiling(self, request: Request, broker: int, size: int) -> bool:
-        """The broker's produce ceiling (docs/ceilings.md); as `charge`, True when the
-        connection must stop reading."""
+    def charge_ceiling(self, request: Request, broker: int | None, size: int) -> bool:
+        """The broker's produce ceiling and the cluster's (docs/ceilings.md); as `charge`,
+        True when the connection must stop reading."""
         ...
 
     #: whether the disk guard holds any log directory: only then is a request's every
@@ -288,13 +288,13 @@ class FetchQuota(Protocol):
     #: whether any broker has a fetch ceiling
     ceilings: bool
 
-    def ceiling_owed(self, request: Request, broker: int) -> int:
+    def ceiling_owed(self, request: Request, broker: int | None) -> int:
         """The throttle a principal past its share of the broker owes before its Fetch
         goes (0: none); the handler answers it with an empty Fetch."""
         ...
 
-    def charge_ceiling(self, request: Request, broker: int, size: int) -> None:
-        """The broker's fetch ceiling, charged with a response's bytes."""
+    def charge_ceiling(self, request: Request, broker: int | None, size: int) -> None:
+        """The broker's fetch ceiling and the cluster's, charged with a response's bytes."""
         ...
 
 

@@ -15,7 +15,7 @@ class FetchHandler(Handler):
     def on_request(self, channel: Channel, request: Request) -> Outcome:
         header, fetch = request.header, channel.runtime.quotas.fetch
         throttle = fetch.owed(request)
-        if not throttle and fetch.ceilings and channel.broker is not None:
+        if not throttle and fetch.ceilings:
             throttle = fetch.ceiling_owed(request, channel.broker)
         if throttle:
             return Answer(empty_fetch_response(header.correlation_id, header.api_version, throttle))
@@ -34,7 +34,7 @@ class FetchHandler(Handler):
         frame = advertised(channel, frame, request)
         fetch = channel.runtime.quotas.fetch
         fetch.charge(request, len(frame) - 4)
-        if fetch.ceilings and channel.broker is not None:
+        if fetch.ceilings:
             fetch.charge_ceiling(request, channel.broker, len(frame) - 4)
         if fetch.topic_quotas:
             read = channel.runtime.topics.named(fetched_bytes(frame, request.header.api_version))

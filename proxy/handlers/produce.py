@@ -47,7 +47,7 @@ class ProduceHandler(Handler):
         if quotas.produce.topic_quotas:
             written = self._written(channel, request, produce)
             over_quota = quotas.produce.charge_topics(request, written) or over_quota
-        if quotas.produce.ceilings and channel.broker is not None:
+        if quotas.produce.ceilings:
             size = len(frame) - 4
             over_quota = quotas.produce.charge_ceiling(request, channel.broker, size) or over_quota
         if quotas.produce.disk_guard:

@@ -52,7 +52,7 @@ from quotas.resource_configs import (
     settings,
 )
 from quotas.store import ALTERED, FILE
-from quotas.validation import INVALID_REQUEST, KeyType, QuotaError
+from quotas.validation import INVALID_REQUEST, KeyType, QuotaError, validate_value
 
 #: REQUEST_TIMED_OUT: the broker could not be asked, or the quota not stored
 _TIMED_OUT: Final = 7
@@ -146,7 +146,11 @@ def _plan(channel: Channel, alter: AlterRequest) -> dict[int, Changes | QuotaErr
                     altered[known.key] = value
         if own or altered:
             try:
-                planned[index] = changes_of(kind, own, altered, replace)
+                planned[index] = changes = changes_of(kind, own, altered, replace)
+                entity = kind.entity(resource.name)
+                for key, value in changes.items():  # a key another entity of the kind takes
+                    if value is not None:
+                        validate_value(entity, key, value)
             except QuotaError as exc:
                 planned[index] = exc
     if not planned:

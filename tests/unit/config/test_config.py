@@ -9,7 +9,15 @@ import pytest
 from config.errors import ConfigError
 from config.guards import FailedLoginSettings
 from config.loader import load_config
-from quotas.entities import CEILING_CLASSES, DEFAULT, DISK_LIMITS, GUARDS, QuotaEntity, QuotaType
+from quotas.entities import (
+    CEILING_CLASSES,
+    CLUSTER_CEILINGS,
+    DEFAULT,
+    DISK_LIMITS,
+    GUARDS,
+    QuotaEntity,
+    QuotaType,
+)
 from quotas.settings import GuardSettings
 from quotas.stats import MetricConfig
 
@@ -173,7 +181,8 @@ consumer_byte_rate = true
 def test_shadow_mode_globally_or_per_quota(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, "")).shadow == frozenset()
     everything = load_config(write(tmp_path, "[enforcement]\nshadow = true\n")).shadow
-    assert everything == set(QuotaType) - set(CEILING_CLASSES) - set(DISK_LIMITS)
+    limits = {*CEILING_CLASSES, *CLUSTER_CEILINGS.values(), *DISK_LIMITS}
+    assert everything == set(QuotaType) - limits
     listed = load_config(
         write(tmp_path, '[enforcement]\nshadow = ["consumer_byte_rate", "request_percentage"]\n')
     )

@@ -21,7 +21,7 @@ from config.quotas import BROKER_KEYS
 from config.sni import SniSettings
 from config.tls import LISTENER_KEYS, UPSTREAM_KEYS
 from config.usage import UsageSettings
-from quotas.validation import CEILING_KEYS, CLIENT_KEYS, IP_KEYS, TOPIC_KEYS, USER_KEYS
+from quotas.validation import CLIENT_KEYS, DEFAULT_BROKER_KEYS, IP_KEYS, TOPIC_KEYS, USER_KEYS
 
 REFERENCE = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 
@@ -46,7 +46,7 @@ ACCEPTED: dict[str, set[str]] = {
     "clients": set(CLIENT_KEYS),
     "ips": set(IP_KEYS),
     "topics": set(TOPIC_KEYS),
-    "brokers": set(CEILING_KEYS),
+    "brokers": set(DEFAULT_BROKER_KEYS),
 }
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import pytest
 
 from config.effective_quotas import effective_quotas
-from quotas.ceilings import MAX_THROTTLE_MS, NO_LOAD, CeilingManager, Load
+from quotas.ceilings import CLUSTER, MAX_THROTTLE_MS, NO_LOAD, CeilingManager, Load
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import UNLIMITED
 from quotas.settings import QuotaConfig, QuotaSettings
@@ -254,24 +254,74 @@ def test_check_config_shows_each_brokers_ceilings_and_every_class() -> None:
     limits: Limits = {
         QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): 6e6},
         QuotaType.FETCH_CEILING: {QuotaEntity(broker=DEFAULT): 9e6},
+        QuotaType.CLUSTER_PRODUCE_CEILING: {QuotaEntity(broker=DEFAULT): 12e6},
         QuotaType.CEILING_EXEMPT: {QuotaEntity(client_id="ops"): 1.0},
     }
     lines = effective_quotas(QuotaConfig(QuotaSettings(), limits), lambda entity, key: "file")
-    width = len("kafka-quota-proxy.produce_ceiling") + 2
+    width = len("kafka-quota-proxy.cluster_request_ceiling") + 2
+
+    def line(key: str, shown: str) -> str:
+        return f"  {'kafka-quota-proxy.' + key:<{width}}{shown}"
+
+    own = line("produce_ceiling", "6000000      from brokers/1 (file)")
+    fetch = line("fetch_ceiling", "9000000      from brokers/<default> (file)")
+    cluster = line("cluster_produce_ceiling", "12000000     from brokers/<default> (file)")
+    none = "no ceiling"
     at = lines.index("brokers/1")
-    assert lines[at : at + 8] == [
+    assert lines[at : at + 6] == [
         "brokers/1",
-        f"  {'kafka-quota-proxy.produce_ceiling':<{width}}6000000      from brokers/1 (file)",
-        f"  {'kafka-quota-proxy.fetch_ceiling':<{width}}9000000      from brokers/<default> (file)",
-        f"  {'kafka-quota-proxy.request_ceiling':<{width}}no ceiling",
+        own,
+        fetch,
+        line("request_ceiling", none),
+        line("disk_soft_limit_bytes", none),
+        line("disk_hard_limit_bytes", none),
+    ]
+    at = lines.index("brokers/<default>")
+    assert lines[at : at + 9] == [
         "brokers/<default>",
-        f"  {'kafka-quota-proxy.produce_ceiling':<{width}}no ceiling",
-        f"  {'kafka-quota-proxy.fetch_ceiling':<{width}}9000000      from brokers/<default> (file)",
-        f"  {'kafka-quota-proxy.request_ceiling':<{width}}no ceiling",
+        line("produce_ceiling", none),
+        fetch,
+        line("request_ceiling", none),
+        cluster,
+        line("cluster_fetch_ceiling", none),
+        line("cluster_request_ceiling", none),
+        line("disk_soft_limit_bytes", none),
+        line("disk_hard_limit_bytes", none),
     ]
     at = lines.index("clients/ops")
-    assert (
-        f"  {'kafka-quota-proxy.ceiling_exempt':<{width}}1            from clients/ops (file)"
-        in lines[at:]
+    assert line("ceiling_exempt", "1            from clients/ops (file)") in lines[at:]
+    assert not any("guards.requests" in text for text in lines)
+
+
+def test_a_cluster_ceiling_holds_every_broker_together() -> None:
+    """Set on the default broker entity: two brokers without a ceiling of their own, four
+    greedy principals spread over them, held together to the cluster's ceiling; broker 1's
+    own ceiling holds within it as well."""
+    manager = produce_ceiling(
+        {
+            QuotaType.CLUSTER_PRODUCE_CEILING: {QuotaEntity(broker=DEFAULT): CEILING},
+            QuotaType.PRODUCE_CEILING: {QuotaEntity(broker="1"): CEILING / 4},
+        }
     )
-    assert not any("guards.requests" in line for line in lines)
+    placed = {"a": "1", "b": "1", "c": "2", "d": "2"}
+    queue = [(0, user) for user in placed]
+    heapq.heapify(queue)
+    sent: dict[int, dict[str, float]] = {}
+    while queue:
+        now, user = heapq.heappop(queue)
+        if now >= 60_000:
+            continue
+        size = 2e6 * PERIOD_MS / 1000
+        throttle = 0
+        for scope in (placed[user], CLUSTER):
+            ceiling = manager.scope(scope)
+            if ceiling is not None:
+                standing = manager.standing(user, "app")
+                throttle = max(throttle, manager.charge(ceiling, standing, size, now)[1])
+        window = sent.setdefault(now // 10_000, dict.fromkeys(placed, 0.0))
+        window[user] += size / 10
+        heapq.heappush(queue, (now + max(PERIOD_MS, throttle), user))
+    for index in range(2, 6):
+        got = sent[index]
+        assert near(sum(got.values()), CEILING, 0.03), (index, got)
+        assert near(got["a"] + got["b"], CEILING / 4, 0.03), (index, got)
