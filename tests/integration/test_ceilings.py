@@ -34,7 +34,7 @@ COLD_RATE = 1_000_000
 PARTITIONS = 4
 #: the seconds before the measured span: the ceiling finds its level
 SETTLE_S = 8.0
-MEASURED_S = 20.0
+MEASURED_S = 12.0
 BEST_EFFORT = ("best-1", "best-2", "best-3", "best-4")
 
 CONFIG = f"""
@@ -191,6 +191,19 @@ async def test_kafka_configs_sets_a_brokers_ceiling_through_either_member(
     listed = configs(kafka3, fleet[0].bootstrap, "--describe", "--entity-type", "brokers",
                      "--entity-default")  # fmt: skip
     assert f"{requests}=5000" in listed
+    # the cluster's ceiling is the default broker's key alone
+    cluster = "kafka-quota-proxy.cluster_produce_ceiling"
+    out = configs(kafka3, fleet[1].bootstrap, "--alter", "--entity-type", "brokers",
+                  "--entity-default", "--add-config", f"{cluster}=90000000")  # fmt: skip
+    assert "Completed updating default config for brokers in the cluster." in out
+    default = configs(kafka3, fleet[0].bootstrap, "--describe", "--entity-type", "brokers",
+                      "--entity-default")  # fmt: skip
+    assert f"{cluster}=90000000" in default
+    with pytest.raises(RuntimeError, match=f"Invalid configuration key {cluster}"):
+        configs(kafka3, fleet[0].bootstrap, "--alter", "--entity-type", "brokers",
+                "--entity-name", str(COLD), "--add-config", f"{cluster}=1")  # fmt: skip
+    configs(kafka3, fleet[0].bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
+            "--delete-config", cluster)  # fmt: skip
     configs(kafka3, fleet[0].bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
             "--delete-config", requests)  # fmt: skip
     configs(kafka3, kafka3.bootstrap_servers, "--alter", "--entity-type", "brokers",

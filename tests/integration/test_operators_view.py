@@ -75,10 +75,11 @@ kafka-quota-proxy.init_producer_id_rate = 1000
 kafka-quota-proxy.connections = 1000
 kafka-quota-proxy.connection_creation_rate = 1000
 
-# every broker a produce ceiling the exempt clients fill alone: the ceiling panels' series,
-# for the best-effort hog it sheds
+# every broker a produce ceiling the hog is over, beside the exempt clients: the ceiling
+# panels' series, for the best-effort hog it sheds (held to what they leave, it is muted for
+# less than a second at a time)
 [brokers."<default>"]
-kafka-quota-proxy.produce_ceiling = 30000
+kafka-quota-proxy.produce_ceiling = 300000
 # and a disk guard far below what the brokers have: the log directories' series
 kafka-quota-proxy.disk_soft_limit_bytes = 2000
 kafka-quota-proxy.disk_hard_limit_bytes = 1000
