@@ -1,13 +1,13 @@
 """The disk guard against real brokers (issue 53; docs/ceilings.md#the-disk-guard).
 
-Two brokers: broker 1's log directory is a 200 MB tmpfs of its own (its metadata log
-elsewhere), broker 2's the machine's disk. A librdkafka producer offers 8 MB/s to a topic
-broker 1 holds, through the proxy, while an aiokafka producer writes 1 MB/s into a topic
-broker 2 holds. The guard reads the log directories every half second: past the soft limit
-the first producer is ramped down, ever more slowly towards the hard limit; the volume never
-fills and broker 1 stays online, while the second producer keeps its rate.
-With the guard in shadow mode, the same producer takes the volume far past the hard limit:
-the test stops it there rather than fill it.
+Three brokers: broker 1's log directory is a 200 MB tmpfs of its own (its metadata log
+elsewhere), the others' the machine's disk. A librdkafka producer of two processes offers
+8 MB/s to a topic broker 1 holds, each process through another of two members of one fleet,
+while an aiokafka producer writes 1 MB/s into a topic broker 2 holds. Each member reads the
+log directories every half second: past the soft limit the first producer is ramped down,
+ever more slowly towards the hard limit; the volume never fills and broker 1 stays online,
+while the second producer keeps its rate. With the guard in shadow mode, the same producer
+takes the volume far past the hard limit: the test stops it there rather than fill it.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ kafka-quota-proxy.disk_hard_limit_bytes = {HARD}
 def cluster() -> Iterator[KafkaCluster]:
     with tempfile.TemporaryDirectory(prefix="disk-guard-") as workdir:
         kafka = KafkaCluster(
-            brokers_count=2,
+            brokers_count=3,
             workdir=Path(workdir),
             small_disks={SMALL: 200},
             overrides={"log.segment.bytes": str(16 * MB)},
@@ -100,34 +100,49 @@ async def test_writers_of_a_filling_disk_are_ramped_down_and_others_untouched(
     small = broker(cluster, SMALL)
     cluster.create_topic("disk-hot", 2, replicas=[[SMALL]] * 2)
     cluster.create_topic("disk-cold", 2, replicas=[[OTHER]] * 2)
-    proxy = start_proxy(tmp_path, cluster.bootstrap_servers, 2, guard_config(False), "guarded")
+    config = guard_config(False) + '[fleet]\nname = "disk-guard"\n'
+    members = [
+        start_proxy(tmp_path, cluster.bootstrap_servers, 3, config, f"guarded-{index}")
+        for index in range(2)
+    ]
     try:
         cold = Timeline()
+        # the filler's two processes write through one member each: the members hold the
+        # directory's ceiling together
         with confluent_fleet(
-            proxy.bootstrap, "filler", "disk-hot", SECONDS, 1, offered_rate=FILL_RATE
+            [member.bootstrap for member in members],
+            "filler",
+            "disk-hot",
+            SECONDS,
+            2,
+            offered_rate=FILL_RATE / 2,
         ) as fleet:
             _, seen = await asyncio.gather(
-                aiokafka_flood(proxy.bootstrap, "neighbour", "disk-cold", SECONDS, cold, COLD_RATE),
-                watch(small.address, proxy.metrics_url, time.monotonic() + SECONDS),
+                aiokafka_flood(
+                    members[1].bootstrap, "neighbour", "disk-cold", SECONDS, cold, COLD_RATE
+                ),
+                watch(small.address, members[0].metrics_url, time.monotonic() + SECONDS),
             )
             filler = await asyncio.to_thread(fleet_timelines, fleet, SECONDS + 90)
-        metrics = await asyncio.to_thread(scrape, proxy.metrics_url)
+        metrics = [await asyncio.to_thread(scrape, member.metrics_url) for member in members]
         left = await usable(small.address)
     finally:
-        proxy.stop()
+        for member in members:
+            member.stop()
     ceilings = [ceiling for _, ceiling in seen if ceiling is not None]
     print(
         f"usable from {seen[0][0]:,} to {min(u for u, _ in seen):,} bytes (soft {SOFT:,}, hard "
         f"{HARD:,}); the guard's ceilings {', '.join(f'{c:,.0f}' for c in ceilings)} B/s; "
-        f"filler {fleet_rate(filler, 0, SECONDS):,.0f} B/s, neighbour "
+        f"filler {fleet_rate(filler, 0, SECONDS):,.0f} B/s through two members, neighbour "
         f"{cold.rate(0, SECONDS):,.0f} B/s"
     )
     # the hard limit is approached, not crossed by more than a reading's worth of writes
     assert min(u for u, _ in seen) > HARD - FILL_RATE and left > HARD - FILL_RATE
     assert len(set(ceilings)) >= 5 and ceilings == sorted(ceilings, reverse=True)  # graded
     assert ceilings[0] > FILL_RATE / 2  # from the pace it had: no cliff
-    assert total(metrics, "kafka_quota_proxy_ceiling_throttles_total", client_id="filler") > 0
-    assert total(metrics, "kafka_quota_proxy_ceiling_throttles_total", client_id="neighbour") == 0
+    throttles = "kafka_quota_proxy_ceiling_throttles_total"
+    assert all(total(each, throttles, client_id="filler") > 0 for each in metrics)
+    assert all(total(each, throttles, client_id="neighbour") == 0 for each in metrics)
     assert cold.rate(0, SECONDS) >= 0.9 * COLD_RATE
     await usable(small.address)  # broker 1 still answers: its log directory never failed
 
@@ -140,7 +155,7 @@ async def test_in_shadow_mode_the_same_writer_fills_the_disk(
     a third of it, and is killed there before the volume is full."""
     small = broker(cluster, SMALL)
     cluster.create_topic("disk-shadow", 2, replicas=[[SMALL]] * 2)
-    proxy = start_proxy(tmp_path, cluster.bootstrap_servers, 2, guard_config(True), "shadow")
+    proxy = start_proxy(tmp_path, cluster.bootstrap_servers, 3, guard_config(True), "shadow")
     try:
         with confluent_fleet(proxy.bootstrap, "filler", "disk-shadow", SECONDS, 1):
             deadline = time.monotonic() + SECONDS
