@@ -19,6 +19,7 @@ from quotas.connections import canonical_ip
 from quotas.entities import QUOTA_KEYS, QuotaEntity, QuotaType
 from quotas.settings import QuotaLimits
 from quotas.validation import (
+    BROKER,
     CLIENT_ID,
     IP,
     TOPIC,
@@ -164,7 +165,7 @@ class QuotaStore:
                 raise QuotaError(
                     f"Entity type {entity_type} cannot appear more than once in the filter."
                 )
-            if entity_type not in (USER, CLIENT_ID, IP, TOPIC):
+            if entity_type not in (USER, CLIENT_ID, IP, TOPIC, BROKER):
                 raise QuotaError(f"Unsupported entity type {entity_type}", UNSUPPORTED_VERSION)
             _check_match(match_type, match)
             if entity_type == IP and match is not None:
@@ -175,11 +176,12 @@ class QuotaStore:
                 "Invalid entity filter component combination. IP filter component should not be "
                 "used with user or clientId filter component."
             )
-        if TOPIC in wanted and len(wanted) > 1:
-            raise QuotaError(
-                "Invalid entity filter component combination. A topic filter component is not "
-                "used with another."
-            )
+        for own in (TOPIC, BROKER):
+            if own in wanted and len(wanted) > 1:
+                raise QuotaError(
+                    f"Invalid entity filter component combination. A {own} filter component "
+                    "is not used with another."
+                )
         found = {}
         for entity, values in self.effective().items():
             names = dict(pairs_of(entity))

@@ -37,10 +37,22 @@ from protocol.client_quotas import (
 )
 from proxy.control.cluster import AuthenticationFailed, ClusterClient
 from quotas.store import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
-from quotas.validation import CLIENT_KEYS, IP_KEYS, TOPIC_KEYS, USER_KEYS
+from quotas.validation import CLIENT_KEYS, DEFAULT_BROKER_KEYS, IP_KEYS, TOPIC_KEYS, USER_KEYS
 
-_TYPES = {"users": "user", "clients": "client-id", "ips": "ip", "topics": "topic"}
-_SHOWN = {"user": "user-principal", "client-id": "client-id", "ip": "ip", "topic": "topic"}
+_TYPES = {
+    "users": "user",
+    "clients": "client-id",
+    "ips": "ip",
+    "topics": "topic",
+    "brokers": "broker",
+}
+_SHOWN = {
+    "user": "user-principal",
+    "client-id": "client-id",
+    "ip": "ip",
+    "topic": "topic",
+    "broker": "broker",
+}
 _VERSION = 1
 _JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -53,6 +65,7 @@ def keys_by_entity_type() -> str:
         ("clients", CLIENT_KEYS),
         ("ips", IP_KEYS),
         ("topics", TOPIC_KEYS),
+        ("brokers", DEFAULT_BROKER_KEYS),
     ):
         lines += textwrap.wrap(
             ", ".join(keys),

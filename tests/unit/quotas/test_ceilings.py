@@ -14,6 +14,8 @@ from quotas.ceilings import CLUSTER, MAX_THROTTLE_MS, NO_LOAD, CeilingManager, L
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.managers import UNLIMITED
 from quotas.settings import QuotaConfig, QuotaSettings
+from quotas.store import MATCH_ANY, QuotaStore
+from quotas.validation import QuotaError
 
 CEILING = 1_000_000.0
 #: a request every this many ms while not throttled
@@ -325,3 +327,21 @@ def test_a_cluster_ceiling_holds_every_broker_together() -> None:
         got = sent[index]
         assert near(sum(got.values()), CEILING, 0.03), (index, got)
         assert near(got["a"] + got["b"], CEILING / 4, 0.03), (index, got)
+
+
+def test_broker_entities_are_described_alone_and_altered_as_any_entity() -> None:
+    """What `kafka-quota-proxy quotas --entity-type brokers` asks: the store describes
+    broker entities by a filter of their own, never combined with another."""
+    store = QuotaStore()
+    store.replace(
+        "file",
+        {
+            QuotaEntity(broker="1"): {"kafka-quota-proxy.produce_ceiling": 6e6},
+            QuotaEntity(user="alice"): {"producer_byte_rate": 10.0},
+        },
+    )
+    assert store.describe([("broker", MATCH_ANY, None)]) == {
+        QuotaEntity(broker="1"): {"kafka-quota-proxy.produce_ceiling": 6e6}
+    }
+    with pytest.raises(QuotaError, match="A broker filter component is not used with another"):
+        store.describe([("broker", MATCH_ANY, None), ("user", MATCH_ANY, None)])

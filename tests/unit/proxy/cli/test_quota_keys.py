@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from proxy.cli.quotas import add_arguments
-from quotas.validation import CLIENT_KEYS, IP_KEYS, TOPIC_KEYS, USER_KEYS
+from quotas.validation import CLIENT_KEYS, DEFAULT_BROKER_KEYS, IP_KEYS, TOPIC_KEYS, USER_KEYS
 
 
 def test_the_help_names_each_entity_types_keys() -> None:
@@ -24,5 +24,6 @@ def test_the_help_names_each_entity_types_keys() -> None:
         ("clients", CLIENT_KEYS),
         ("ips", IP_KEYS),
         ("topics", TOPIC_KEYS),
+        ("brokers", DEFAULT_BROKER_KEYS),
     ):
         assert sections[entity_type].strip().split(", ") == list(keys)
