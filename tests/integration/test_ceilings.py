@@ -17,14 +17,12 @@ from contextlib import ExitStack
 
 import pytest
 
-from config.cluster import ClusterSettings
 from localkafka.cluster import KafkaCluster
 from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
 from localkafka.load import Timeline, aiokafka_flood
+from localkafka.log_growth import watch_logs, window_rates
 from localkafka.proxy_process import RunningProxy, start_proxy
 from localkafka.scrape import scrape, total
-from protocol.log_dirs import DESCRIBE_LOG_DIRS, VOLUME_VERSION, describe_body, read_log_dirs
-from proxy.control.cluster import ClusterClient
 
 HOT, COLD = 1, 2
 CEILING = 6_000_000
@@ -65,39 +63,6 @@ def fleet(
         member.stop()
 
 
-async def log_bytes(address: str, topic: str) -> int:
-    """The bytes of the topic's logs on the broker at `address`, as it describes them."""
-    host, _, port = address.rpartition(":")
-    async with ClusterClient(ClusterSettings(), [(host, int(port))], 10.0) as client:
-        frame = await client.ask(DESCRIBE_LOG_DIRS, VOLUME_VERSION, describe_body())
-    error, dirs = read_log_dirs(frame)
-    assert error == 0
-    return sum(size for d in dirs for (name, _), size in d.partitions.items() if name == topic)
-
-
-async def watch_log(address: str, topic: str, seconds: float) -> list[tuple[float, int]]:
-    """(monotonic time, the topic's log bytes) every half second for `seconds`."""
-    samples = []
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        samples.append((time.monotonic(), await log_bytes(address, topic)))
-        await asyncio.sleep(0.5)
-    return samples
-
-
-def window_rates(samples: list[tuple[float, int]], start: float, span_s: float) -> list[float]:
-    """The log's growth per second over every span_s window that starts at `start` or later."""
-    rates = []
-    for i, (at, size) in enumerate(samples):
-        if at < start:
-            continue
-        later = [(t, s) for t, s in samples[i:] if t - at >= span_s]
-        if later:
-            end_at, end_size = later[0]
-            rates.append((end_size - size) / (end_at - at))
-    return rates
-
-
 async def test_a_hot_brokers_ceiling_sheds_best_effort_first(
     kafka3: KafkaCluster, fleet: list[RunningProxy]
 ) -> None:
@@ -121,7 +86,7 @@ async def test_a_hot_brokers_ceiling_sheds_best_effort_first(
         _, _, samples = await asyncio.gather(
             aiokafka_flood(fleet[0].bootstrap, "ops", hot_topic, seconds, exempt, EXEMPT_RATE),
             aiokafka_flood(fleet[1].bootstrap, "cold", cold_topic, seconds, cold, COLD_RATE),
-            watch_log(hot_broker.address, hot_topic, seconds + 1),
+            watch_logs([hot_broker.address], {hot_topic}, seconds + 1),
         )
         timelines = await asyncio.to_thread(fleet_timelines, processes, seconds + 90)
     first = min(t.started for t in timelines)
