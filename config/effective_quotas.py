@@ -19,6 +19,7 @@ from quotas.entities import (
     EntityQuotas,
     QuotaEntity,
     QuotaType,
+    precedence,
 )
 from quotas.settings import QuotaConfig
 from quotas.stats import MetricConfig
@@ -154,11 +155,5 @@ def _broker_order(entity: QuotaEntity) -> tuple[bool, int]:
 
 
 def _precedence(entity: QuotaEntity) -> tuple[int, str, str]:
-    """Kafka's precedence levels 1..8, then names."""
-
-    def kind(name: str | None) -> int:
-        return 2 if name is None else 1 if name == DEFAULT else 0
-
-    user, client_id = kind(entity.user), kind(entity.client_id)
-    level = 6 + client_id if user == 2 else user * 3 + client_id
-    return level, entity.user or "", entity.client_id or ""
+    """Kafka's precedence, then names."""
+    return precedence(entity), entity.user or "", entity.client_id or ""

@@ -138,6 +138,37 @@ class QuotaEntity:
         return "/".join(parts)
 
 
+#: KIP-55's precedence, most specific first: the first of these a (user, client-id) pair has
+#: an entity at is the one that applies (Kafka's DefaultQuotaCallback). `explain`,
+#: check-config and docs/enforcement.md name a rule by its number and these words.
+PRECEDENCE: Final = (
+    "users/<user>/clients/<client-id>",
+    "users/<user>/clients/<default>",
+    "users/<user>",
+    "users/<default>/clients/<client-id>",
+    "users/<default>/clients/<default>",
+    "users/<default>",
+    "clients/<client-id>",
+    "clients/<default>",
+)
+
+
+def precedence(entity: QuotaEntity) -> int:
+    """A user or client-id entity's place in PRECEDENCE, from 1 (most specific) to 8."""
+
+    def kind(name: str | None) -> int:  # named, <default>, not part of it
+        return 2 if name is None else 1 if name == DEFAULT else 0
+
+    user, client_id = kind(entity.user), kind(entity.client_id)
+    return 7 + client_id if user == 2 else user * 3 + client_id + 1
+
+
+def precedence_rule(entity: QuotaEntity) -> str:
+    """The rule that chose `entity`, in the words every view of it uses."""
+    level = precedence(entity)
+    return f"precedence {level} of {len(PRECEDENCE)}: {PRECEDENCE[level - 1]}"
+
+
 #: (user tag, client-id tag): Kafka's metric tags, "" where the level does not apply.
 MetricTags = tuple[str, str]
 

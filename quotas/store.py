@@ -50,6 +50,8 @@ FilterComponent = tuple[str, int, str | None]
 class QuotaStore:
     def __init__(self) -> None:
         self._layers: dict[str, dict[QuotaEntity, Values]] = {layer: {} for layer in LAYERS}
+        #: when each altered value was set, in ms since the epoch, where its writer says
+        self._set_at: dict[tuple[QuotaEntity, str], int] = {}
         self._listeners: list[Callable[[QuotaStore], object]] = []
 
     def subscribe(self, listener: Callable[[QuotaStore], object]) -> None:
@@ -83,10 +85,14 @@ class QuotaStore:
         self.alter_many(layer, {entity: changes})
 
     def alter_many(
-        self, layer: str, changes: Mapping[QuotaEntity, Mapping[str, float | None]]
+        self,
+        layer: str,
+        changes: Mapping[QuotaEntity, Mapping[str, float | None]],
+        set_at: Mapping[tuple[QuotaEntity, str], int] | None = None,
     ) -> None:
         """Several entities' alterations, validated then made together: the listeners hear
-        of them once."""
+        of them once. `set_at`: when each (entity, key) was altered, ms since the epoch (the
+        quota store topic's record timestamps), for `explain` to say."""
         for entity, entity_changes in changes.items():
             for key, value in entity_changes.items():
                 if value is not None:
@@ -97,8 +103,11 @@ class QuotaStore:
             for key, value in entity_changes.items():
                 if value is None:
                     values.pop(key, None)
+                    self._set_at.pop((entity, key), None)
                 else:
                     values[key] = value
+                    if set_at is not None and (entity, key) in set_at:
+                        self._set_at[(entity, key)] = set_at[(entity, key)]
             if not values:
                 del entries[entity]
         if any(changes.values()):
@@ -134,6 +143,12 @@ class QuotaStore:
             if key in self._layers[layer].get(entity, {}):
                 return layer
         return None
+
+    def set_at(self, entity: QuotaEntity, key: str) -> int | None:
+        """When an altered value was set (ms since the epoch), where its writer said."""
+        if self.source(entity, key) != ALTERED:
+            return None
+        return self._set_at.get((entity, key))
 
     def limits(self) -> QuotaLimits:
         """The client and topic quotas by quota type, as the quota engine takes them."""

@@ -171,15 +171,21 @@ class QuotaTopic:
 
     async def _follow(self) -> None:
         changes: dict[QuotaEntity, Changes] = {}
+        set_at: dict[tuple[QuotaEntity, str], int] = {}
         for record in await self._own.read(int(_CHECK_S * 1000) // 4):
-            self._read(record.key, record.value, changes)
+            self._read(record.key, record.value, record.timestamp, changes, set_at)
         if changes:
-            self.store.alter_many(ALTERED, changes)
+            self.store.alter_many(ALTERED, changes, set_at)
         self._read_to = await self._own.position()
         self._read_more.set()
 
     def _read(
-        self, key: bytes | None, value: bytes | None, changes: dict[QuotaEntity, Changes]
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        changes: dict[QuotaEntity, Changes],
+        set_at: dict[tuple[QuotaEntity, str], int],
     ) -> None:
         try:
             entity, quota_key, number = record_change(key, value)
@@ -187,6 +193,7 @@ class QuotaTopic:
             log.warning("quota store topic %s: a record skipped: %s", self.topic, exc)
             return
         changes.setdefault(entity, {})[quota_key] = number
+        set_at[(entity, quota_key)] = timestamp
 
     async def _write(self, records: list[tuple[bytes, bytes | None]]) -> int:
         """One request's records, while the topic is read: all appended, or none."""
