@@ -32,6 +32,7 @@ from proxy.network.loop import LoopClock
 from proxy.network.server import ProxyServer
 from proxy.network.workers import WATCH_S, Worker
 from proxy.observability.endpoint import serve_endpoint
+from proxy.observability.explaining import Explainer
 from proxy.observability.metrics import QuotaCollector, build_registry
 from proxy.observability.probes import Probes
 from proxy.observability.usage_sinks import (
@@ -252,7 +253,9 @@ class ProxyProcess:
         port = worker.port(config.metrics.port) if worker else config.metrics.port
         host = config.metrics.listen_host
         try:
-            self._endpoint = await serve_endpoint(registry, self.probes(), host, port)
+            self._endpoint = await serve_endpoint(
+                registry, self.probes(), host, port, explainer(self)
+            )
         except OSError as exc:
             raise cannot_listen(config, "metrics", host, port, "port", exc) from exc
         host, port = self._endpoint.sockets[0].getsockname()[:2]
@@ -339,6 +342,26 @@ class ProxyProcess:
                 producer_ids.cleanup(self.context.clock.now_ms())
             else:  # nothing to forget: no wake-up every few ms beside the clients' traffic
                 await asyncio.sleep(_IDLE_CLEANUP_S)
+
+
+def explainer(process: ProxyProcess) -> Explainer:
+    """/explain's answers, from the process's quotas, engine and fleet part; named after
+    the fleet member (or the proxy's bootstrap) and the worker that gives them."""
+    config, context, fleet, worker = process.config, process.context, process.fleet, process.worker
+    if fleet is not None:
+        member = fleet.member.member
+    else:
+        member = f"{config.proxy.advertised}:{config.proxy.bootstrap_port}"
+    if worker is not None:
+        member = f"{member} (worker {worker.index})"
+    return Explainer(
+        member,
+        str(config.path or "the config"),
+        context.quota_layers,
+        lambda: context.quotas.engine,
+        context.clock.now_ms,
+        fleet.member.local_rates if fleet is not None else None,
+    )
 
 
 def _announce(line: str) -> None:

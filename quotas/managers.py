@@ -8,6 +8,7 @@ call takes the time in milliseconds, so callers own the clock and tests replay s
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
@@ -144,6 +145,14 @@ class QuotaManager:
                 self._sensors[tags] = sensors
             self._by_client[(user, client_id)] = sensors
         return sensors
+
+    def find(self, tags: MetricTags) -> ClientSensors | None:
+        """The sensors of these metric tags, if any client uses them here."""
+        return self._sensors.get(tags)
+
+    def unseen(self, tags: MetricTags, now_ms: int) -> ClientSensors:
+        """The sensors a client of these tags would get at its first use, not kept."""
+        return self._new_sensors(tags, now_ms)
 
     def metric_tags(self, user: str, client_id: str) -> MetricTags:
         """The tags this client's use is charged under as the quotas now stand, without
@@ -320,6 +329,13 @@ class ClientQuotaManager(QuotaManager):
     def throttle_time_ms(self, sensors: ClientSensors, now_ms: int) -> int:
         """The throttle owed now, recording nothing: whether a client is already over quota."""
         observed, window_ms = sensors.rate.measure_with_window(self.config, now_ms)
+        return self._throttle_time_ms(sensors, observed, window_ms)
+
+    def throttle_if_recorded(self, sensors: ClientSensors, value: float, now_ms: int) -> int:
+        """What record_and_get_throttle_time_ms would answer for `value` now, recording
+        nothing: a copy of the rate takes it (`explain`'s prediction, off the request path)."""
+        rate = copy.deepcopy(sensors.rate)
+        observed, window_ms = rate.record_and_measure(self.config, value * sensors.weight, now_ms)
         return self._throttle_time_ms(sensors, observed, window_ms)
 
     def _throttle_time_ms(self, sensors: ClientSensors, observed: float, window_ms: int) -> int:

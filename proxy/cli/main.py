@@ -1,5 +1,6 @@
 """`kafka-quota-proxy`: run the proxy from a config file, check a config file, manage its
-quotas, report on its usage, or watch who uses the cluster now (top)."""
+quotas, report on its usage, watch who uses the cluster now (top), or say why a client is
+slow (explain)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from pathlib import Path
 from config.errors import ConfigError, StartupError
 from config.loader import ProxyConfig, load_config
 from proxy.cli.check_config import check_config
+from proxy.cli.explain import add_arguments as add_explain_arguments
+from proxy.cli.explain import run as run_explain
 from proxy.cli.quotas import add_arguments as add_quota_arguments
 from proxy.cli.quotas import run as run_quotas
 from proxy.cli.top import DESCRIPTION as TOP_DESCRIPTION
@@ -112,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_top_arguments(top)
+    explain = sub.add_parser(
+        "explain",
+        help="why a client is slow: each quota's entity, rule, value and source, its rate"
+        " and throttle now, and what else holds it",
+    )
+    add_explain_arguments(explain)
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["report"]:
         return _report(report, args_list[1:])
@@ -122,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         return _into_a_pipe(lambda: run_quotas(args))
     if args.command == "top":
         return _into_a_pipe(lambda: run_top(args))
+    if args.command == "explain":
+        return _into_a_pipe(lambda: run_explain(args))
     configure_logging(args.log_level)
     try:
         config = load_config(args.config)

@@ -1,5 +1,6 @@
 """The proxy's HTTP endpoint: /metrics for Prometheus, /livez and /readyz for whoever
-decides where clients go (proxy/observability/probes.py).
+decides where clients go (proxy/observability/probes.py), /explain for whoever asks why a
+client is slow (proxy/observability/explaining.py).
 
 A minimal HTTP/1.0 server on the event loop, not prometheus-client's own thread: a scrape
 measures sensors that requests record into, and a liveness answer must come from the loop
@@ -13,6 +14,7 @@ import asyncio
 from prometheus_client import CollectorRegistry, generate_latest
 
 from protocol.proxy_header import V1_PREFIX, V2_SIGNATURE
+from proxy.observability.explaining import Explainer
 from proxy.observability.probes import Probes
 
 _MAX_REQUEST_HEAD = 8192
@@ -22,11 +24,20 @@ _JSON = b"application/json"
 
 
 async def serve_endpoint(
-    registry: CollectorRegistry, probes: Probes, host: str, port: int
+    registry: CollectorRegistry,
+    probes: Probes,
+    host: str,
+    port: int,
+    explainer: Explainer | None = None,
 ) -> asyncio.Server:
-    """GET /metrics (or /), /livez, /readyz; anything else 404."""
+    """GET /metrics (or /), /livez, /readyz, /explain?user=... (with an explainer);
+    anything else 404."""
 
-    def answer(path: bytes) -> tuple[int, bytes, bytes]:
+    def answer(target: bytes) -> tuple[int, bytes, bytes]:
+        path, _, query = target.partition(b"?")
+        if path == b"/explain" and explainer is not None:
+            status, body = explainer.answer(query.decode("latin-1"))
+            return status, _JSON, body
         if path in (b"/metrics", b"/"):
             return 200, _METRICS_TYPE, generate_latest(registry)
         if path in (b"/livez", b"/readyz"):
@@ -39,7 +50,7 @@ async def serve_endpoint(
             head = await asyncio.wait_for(_request_head(reader), _READ_TIMEOUT_S)
             request_line = head.split(b"\r\n", 1)[0].split()
             if len(request_line) >= 2 and request_line[0] in (b"GET", b"HEAD"):
-                status, content_type, body = answer(request_line[1].split(b"?")[0])
+                status, content_type, body = answer(request_line[1])
             else:
                 status, content_type, body = 405, b"text/plain", b"GET or HEAD only\n"
             writer.write(
@@ -71,6 +82,7 @@ async def _request_head(reader: asyncio.StreamReader) -> bytes:
 
 _REASONS = {
     200: b"OK",
+    400: b"Bad Request",
     404: b"Not Found",
     405: b"Method Not Allowed",
     503: b"Service Unavailable",
