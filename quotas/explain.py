@@ -100,6 +100,9 @@ class Applied:
     #: how the rate is measured ("11 windows of 1 s", "a bucket of 1 s")
     window: str
     live: Live | None = None
+    #: the sensor's (user, client-id) tags, "" where a level does not apply: the labels of
+    #: its kafka_server_* series, and of the broker's own quota metrics
+    metric_tags: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)
@@ -165,6 +168,7 @@ def explain(
             None if entity is None or sources is None else sources(entity, quota_type.key),
             "not measured" if entity is None else _measured_as(tags, quota_type),
             _window(config, quota_type),
+            metric_tags=None if entity is None else tags,
         )
         if engine is not None and quota_type not in CEILING_CLASSES:
             manager = engine.manager(quota_type) if quota_type in _MANAGED else None
