@@ -20,7 +20,9 @@ fleet at 1.139 x; with 200, three runs with a core kept busy beside the test mea
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import urllib.request
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -43,6 +45,10 @@ FIRST_WINDOW_S, MEASURED_S = 2.0, 20.0
 BOUND = 1.10
 
 
+#: the held client-id, as /explain is asked about it (no SASL: User:ANONYMOUS)
+_HELD = f"user=ANONYMOUS&client_id={FLEET}"
+
+
 class Watch:
     """Metrics of every instance (or worker) twice a second: Kafka's throttle-time per
     client-id, an average over the quota windows and NaN for a client never throttled, so
@@ -57,6 +63,9 @@ class Watch:
         #: per URL, the most its local rate of the held client-id reached
         self.local = [0.0] * len(urls)
         self.members: list[float] = []
+        #: each round, the held client-id's fleet-wide rate as each member's /explain gives
+        #: it, asked one right after the other (a member killed on purpose left out)
+        self.explained: list[list[float]] = []
 
     async def run(self) -> None:
         while True:
@@ -66,7 +75,22 @@ class Watch:
                 except OSError:
                     continue  # an instance killed on purpose
                 self._read(samples, self._labels[index], index)
+            if not any(self._labels):  # members, not the workers of one process
+                self.explained.append(await asyncio.to_thread(self._explained))
             await asyncio.sleep(0.5)
+
+    def _explained(self) -> list[float]:
+        rates = []
+        for url in self.urls:
+            base = url.removesuffix("/metrics")
+            try:
+                with urllib.request.urlopen(f"{base}/explain?{_HELD}", timeout=5) as response:
+                    answer = json.load(response)
+            except OSError:
+                continue
+            produce = next(q for q in answer["quotas"] if q["key"] == "producer_byte_rate")
+            rates.append(produce["live"]["rate"])
+        return rates
 
     def _read(self, samples: Samples, labels: dict[str, str], index: int) -> None:
         for client, seen in self.throttles.items():
