@@ -28,7 +28,7 @@ from proxy.cli.quotas import cluster_settings
 from proxy.control.own_topic import UNREACHABLE
 from proxy.top.feed import LiveFeed, feed_view, now_ms, view_of
 from proxy.top.text import bus_state, table, topic_table
-from proxy.top.view import MEASURES, SPAN_MS, Measure, snapshot
+from proxy.top.view import DEMAND, MEASURES, SORTS, SPAN_MS, Measure, snapshot
 from quotas.store import FILE, QuotaStore
 
 #: how long `--once` reads the fleet's bus: every member publishes several times a second,
@@ -49,9 +49,11 @@ is (its use over the time its quotas did not hold it), its throttles, connection
 proxies serving it; the topics under a topic quota below. It reads the proxies' usage
 samples topic, the quota store topic and the fleet's bus (docs/monitoring.md).
 
-Keys on the full screen: s / S the next / previous measure, / filter on names, p pause,
-Enter a principal's detail (its APIs, members, addresses, its user's client-ids and a
-sparkline), Escape back, q quit. --once prints one snapshot instead, a table or --json.
+Keys on the full screen: s / S the next / previous measure, d by demand (each principal at
+the quota that holds it back most; a demand marked + is a lower bound), / filter on names,
+p pause, Enter a principal's detail (what applies to it and why, as `explain` says, its
+APIs, members, addresses, its user's client-ids and a sparkline), Escape back, q quit.
+--once prints one snapshot instead, a table or --json.
 """
 
 
@@ -69,10 +71,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fleet", help="[fleet] name (found when there is one)")
     parser.add_argument(
         "--sort",
-        choices=sorted(MEASURES),
+        choices=SORTS,
         default=Measure.PRODUCE.key,
         help="the measure ranked by: produce and fetch bytes, request time (as"
-        " request_percentage), partition mutations, new producer ids (default: produce)",
+        " request_percentage), partition mutations, new producer ids (default: produce); or"
+        " demand: each principal at the quota that holds it back most, most held first",
     )
     parser.add_argument("--filter", default="", help="only principals whose names contain it")
     parser.add_argument(
@@ -148,6 +151,8 @@ def feed_for(args: argparse.Namespace) -> LiveFeed:
         fleet or "",
         store,
         read_back_s,
+        None if config is None else config.quotas.settings,
+        str(args.config or ""),
     )
 
 
@@ -167,9 +172,8 @@ async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
         return 2
     finally:
         await feed.close()
-    measure = MEASURES[args.sort]
     if args.json:
-        shown = snapshot(view, measure, now_ms(), args.filter)
+        shown = snapshot(view, args.sort, now_ms(), args.filter)
         shown["bus"] = feed.fleet_topic
         shown["problems"] = feed.problems
         print(json.dumps(shown, indent=2))
@@ -177,8 +181,9 @@ async def _once(feed: LiveFeed, args: argparse.Namespace) -> int:
         print(f"# {bus_state(view, feed.fleet_topic, now_ms())}")
         for problem in feed.problems:
             print(f"# {problem}")
-        for line in table(view, measure, args.filter):
+        for line in table(view, args.sort, args.filter):
             print(line)
-        for line in topic_table(view, measure, now_ms()):
-            print(line)
+        if args.sort != DEMAND:
+            for line in topic_table(view, MEASURES[args.sort], now_ms()):
+                print(line)
     return 0

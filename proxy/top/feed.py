@@ -14,6 +14,7 @@ from typing import Final
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import ConsumerRecord
 
 from config.cluster import ClusterSettings
 from config.fleet import FLEET_TOPIC_PREFIX
@@ -22,6 +23,7 @@ from proxy.control.own_topic import UNREACHABLE
 from proxy.top.view import LiveView
 from quotas.admin import Changes
 from quotas.entities import QuotaEntity
+from quotas.settings import QuotaSettings
 from quotas.store import ALTERED, QuotaStore
 from quotas.usage_samples import UsageSample
 from quotas.validation import record_change
@@ -53,6 +55,8 @@ class LiveFeed:
         fleet: str,
         store: QuotaStore,
         read_back_s: float = 20.0,
+        settings: QuotaSettings | None = None,
+        config_file: str = "",
     ) -> None:
         self._cluster = cluster
         #: the cluster's bootstrap servers
@@ -62,6 +66,10 @@ class LiveFeed:
         self.fleet_topic = f"{FLEET_TOPIC_PREFIX}{fleet}" if fleet else ""
         #: the quotas in force: altered ones are applied to it as they are read
         self.store = store
+        #: the quota windows, and the file the store's file layer came from: what a
+        #: principal's detail explains with
+        self.settings = QuotaSettings() if settings is None else settings
+        self.config_file = config_file
         #: how far back the samples are read at the start: the span the rates average over
         #: and one sampling interval
         self.read_back_s = read_back_s
@@ -181,14 +189,15 @@ class LiveFeed:
             self.failed = True
             return update
         changes: dict[QuotaEntity, Changes] = {}
+        set_at: dict[tuple[QuotaEntity, str], int] = {}
         for partition, records in batches.items():
             for record in records:
                 try:
-                    self._route(partition.topic, record.key, record.value, update, changes)
+                    self._route(partition.topic, record, update, changes, set_at)
                 except Exception:  # any record a writer got wrong is skipped, never fatal
                     update.skipped += 1
         if changes:
-            self.store.alter_many(ALTERED, changes)
+            self.store.alter_many(ALTERED, changes, set_at)
             update.quotas = True
         if update.skipped:
             self._skipped(update.skipped)
@@ -203,11 +212,12 @@ class LiveFeed:
     def _route(
         self,
         topic: str,
-        key: bytes | None,
-        value: bytes | None,
+        record: ConsumerRecord[bytes, bytes],
         update: Update,
         changes: dict[QuotaEntity, Changes],
+        set_at: dict[tuple[QuotaEntity, str], int],
     ) -> None:
+        value = record.value
         if topic == self.usage_topic:
             if value is None:
                 raise ValueError("an empty sample")
@@ -217,8 +227,9 @@ class LiveFeed:
                 raise ValueError("an empty publication")
             update.publications.append(decode(value))
         elif topic == self.quota_topic:
-            entity, quota_key, number = record_change(key, value)
+            entity, quota_key, number = record_change(record.key, value)
             changes.setdefault(entity, {})[quota_key] = number
+            set_at[(entity, quota_key)] = record.timestamp
 
     async def close(self) -> None:
         if self._consumer is not None:

@@ -4,9 +4,10 @@ any terminal tmux can drive). Every second it reads what arrived (proxy/top/feed
 redraws the ranking (proxy/top/view.py). The only module of the house that imports Textual:
 the `top` extra.
 
-Keys: s / S the next / previous measure, / a filter on names, p pause, enter one principal's
-detail (its APIs, the members serving it, its client addresses, its user's client-ids and a
-sparkline of its history), escape back, q quit.
+Keys: s / S the next / previous sort (each measure, then demand), d by demand, / a filter
+on names, p pause, enter one principal's detail (what applies to it and why, as `explain`
+words it, its APIs, the members serving it, its client addresses, its user's client-ids and
+a sparkline of its history), escape back, q quit.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Static
 
 from proxy.control.own_topic import UNREACHABLE
+from proxy.observability.explaining import brief, store_sources
 from proxy.top.feed import LiveFeed, feed_view, now_ms, view_of
 from proxy.top.text import COLUMNS, bus_state, human, row_cells
-from proxy.top.view import MEASURES, Measure, UserClient
+from proxy.top.view import DEMAND, MEASURES, SORTS, Measure, UserClient, ranked
+from quotas.explain import Query, explain
+from quotas.settings import QuotaConfig
 
-_ORDER = list(Measure)
 _SPARK = "▁▂▃▄▅▆▇█"
 #: refreshes of history kept per principal, for its sparkline
 _HISTORY = 60
@@ -38,6 +41,14 @@ TOPIC_ROWS = 8
 DETAIL_CLIENT_IDS = 10
 #: the longest a refresh reads before it draws: a backlog is read over a few refreshes
 READ_BUDGET_S = 0.5
+
+
+def _heading(sort: str) -> str:
+    return (
+        "demand (share of the quota that holds it back most)"
+        if sort == DEMAND
+        else (MEASURES[sort].heading)
+    )
 
 
 def sparkline(values: list[float]) -> str:
@@ -57,6 +68,7 @@ class TopApp(App[int]):
     BINDINGS: ClassVar = [
         Binding("s", "sort(1)", "next sort"),
         Binding("S", "sort(-1)", "previous sort", show=False),
+        Binding("d", "demand", "by demand"),
         Binding("slash", "filter", "filter"),
         Binding("p", "pause", "pause"),
         Binding("escape", "close_detail", "back", show=False),
@@ -69,7 +81,9 @@ class TopApp(App[int]):
         self.refresh_s = refresh_s
         self.args = args
         self.view = view_of(feed)
-        self.measure = MEASURES[args.sort]
+        self.sort: str = args.sort
+        #: the measure each principal shown is ranked by (under DEMAND, each its own)
+        self.measure_of: dict[UserClient, Measure] = {}
         self.name_filter = args.filter
         self.paused = False
         self.detail: UserClient | None = None
@@ -120,28 +134,29 @@ class TopApp(App[int]):
         if self.paused:  # the numbers stay as they were; the header says so
             self._draw_header(len(self.shown))
             return
-        ranked = self.view.rows(self.measure, self.name_filter)
-        rows = ranked[:SHOWN_ROWS]
+        ranking = ranked(self.view, self.sort, self.name_filter)
+        rows = ranking[:SHOWN_ROWS]
         # history for the principals shown and the one in detail: the others' is dropped
         history = {}
-        for row in rows:
+        for row, measure in rows:
             kept = history[row.principal] = self.history.get(row.principal) or deque(
                 maxlen=_HISTORY
             )
-            kept.append(row.usage.rate(self.measure))
+            kept.append(row.usage.rate(measure))
+        self.measure_of = {row.principal: measure for row, measure in rows}
         if self.detail in self.history and self.detail not in history:
             history[self.detail] = self.history[self.detail]
         self.history = history
-        self._draw_header(len(ranked))
+        self._draw_header(len(ranking))
         self._draw_topics()
         table = self.query_one("#rows", DataTable)
         # clear() puts the cursor and the scroll back at the top: where the person left
         # them, they stay, so a row can be walked to and opened while the ranks update
         cursor, scrolled = table.cursor_row, table.scroll_y
         table.clear()
-        self.shown = [row.principal for row in rows]
-        for row in rows:
-            table.add_row(*row_cells(row, self.measure))
+        self.shown = [row.principal for row, _ in rows]
+        for row, measure in rows:
+            table.add_row(*row_cells(row, measure, named=self.sort == DEMAND))
         if rows:
             table.move_cursor(row=min(cursor, len(rows) - 1), scroll=False)
             table.scroll_y = scrolled
@@ -149,7 +164,10 @@ class TopApp(App[int]):
 
     def _draw_topics(self) -> None:
         topics = self.query_one("#topics", DataTable)
-        rows = self.view.topic_rows(self.measure, now_ms())[:TOPIC_ROWS]
+        if self.sort == DEMAND:  # a topic's demand is not known: its use is
+            topics.display = False
+            return
+        rows = self.view.topic_rows(MEASURES[self.sort], now_ms())[:TOPIC_ROWS]
         topics.display = bool(rows)
         topics.clear()
         for row in rows:
@@ -163,7 +181,7 @@ class TopApp(App[int]):
     def _draw_header(self, count: int) -> None:
         totals = {m: sum(u.rate(m) for u in self.view.usage().values()) for m in Measure}
         lines = [
-            f"sort: {self.measure.heading} | principals: {count}"
+            f"sort: {_heading(self.sort)} | principals: {count}"
             + (f" | filter: {self.name_filter}" if self.name_filter else "")
             + (" | PAUSED" if self.paused else ""),
             "cluster: " + "  ".join(f"{m.heading} {human(totals[m])}" for m in Measure),
@@ -178,6 +196,7 @@ class TopApp(App[int]):
         if principal is None:
             detail.update("")
             return
+        measure = self.measure_of.get(principal, Measure.PRODUCE)
         usage_of = self.view.usage()
         usage = usage_of.get(principal)
         apis = (
@@ -189,7 +208,7 @@ class TopApp(App[int]):
         addresses = "" if usage is None else ", ".join(sorted(usage.addresses))
         # the user's client-ids, busiest first: a user quota charges them together
         clients = sorted(
-            ((-u.rate(self.measure), p.client_id) for p, u in usage_of.items()
+            ((-u.rate(measure), p.client_id) for p, u in usage_of.items()
              if p.user == principal.user),
         )  # fmt: skip
         client_ids = ", ".join(
@@ -200,14 +219,28 @@ class TopApp(App[int]):
             else ""
         )
         history = list(self.history.get(principal, ()))
+        store = self.feed.store
+        answer = explain(
+            Query(principal.user, principal.client_id),
+            QuotaConfig(self.feed.settings, store.limits()),
+            store_sources(store, self.feed.config_file or "the config file"),
+        ).as_json()
+        applies = "\n".join(f"  {line}" for line in brief(answer)) or "  no quota applies"
         detail.update(
-            f"{principal}\nAPIs: {apis}\nserved by: {members}\nfrom: {addresses}\n"
-            f"client-ids of user {principal.user} ({self.measure.heading}): {client_ids}\n"
-            f"{self.measure.heading}: {sparkline(history)}"
+            f"{principal}\nwhat applies (kafka-quota-proxy explain --user"
+            f" {principal.user!r} --client-id {principal.client_id!r}):\n{applies}\n"
+            f"APIs: {apis}\nserved by: {members}\nfrom: {addresses}\n"
+            f"client-ids of user {principal.user} ({measure.heading}): {client_ids}\n"
+            f"{measure.heading}: {sparkline(history)}"
         )
 
     def action_sort(self, step: int) -> None:
-        self.measure = _ORDER[(_ORDER.index(self.measure) + step) % len(_ORDER)]
+        self.sort = SORTS[(SORTS.index(self.sort) + step) % len(SORTS)]
+        self.history.clear()
+        self.call_later(self.refresh_view)
+
+    def action_demand(self) -> None:
+        self.sort = DEMAND
         self.history.clear()
         self.call_later(self.refresh_view)
 

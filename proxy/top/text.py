@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from proxy.top.view import LiveView, Measure, Row
+from proxy.top.view import DEMAND, MEASURES, LiveView, Measure, Row, ranked
 
 
 def bus_state(view: LiveView, fleet_topic: str, now: int) -> str:
@@ -40,17 +40,18 @@ def topic_table(view: LiveView, measure: Measure, now: int) -> list[str]:
     return lines
 
 
-def table(view: LiveView, measure: Measure, name_filter: str = "") -> list[str]:
+def table(view: LiveView, sort: str, name_filter: str = "") -> list[str]:
     """The plain table `--once` prints: the screen's row in the same words, with the number
-    of client addresses and the members' names."""
+    of client addresses and the members' names. Under DEMAND the rate names its measure."""
+    rate = "rate" if sort == DEMAND else MEASURES[sort].heading
     heading = (
-        f"{'user':<16} {'client_id':<20} {measure.heading:>12} {'quota':>9} {'share':>6}"
+        f"{'user':<16} {'client_id':<20} {rate:>12} {'quota':>9} {'share':>6}"
         f" {'demand':>6} {'throttle ms':>11} {'throttled':>9} {'conns':>5} {'addrs':>5}"
         "  members"
     )
     lines = [heading]
-    for row in view.rows(measure, name_filter):
-        cells = row_cells(row, measure)
+    for row, measure in ranked(view, sort, name_filter):
+        cells = row_cells(row, measure, named=sort == DEMAND)
         lines.append(
             f"{cells[0]:<16.16} {cells[1]:<20.20} {cells[2]:>12} {cells[3]:>9} {cells[4]:>6}"
             f" {cells[5]:>6} {cells[6]:>11} {cells[7]:>9} {cells[8]:>5}"
@@ -66,13 +67,15 @@ COLUMNS: Final = (
 )  # fmt: skip
 
 
-def row_cells(row: Row, measure: Measure) -> list[str]:
-    """A principal's row in words (COLUMNS), the screen's and the table's."""
+def row_cells(row: Row, measure: Measure, named: bool = False) -> list[str]:
+    """A principal's row in words (COLUMNS), the screen's and the table's; `named`: the
+    rate says which measure it is (rows of several measures in one ranking)."""
     usage = row.usage
+    rate = human(usage.rate(measure))
     return [
         row.principal.user,
         row.principal.client_id,
-        human(usage.rate(measure)),
+        f"{rate} {measure.key}" if named else rate,
         "-" if row.quota is None else human(row.quota),
         "-" if row.share is None else f"{row.share:.2f}",
         "-" if row.demand is None else f"{row.demand:.2f}{'+' if usage.demand_bounded else ''}",

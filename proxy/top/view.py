@@ -49,6 +49,10 @@ class Measure(Enum):
 
 
 MEASURES: Final = {measure.key: measure for measure in Measure}
+#: `--sort demand`: each principal at the quota that holds it back most, most held first
+DEMAND: Final = "demand"
+#: what the rows can be ranked by: a measure's rate, or the demand
+SORTS: Final = (*MEASURES, DEMAND)
 #: the APIs Kafka never charges to request_percentage (SASL, the brokers' own): by name, as
 #: samples name them
 _EXEMPT_APIS: Final = frozenset(api_name(key) for key in REQUEST_QUOTA_EXEMPT)
@@ -126,6 +130,14 @@ class Row(NamedTuple):
     quota: float | None
     share: float | None
     demand: float | None
+
+
+class Ranked(NamedTuple):
+    """A row as ranked, with the measure it shows: the sort's, or under DEMAND the one whose
+    quota holds the principal back most."""
+
+    row: Row
+    measure: Measure
 
 
 def _add_rates(rates: list[float], sample: UsageSample, per_second: float) -> None:
@@ -403,18 +415,37 @@ class LiveView:
         return rows
 
 
-def snapshot(
-    view: LiveView, measure: Measure, now_ms: int, name_filter: str = ""
-) -> dict[str, object]:
-    """One screen's numbers for scripts (`top --once --json`)."""
+def ranked(view: LiveView, sort: str, name_filter: str = "") -> list[Ranked]:
+    """The rows by a measure's rate (a key of MEASURES), or by DEMAND: each principal a
+    quota applies to once, at the measure where its demand is the largest share of its
+    quota, the largest first (a principal no quota applies to is held back by none)."""
+    if sort != DEMAND:
+        measure = MEASURES[sort]
+        return [Ranked(row, measure) for row in view.rows(measure, name_filter)]
+    most: dict[UserClient, Ranked] = {}
+    for measure in Measure:
+        for row in view.rows(measure, name_filter):
+            if row.demand is None:
+                continue
+            kept = most.get(row.principal)
+            if kept is None or row.demand > (kept.row.demand or 0.0):
+                most[row.principal] = Ranked(row, measure)
+    return sorted(most.values(), key=lambda r: (-(r.row.demand or 0.0), r.row.principal))
+
+
+def snapshot(view: LiveView, sort: str, now_ms: int, name_filter: str = "") -> dict[str, object]:
+    """One screen's numbers for scripts (`top --once --json`); under DEMAND each principal
+    names the measure it is ranked by."""
+    topics = [] if sort == DEMAND else view.topic_rows(MEASURES[sort], now_ms)
     return {
-        "sort": measure.key,
+        "sort": sort,
         "proxies": view.proxies(),
         "members": sorted(view.members),
         "principals": [
             {
                 "user": row.principal.user,
                 "client_id": row.principal.client_id,
+                "measure": measure.key,
                 "rates": {m.key: round(row.usage.rates[m.index], 3) for m in Measure},
                 "quota": row.quota,
                 "share": None if row.share is None else round(row.share, 4),
@@ -428,11 +459,11 @@ def snapshot(
                 "addresses": sorted(row.usage.addresses),
                 "members": sorted(row.usage.members),
             }
-            for row in view.rows(measure, name_filter)
+            for row, measure in ranked(view, sort, name_filter)
         ],
         "topics": [
             {"topic": row.topic, "rate": round(row.rate, 3), "quota": row.quota,
              "share": None if row.share is None else round(row.share, 4)}
-            for row in view.topic_rows(measure, now_ms)
+            for row in topics
         ],
     }  # fmt: skip

@@ -162,6 +162,11 @@ async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
         tmux("send-keys", "-t", SESSION, "Enter")
         opened = await asyncio.to_thread(wait_for, "client-ids of user ANONYMOUS")
         assert f"user=ANONYMOUS client_id={FLOODER}" in opened, opened
+        # what applies to it, as `explain` says it
+        assert (
+            f"producer_byte_rate = {QUOTA:,} from clients/{FLOODER} (the file "
+            f"{first.config_path}): precedence 7 of 8: clients/<client-id>"
+        ) in " ".join(opened.split()), opened
         tmux("send-keys", "-t", SESSION, "Escape")
         await asyncio.to_thread(wait_for, "client-ids of user", absent=True)
         tmux("send-keys", "-t", SESSION, "/")
@@ -174,6 +179,14 @@ async def test_top_shows_the_flooder_first_and_the_quiet_principal_below(
         detail = await asyncio.to_thread(wait_for, "client-ids of user ANONYMOUS")
         line = next(line for line in detail.splitlines() if "client-ids of user" in line)
         assert FLOODER in line and QUIET in line, detail
+        # d ranks by demand: the flooder, held back by its producer_byte_rate, at its measure
+        # (a key right after Escape would reach the screen as Alt and that key)
+        tmux("send-keys", "-t", SESSION, "Escape")
+        await asyncio.to_thread(wait_for, "client-ids of user", absent=True)
+        tmux("send-keys", "-t", SESSION, "d")
+        by_demand = await asyncio.to_thread(wait_for, "sort: demand")
+        rows = screen_rows(by_demand)
+        assert rows and rows[0][1] == FLOODER and rows[0][3] == "produce", by_demand
     finally:
         subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
         await load

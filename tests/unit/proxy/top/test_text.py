@@ -6,7 +6,8 @@ from __future__ import annotations
 from localkafka.inprocess import samples
 from protocol.fleet_records import Publication
 from proxy.top.text import COLUMNS, bus_state, human, row_cells, table
-from proxy.top.view import LiveView, Measure
+from proxy.top.view import DEMAND, LiveView, Measure
+from quotas.entities import QuotaEntity, QuotaType
 
 
 def test_numbers_are_worded_with_their_scale() -> None:
@@ -21,7 +22,7 @@ def test_a_row_has_a_word_per_column_and_the_table_says_the_same() -> None:
     cells = row_cells(row, Measure.PRODUCE)
     assert len(cells) == len(COLUMNS)
     assert cells[:3] == ["ANONYMOUS", "flood", "3.0M"] and cells[3] == "-"  # no quota
-    heading, line = table(view, Measure.PRODUCE)
+    heading, line = table(view, "produce")
     assert "produce B/s" in heading and line.split()[:3] == ["ANONYMOUS", "flood", "3.0M"]
 
 
@@ -32,3 +33,21 @@ def test_the_bus_names_each_member_and_when_it_was_heard() -> None:
     assert bus_state(view, "kafka-quota-proxy-fleet.f", 3_500) == (
         "bus kafka-quota-proxy-fleet.f: members proxy-1:9192/w0/7 (2.5 s ago)"
     )
+
+
+def test_by_demand_a_rate_names_its_measure_and_a_lower_bound_is_marked() -> None:
+    view = LiveView(span_ms=10_000)
+    held = samples.sample("ANONYMOUS", "consumer", 1, 0, proxy="a", bytes_out=5_000_000)
+    view.add([held._replace(window_ms=10_000, held_ms=9_800)])
+    view.set_quotas({QuotaType.FETCH: {QuotaEntity(client_id="consumer"): 500_000.0}})
+    heading, line = table(view, DEMAND)
+    assert heading.split()[:3] == ["user", "client_id", "rate"]
+    assert line.split()[:7] == [
+        "ANONYMOUS",
+        "consumer",
+        "500.0k",
+        "fetch",
+        "500.0k",
+        "1.00",
+        "20.00+",
+    ]

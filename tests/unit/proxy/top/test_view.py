@@ -8,7 +8,7 @@ import pytest
 from localkafka.inprocess import samples
 from protocol.fleet_records import Publication
 from protocol.quota_records import read_record
-from proxy.top.view import LiveView, Measure, UserClient, snapshot
+from proxy.top.view import DEMAND, LiveView, Measure, UserClient, ranked, snapshot
 from quotas.entities import DEFAULT, KAFKA_QUOTA_TYPES, QuotaEntity, QuotaType
 from quotas.usage_samples import UsageSample
 
@@ -85,7 +85,7 @@ def test_a_snapshot_holds_the_numbers_the_screen_shows() -> None:
     view = LiveView()
     view.add([sample("a", "flood", bytes_in=30_000_000, throttle=1200)])
     view.members = {"a": 1, "b": 2}
-    shown = snapshot(view, Measure.PRODUCE, 0)
+    shown = snapshot(view, "produce", 0)
     assert shown["members"] == ["a", "b"] and shown["sort"] == "produce"
     principals = shown["principals"]
     assert isinstance(principals, list)
@@ -115,6 +115,42 @@ def test_a_held_principal_s_demand_is_its_use_over_the_time_it_was_not_held() ->
     assert row.usage.demand[Measure.PRODUCE.index] == 1_100_000.0  # 1 MB/s + 100 kB/s
     assert (row.share, row.demand, row.usage.held_ms) == (1.2, 2.2, 5_000)
     assert not row.usage.demand_bounded
+
+
+def test_by_demand_each_principal_is_ranked_at_the_quota_holding_it_back_most() -> None:
+    """`--sort demand`: a consumer held on its fetches ranks above a producer held less on
+    its produce, each at its own measure; a principal no quota applies to is not ranked."""
+    view = LiveView(span_ms=10_000)
+    view.add(
+        [
+            sample("a", "producer", start=0, bytes_in=5_000_000)._replace(
+                window_ms=10_000, held_ms=2_000
+            ),
+            sample("a", "consumer", api="Fetch", start=0, bytes_out=5_000_000)._replace(
+                window_ms=10_000, held_ms=9_800
+            ),
+            sample("a", "free", start=0, bytes_in=90_000_000)._replace(window_ms=10_000),
+        ]
+    )
+    view.set_quotas(
+        {
+            QuotaType.PRODUCE: {QuotaEntity(client_id="producer"): 500_000.0},
+            QuotaType.FETCH: {QuotaEntity(client_id="consumer"): 500_000.0},
+        }
+    )
+    rows = ranked(view, DEMAND)
+    assert [(r.row.principal.client_id, r.measure) for r in rows] == [
+        ("consumer", Measure.FETCH),
+        ("producer", Measure.PRODUCE),
+    ]
+    assert rows[0].row.demand == pytest.approx(20.0) and rows[0].row.usage.demand_bounded
+    assert rows[1].row.demand == pytest.approx(1.25)
+    shown = snapshot(view, DEMAND, 0)
+    assert [(p["client_id"], p["measure"]) for p in shown["principals"]] == [  # type: ignore[attr-defined]
+        ("consumer", "fetch"),
+        ("producer", "produce"),
+    ]
+    assert shown["topics"] == []
 
 
 def test_a_principal_held_all_the_time_asks_at_most_twenty_times_what_it_got() -> None:
