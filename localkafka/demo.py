@@ -73,9 +73,11 @@ def what_to_try(process: ProxyProcess) -> None:
             + (f" --quota-topic {quota_topic}" if quota_topic else "")
         )
     if config.metrics.enabled:
+        endpoint = f"http://{config.metrics.listen_host}:{config.metrics.port}"
+        lines.append(f"  its metrics           {endpoint}/metrics")
         lines.append(
-            f"  its metrics           http://{config.metrics.listen_host}:{config.metrics.port}"
-            "/metrics"
+            f"  why a client is slow  .venv/bin/kafka-quota-proxy explain --proxy {endpoint}"
+            " --user ANONYMOUS --client-id CLIENT_ID"
         )
     lines += ["Ctrl-C stops the proxy and Kafka.", ""]
     print("\n".join(lines), flush=True)

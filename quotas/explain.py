@@ -71,7 +71,8 @@ class Live:
     rate: float
     #: the span it is measured over, ms
     window_ms: int
-    #: the limit enforced here: the quota, or its share while a fleet's bus is lost
+    #: the limit enforced here, in the key's unit: the quota, or its share while a fleet's
+    #: bus is lost
     enforced: float | None
     #: owed now: the time until the client is back under its quota (0: it is)
     throttle_ms: int
@@ -263,7 +264,7 @@ def _live(
     next_ms = None
     if asked is not None and isinstance(manager, ClientQuotaManager):
         next_ms = manager.throttle_if_recorded(fresh, asked, now_ms)
-    enforced = None if fresh.limit == UNLIMITED else manager.metric_limit(fresh)
+    enforced = None if fresh.limit == UNLIMITED else fresh.limit
     shared = None if here is None else here.get((manager.quota_type, tags))
     return Live(rate, window_ms, enforced, throttle_ms, next_ms, held_ms, shared)
 

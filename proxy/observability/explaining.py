@@ -153,9 +153,10 @@ def _applied(heading: str, applied: Mapping[str, Any]) -> list[str]:
         lines.append(f"  measured as {applied['measured_as']}, over {applied['window']}")
     live = applied["live"]
     if live is not None:
-        now = f"  now {_number(live['rate'])}/s over {live['window_ms'] / 1000:.1f} s"
+        unit = "%" if applied["key"] == "request_percentage" else "/s"
+        now = f"  now {_number(live['rate'])}{unit} over {live['window_ms'] / 1000:.1f} s"
         if live["here"] is not None:
-            now += f", {_number(live['here'])}/s of it through this member"
+            now += f", {_number(live['here'])}{unit} of it through this member"
         if live["enforced"] is not None and live["enforced"] != applied["value"]:
             now += f"; enforced here at {_number(live['enforced'])}"
         lines.append(now)
