@@ -8,7 +8,9 @@ and 8, and a topic's rate beside them. Twenty (user, client-id) pairs then talk 
 broker directly, each a librdkafka producer and consumer; the broker's quota sensors, read
 over JMX, carry the (user, client-id) tags Kafka charged each pair at. `explain` must give
 every pair the tags the broker used, for each of the three quota types, and its rules must
-cover all eight levels.
+cover all eight levels. For producer_byte_rate, levels 1 to 5 (four of which charge the same
+(user, client-id) tags), each producer sensor then takes one large Produce, and the throttle
+the broker answers with says which quota it applied: the value `explain` names.
 """
 
 from __future__ import annotations
@@ -41,13 +43,16 @@ CLIENT_IDS = ("xp-app1", "xp-app2", "xp-app3", "xp-web", "xp-batch")
 CLIENTS = ("alice", "bob", "carol", "dave")
 PAIRS = [(user, client_id) for user in CLIENTS for client_id in CLIENT_IDS]
 TOPIC = "xp-topic"
+#: one Produce's bytes that tell the producer_byte_rate levels apart by the throttle the
+#: broker answers it with: at 10,000 to 50,000 B/s, 50 s down to 2 s
+BURST = 600_000
 #: (entity as kafka-configs names it: type, name or None for the default) -> its quotas
 ENTITIES: dict[tuple[tuple[str, str | None], ...], dict[str, int]] = {
-    (("users", "alice"), ("clients", "xp-app1")): {"producer_byte_rate": 1_000_001},
-    (("users", "alice"), ("clients", None)): {"producer_byte_rate": 1_000_002},
-    (("users", "bob"),): {"producer_byte_rate": 1_000_003, "consumer_byte_rate": 2_000_003},
-    (("users", None), ("clients", "xp-app2")): {"producer_byte_rate": 1_000_004},
-    (("users", None), ("clients", None)): {"producer_byte_rate": 1_000_005},
+    (("users", "alice"), ("clients", "xp-app1")): {"producer_byte_rate": 10_000},
+    (("users", "alice"), ("clients", None)): {"producer_byte_rate": 20_000},
+    (("users", "bob"),): {"producer_byte_rate": 30_000, "consumer_byte_rate": 2_000_003},
+    (("users", None), ("clients", "xp-app2")): {"producer_byte_rate": 40_000},
+    (("users", None), ("clients", None)): {"producer_byte_rate": 50_000},
     (("users", None),): {"consumer_byte_rate": 2_000_006},
     (("clients", "xp-app3"),): {"request_percentage": 307},
     (("clients", None),): {"request_percentage": 308},
@@ -134,6 +139,19 @@ def talk(address: str, user: str, client_id: str) -> None:
         consumer.close()
 
 
+def burst_throttle_ms(address: str, user: str, client_id: str) -> int:
+    """The throttle_time_ms the broker answers one Produce of BURST bytes with."""
+    throttles = workloads.Throttles()
+    producer = Producer({"bootstrap.servers": address, "client.id": client_id,
+                         "throttle_cb": throttles, **sasl(user)})  # fmt: skip
+    producer.produce(TOPIC, b"x" * BURST)
+    assert producer.flush(30) == 0
+    deadline = time.monotonic() + 10
+    while not throttles.count and time.monotonic() < deadline:
+        producer.poll(0.1)
+    return throttles.ms
+
+
 def broker_tags(cluster: KafkaCluster, sensor: str) -> set[tuple[str, str]]:
     """The (user, client-id) tags of the broker's quota sensors of one type, this test's."""
     process = cluster.brokers[0].process
@@ -204,10 +222,25 @@ def test_explain_names_the_entity_a_brokers_own_quota_picks(
     address = cluster.brokers[0].sasl_address
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda pair: talk(address, *pair), PAIRS))
+    answers = {pair: explained(proxy, *pair) for pair in PAIRS}
+    # the value: one burst into each producer sensor while it is young (Kafka measures it
+    # over 10 to 11 s then: ten whole windows and the current one) owes
+    # (BURST / W - quota) / quota x W, so quota = BURST / (W + throttle)
+    first: dict[tuple[str, ...], tuple[str, str]] = {}
+    for pair in PAIRS:
+        first.setdefault(tuple(answers[pair]["producer_byte_rate"]["metric_tags"]), pair)
+    with ThreadPoolExecutor(8) as pool:
+        owed = dict(zip(first.values(), pool.map(lambda p: burst_throttle_ms(address, *p),
+                                                 first.values()), strict=True))  # fmt: skip
+    for pair, throttle_ms in owed.items():
+        least, most = (BURST * 1000 / (window_ms + throttle_ms) for window_ms in (11_000, 10_000))
+        told = answers[pair]["producer_byte_rate"]["value"]
+        print(f"{pair}: throttled {throttle_ms} ms: a quota of {least:,.0f} to {most:,.0f}; "
+              f"explain: {told:,.0f}")  # fmt: skip
+        assert 0.99 * least <= told <= 1.01 * most, (pair, throttle_ms, least, most, told)
     with ThreadPoolExecutor(3) as pool:
         found = dict(zip(SENSORS, pool.map(lambda s: broker_tags(cluster, s), SENSORS.values()),
                          strict=True))  # fmt: skip
-    answers = {pair: explained(proxy, *pair) for pair in PAIRS}
     rules = set()
     for key in SENSORS:
         told = {tuple(answers[pair][key]["metric_tags"]) for pair in PAIRS}
@@ -219,7 +252,7 @@ def test_explain_names_the_entity_a_brokers_own_quota_picks(
     alice = answers[("alice", "xp-app1")]
     assert (alice["producer_byte_rate"]["entity"], alice["producer_byte_rate"]["value"]) == (
         "users/alice/clients/xp-app1",
-        1_000_001,
+        10_000,
     )
     assert str(alice["producer_byte_rate"]["source"]).startswith("kafka-configs, ")
     assert alice["topic"]["entity"] == f"topics/{TOPIC}"
