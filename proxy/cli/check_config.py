@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from config.tls import describe
 from proxy.control.quota_topic import StoreUnreachable, read_quota_store
 from quotas.entities import QuotaType
 from quotas.settings import QuotaConfig
-from quotas.store import FILE, QuotaStore
 
 
 def check_config(path: Path, offline: bool = False) -> int:
@@ -27,17 +25,14 @@ def check_config(path: Path, offline: bool = False) -> int:
     except ConfigError as exc:
         print(exc.report(), file=sys.stderr)
         return 2
-    file_only = QuotaStore()  # the file's layer: its client, ips and topic quotas
-    file_only.replace(FILE, config.quota_entries())
-    quotas, sources = QuotaConfig(config.quotas.settings, file_only.limits()), None
-    if config.quota_store.topic and not offline:  # what kafka-configs altered, in the cluster
-        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # the error below says it
-        try:
-            store = asyncio.run(read_quota_store(config))
-        except StoreUnreachable as exc:
-            print(StartupError(path, [str(exc)]).report(), file=sys.stderr)
-            return 2
-        quotas, sources = QuotaConfig(config.quotas.settings, store.limits()), store.source
+    try:  # the file's quotas, and what kafka-configs altered in the cluster unless offline
+        store = asyncio.run(read_quota_store(config, offline))
+    except StoreUnreachable as exc:
+        print(StartupError(path, [str(exc)]).report(), file=sys.stderr)
+        return 2
+    quotas = QuotaConfig(config.quotas.settings, store.limits())
+    # each value's layer is worth naming only where there is more than the file
+    sources = store.source if config.quota_store.topic and not offline else None
     print(f"{path}: valid")
     for line in describe(config.listener, config.upstream):
         print(line)

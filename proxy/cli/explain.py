@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import sys
 import urllib.error
 import urllib.request
@@ -29,7 +28,6 @@ from proxy.control.quota_topic import StoreUnreachable, read_quota_store
 from proxy.observability.explaining import query_string, store_sources, words
 from quotas.explain import Query, explain
 from quotas.settings import QuotaConfig
-from quotas.store import FILE, QuotaStore
 
 #: how long a member has to answer
 _TIMEOUT_S = 10.0
@@ -95,11 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _from_config(path: Path, query: Query, offline: bool) -> dict[str, Any]:
     config = load_config(path)
-    store = QuotaStore()
-    store.replace(FILE, config.quota_entries())
-    if config.quota_store.topic and not offline:
-        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # the error says it
-        store = asyncio.run(read_quota_store(config))
+    store = asyncio.run(read_quota_store(config, offline))
     quotas = QuotaConfig(config.quotas.settings, store.limits())
     sources = store_sources(store, str(path))
     return explain(query, quotas, sources, ip_rates=store.ip_rates()).as_json()

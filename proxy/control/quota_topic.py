@@ -241,11 +241,16 @@ class QuotaTopic:
         self._stats.quota_store_up = problem is None
 
 
-async def read_quota_store(config: ProxyConfig) -> QuotaStore:
+async def read_quota_store(config: ProxyConfig, offline: bool = False) -> QuotaStore:
     """The file's quotas and those altered through the proxy, as a proxy of this config
-    starts with them (check-config shows where each comes from)."""
+    starts with them (check-config and explain say where each comes from); the file's
+    alone when it names no quota store topic, or `offline` (the cluster not read). The
+    commands that read it say why it fails themselves: aiokafka's own log is kept quiet."""
     store = QuotaStore()
     store.replace(FILE, config.quota_entries())
+    if not config.quota_store.topic or offline:
+        return store
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     topic = QuotaTopic(
         store,
         config.quota_store,
