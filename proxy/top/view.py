@@ -369,6 +369,11 @@ class LiveView:
                         extra = beyond[principal] = [0.0] * len(Measure)
                     _add_rates(extra, sample, per_second * scale)
 
+    def limited(self, measure: Measure) -> bool:
+        """Whether any entity sets the quota the measure is held to."""
+        quotas = self._quotas.get(measure.quota_type)
+        return quotas is not None and quotas.levels_enabled != 0
+
     def quota(self, principal: UserClient, measure: Measure) -> float | None:
         key = (principal, measure.quota_type)
         if key in self._quota_of:
@@ -423,7 +428,7 @@ def ranked(view: LiveView, sort: str, name_filter: str = "") -> list[Ranked]:
         measure = MEASURES[sort]
         return [Ranked(row, measure) for row in view.rows(measure, name_filter)]
     most: dict[UserClient, Ranked] = {}
-    for measure in Measure:
+    for measure in filter(view.limited, Measure):  # a measure no quota holds holds none back
         for row in view.rows(measure, name_filter):
             if row.demand is None:
                 continue
