@@ -26,7 +26,9 @@ older member itself.
 
 Some quota types are not uses, and a member from before them skips them as quota types it
 does not know: OPEN_CONNECTIONS, its writer's count of a principal's open connections, whole
-(quotas/principal_connections.py); FAILED_LOGINS, the SASL authentications the brokers
+(quotas/principal_connections.py), and CONNECTION_CLAIM, the connections of a principal its
+writer asks to hold, which every member grants or clips alike in the order the bus gives;
+FAILED_LOGINS, the SASL authentications the brokers
 refused to a user (the user name; "" for a token that names none) from a client address (the
 client-id name) since its writer's previous record, and LOGIN_ACCEPTED, one that succeeded
 (proxy/enforcement/failed_logins.py); CEILING_USED, CEILING_FIXED and CEILING_WEIGHT, its
@@ -56,9 +58,13 @@ LOGIN_ACCEPTED: Final = 252
 CEILING_USED: Final = 251
 CEILING_FIXED: Final = 250
 CEILING_WEIGHT: Final = 249
+#: the quota type of a member's ask for the connections of a principal it may hold
+CONNECTION_CLAIM: Final = 248
 #: the quota types whose values are whole, not added up: a publication the bus lost is not
 #: merged into the next for them, which names them again
-WHOLE: Final = frozenset({OPEN_CONNECTIONS, CEILING_USED, CEILING_FIXED, CEILING_WEIGHT})
+WHOLE: Final = frozenset(
+    {OPEN_CONNECTIONS, CONNECTION_CLAIM, CEILING_USED, CEILING_FIXED, CEILING_WEIGHT}
+)
 
 _U16 = struct.Struct(">H")
 _HEAD = struct.Struct(">IQHII")

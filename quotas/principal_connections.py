@@ -8,36 +8,31 @@ principal is known, until it closes; one that would pass the limit is refused th
 open connection is counted by its (user, client-id) whatever the limits, so a reload that
 sets a limit finds the connections already open.
 
-A count is a gauge, not a use: across a fleet each member publishes its own count whole,
-and a member gone takes its counts with it (proxy/enforcement/fleet.py carries them). As
-for the rates, what is published follows the principals near their limit. A principal no
-member watches is held on each member to its share of the line (`line_share` of the limit
-over the members), so the fleet's connections stay under the line unheard. The connection
-that passes it makes the member watch the principal and publish its count every interval;
-a member that hears a count that matters watches the principal too.
+Across a fleet the limit is held in escrow (the demarcation protocol): each member may hold
+its floor, `line_share` of the limit over the members, without a word. A member whose count
+passes half its floor asks for a claim every interval: its count and its share of the room
+the others' claims leave (all of it, split among the members that refused connections, for
+one that refused one). A member that hears a claim while the principal is busy asks too, and
+so gives back what of its floor it does not use. Every member, itself included, grants or
+clips each ask alike, in the order the bus carries them (one partition), so the claims
+granted never sum past the limit: an ask is granted up to the limit less every other
+member's claim (its floor where it has none). A member admits up to its own claim as
+granted, and up to the lowest of its asks not yet read back (an ask may give some back), so
+its connections stay within what every other member holds it to. A member that refuses a
+connection asks again at the next interval; a storm reaches the limit in a few intervals. A
+principal is busy while a member's count is past half its floor, the fleet's past half the
+line, or a member refuses one; a member leaves it once it has not been busy for `cool_after`
+intervals and its claim is back at its floor (it asks for that first): COLD, said a few
+times in case one is lost, returns it to its floor.
 
-A watched principal's room is its limit less this member's count at its last publication
-and each other member's last count (where a member has reported none: as many as this one,
-and at least its share of the line, for it may have passed its line unheard as this one
-did; while none is heard, each member then holds at most its limit over the members).
-Between two publications a member admits room // members (the whole room while no other
-member is admitting: its count rose, it refused one, or it has not reported); a member not
-heard since this one last published may have admitted its own part meanwhile, which is
-taken off the room first. The last NEAR connections per member are admitted only in turns:
-once every member that reports the principal has reported since this member last published,
-their counts are newer than its own, and each of them, waiting for this member's next
-report, admits nothing meanwhile, so a late bus makes them wait rather than pass the limit
-together. Far from the limit nobody waits for a turn; near it (a principal at 46 of 50 on
-two members, in a simulation of connections that live 2 s) a connection that comes outside
-its member's turn is refused though there is room, and its client's reconnect backoff
-brings it back. Members storming together can leave the last connection or two unused. A
-count published with a half added says its member refused one. A principal is left once the
-fleet's count, and this member's weighted by the members, have stayed under half the line
-for `cool_after` intervals; its COLD is said a few times, in case a publication is lost. A
-member whose bus is down holds its share of each limit alone (its limits are then that
-share: proxy/runtime/context.py).
+Members agree on the grants while they agree on the members (each floor is the limit over
+them): a member joining or leaving moves every floor, and until all have heard it the line
+share's slack is what holds the limit. A member gone takes its claim with it. A member whose
+bus is down holds its share of each limit alone (its limits are then that share:
+proxy/runtime/context.py). A member of a release before the claims publishes its count
+alone, which stands as its claim.
 
-Pure: the fleet passes the members it hears.
+Pure: the fleet passes the members it hears and the bus's records in its order.
 """
 
 from __future__ import annotations
@@ -48,8 +43,8 @@ from typing import Final, NamedTuple
 
 from quotas.entities import EntityQuotas, MetricTags, QuotaEntity, QuotaType
 
-#: the count a member publishes for a principal it leaves: not a count, the end of one (the
-#: principal is held there to its share of the line again)
+#: the count and ask a member publishes for a principal it leaves: not a count, the end of
+#: its claim (it holds its floor again)
 COLD: Final = -1.0
 
 #: (user, client_id) as a request names them
@@ -57,31 +52,47 @@ Client = tuple[str, str]
 
 
 #: a published count with this added: its member refused a connection of the principal
+#: (read by a member of a release before the claims)
 WANTING: Final = 0.5
-#: a room of at most this many connections per member is admitted in turns alone
-NEAR: Final = 2
 
 
-class _Report(NamedTuple):
-    connections: int
-    #: whether its member is admitting: its count rose, or it refused one
-    admitting: bool
+class Publication(NamedTuple):
+    """What a member says of a principal at one interval: its count, and its ask."""
+
+    tags: MetricTags
+    #: its open connections (COLD: it left the principal), with WANTING if it refused one
+    connections: float
+    #: the connections it asks to hold until its next ask (COLD: its floor again)
+    ask: float
 
 
-class _Watched:
-    __slots__ = ("base", "cool", "heard", "reports", "wanting")
+class _Escrow:
+    """One principal's claims as the bus's order grants them, alike on every member."""
 
-    def __init__(self, base: int) -> None:
-        #: this member's count when it last published it
-        self.base = base
-        #: intervals in a row under half the line
+    __slots__ = ("asking", "claims", "cool", "counts", "pending", "wanting")
+
+    def __init__(self) -> None:
+        #: member -> its claim as granted (this member's own once its ask is read back)
+        self.claims: dict[str, int] = {}
+        #: other member -> its last count, WANTING added if it refused one (a claim where its
+        #: member asks none)
+        self.counts: dict[str, float] = {}
+        #: sequence of this member's publication -> its ask, until read back
+        self.pending: dict[int, int] = {}
+        #: whether this member asks for the principal
+        self.asking = False
+        #: intervals in a row the principal was not busy (_busy)
         self.cool = 0
-        #: whether this member refused a connection of the principal since it published
-        self.wanting = False
-        #: other member -> its last report
-        self.reports: dict[str, _Report] = {}
-        #: the members whose report came since this member last published
-        self.heard: set[str] = set()
+        #: connections this member refused since it last asked
+        self.wanting = 0
+
+    def claim(self, member: str, floor: int) -> int:
+        return max(self.claims.get(member, floor), int(self.counts.get(member, 0)))
+
+    def cap(self, member: str, floor: int) -> int:
+        """What this member may hold: its claim, and none of its asks not yet read back."""
+        own = self.claims.get(member, floor)
+        return min(own, *self.pending.values()) if self.pending else own
 
 
 class PrincipalConnections:
@@ -93,7 +104,7 @@ class PrincipalConnections:
         self._clients: Counter[Client] = Counter()
         #: open connections here, by the metric tags the limits resolve them to (enabled only)
         self.here: Counter[MetricTags] = Counter()
-        self._watched: dict[MetricTags, _Watched] = {}
+        self._escrows: dict[MetricTags, _Escrow] = {}
         #: principals left lately -> the publications that still say so (one may be lost)
         self._leaving: dict[MetricTags, int] = {}
         #: a fleet's line share (None outside a fleet, or while its bus is down: each limit
@@ -114,7 +125,7 @@ class PrincipalConnections:
         if self.enabled:
             for (user, client_id), count in self._clients.items():
                 self.here[self._quotas.metric_tags(user, client_id)] += count
-        self._watched = {t: w for t, w in self._watched.items() if self.limit(t) is not None}
+        self._escrows = {t: e for t, e in self._escrows.items() if self.limit(t) is not None}
 
     def tags(self, user: str, client_id: str) -> MetricTags:
         return self._quotas.metric_tags(user, client_id)
@@ -125,34 +136,32 @@ class PrincipalConnections:
     def entity_for(self, tags: MetricTags) -> QuotaEntity | None:
         return self._quotas.entity_for(tags)
 
+    def members(self) -> int:
+        return 1 + len(self.others)
+
+    def floor(self, limit: float) -> int:
+        """What each member holds of a limit without a word."""
+        return int((self.line_share or 0.0) * limit / self.members())
+
     def room(self, tags: MetricTags, limit: float) -> bool:
-        """Whether one more connection of these tags stays within the limit, as this member
-        knows the fleet; a principal that passes its line here is watched from now."""
+        """Whether one more connection of these tags stays within what this member may hold;
+        past half its floor it asks for a claim from the next interval on."""
         here = self.here[tags] + 1
-        line_share = self.line_share
-        if line_share is None:
+        if self.line_share is None:
             return here <= limit
-        members = 1 + len(self.others)
-        watched = self._watched.get(tags)
-        if watched is None:
-            if here * members <= line_share * limit:
-                return True
-            watched = self._watched[tags] = _Watched(here - 1)
-            self._leaving.pop(tags, None)
-        reports = watched.reports
-        room = int(limit - watched.base - self._others(watched, limit))
-        # a member not heard since this one published may have admitted its part since;
-        # the last few connections are admitted only in turns
-        unheard = sum(1 for m in reports if m not in watched.heard)
-        room -= unheard * (room // members)
-        if room <= 0 or (unheard and room <= NEAR * members):
-            watched.wanting = True
-            return False
-        alone = not any(_admitting(reports.get(m)) for m in self.others)
-        if here - watched.base > (room if alone else room // members):
-            watched.wanting = True
-            return False
-        return True
+        floor = self.floor(limit)
+        escrow = self._escrows.get(tags)
+        if here * 2 > floor:
+            if escrow is None:
+                escrow = self._escrows[tags] = _Escrow()
+            if not escrow.asking:
+                escrow.asking, escrow.cool = True, 0
+                self._leaving.pop(tags, None)
+        if here <= (floor if escrow is None else escrow.cap(self.member, floor)):
+            return True
+        if escrow is not None:
+            escrow.wanting += 1
+        return False
 
     def connected(self, client: Client) -> None:
         """A connection counted (admitted, or let through by shadow mode)."""
@@ -174,91 +183,139 @@ class PrincipalConnections:
 
     def fleet(self, tags: MetricTags) -> float:
         """The principal's connections over the fleet as this member knows them (its own
-        alone where it does not watch the principal)."""
-        watched = self._watched.get(tags)
-        reported = 0 if watched is None else sum(r.connections for r in watched.reports.values())
+        alone where no other member reports the principal)."""
+        escrow = self._escrows.get(tags)
+        reported = 0 if escrow is None else sum(int(c) for c in escrow.counts.values())
         return self.here[tags] + reported
 
-    def _others(self, watched: _Watched, limit: float) -> float:
-        """The other members' connections: as reported; where a member has reported none,
-        as many as this member had at its last publication, and at least its share of the
-        line (it may have passed its line as this one did, and not been heard yet)."""
-        reports = watched.reports
-        unreported = sum(1 for m in self.others if m not in reports)
-        line = (self.line_share or 0.0) * limit / (1 + len(self.others))
-        return sum(r.connections for r in reports.values()) + unreported * max(line, watched.base)
-
-    def _matters(self, total: float, here: int, limit: float) -> bool:
-        """Whether a count is past half the line: the fleet's, or this member's weighted."""
-        half_line = (self.line_share or 0.0) * limit / 2
-        return total > half_line or here * (1 + len(self.others)) > half_line
+    def _others(self, escrow: _Escrow, member: str, floor: int) -> int:
+        """The claims of every member but `member` (their floors where they ask none)."""
+        members = self.others | {self.member}
+        return sum(escrow.claim(other, floor) for other in members if other != member)
 
     def place(self, line_share: float | None, member: str, others: Collection[str]) -> None:
-        """The fleet as its member knows it now; the reports of members gone are dropped:
-        a live member's last report stands until it names another, however late the bus
-        brings it."""
+        """The fleet as its member knows it now; the claims and counts of members gone are
+        dropped."""
         self.line_share, self.member = line_share, member
         if others == self.others:
             return
         self.others = frozenset(others)
-        for watched in self._watched.values():
-            reports = watched.reports
-            for other in [m for m in reports if m not in others]:
-                del reports[other]
+        for tags, escrow in list(self._escrows.items()):
+            for table in (escrow.claims, escrow.counts):
+                for gone in [m for m in table if m != member and m not in others]:
+                    del table[gone]
+            self._forget_if_idle(tags, escrow)
 
-    def publish(self, cool_after: int, repeat: int) -> Iterator[tuple[MetricTags, float]]:
-        """This member's count of each principal it watches (with WANTING added if it
-        refused one since), and COLD for each it left in the last `repeat` publications
-        (so that one lost does not leave the others counting it)."""
+    def publish(self, sequence: int, cool_after: int, repeat: int) -> Iterator[Publication]:
+        """This member's count and ask for each principal it asks for, and COLD for each it
+        left in the last `repeat` publications (so that one lost does not leave the others
+        holding it to its claim)."""
+        if self.line_share is None:
+            return
         leaving = self._leaving
-        for tags, watched in list(self._watched.items()):
-            reports = watched.reports
+        for tags, escrow in list(self._escrows.items()):
+            if not escrow.asking:
+                continue
             limit = self.limit(tags)
             here = self.here[tags]
-            if limit is not None:
-                total = here + sum(r.connections for r in reports.values())
-                watched.cool = 0 if self._matters(total, here, limit) else watched.cool + 1
-            if limit is None or watched.cool >= cool_after:
-                del self._watched[tags]
+            if limit is None:
+                del self._escrows[tags]
                 leaving[tags] = repeat
                 continue
-            wanting = watched.wanting
-            watched.base, watched.wanting = here, False
-            watched.heard.clear()
-            yield tags, here + WANTING if wanting else float(here)
+            floor = self.floor(limit)
+            escrow.cool = 0 if self._busy(escrow, here, floor) else escrow.cool + 1
+            cool = escrow.cool >= cool_after
+            if cool and escrow.claims.get(self.member, floor) >= floor and not escrow.pending:
+                # back to its floor: it holds that without a word again
+                escrow.asking = False
+                escrow.pending[sequence] = floor
+                leaving[tags] = repeat
+                continue
+            ask = here + self._headroom(escrow, limit, floor, here)
+            if cool:
+                ask = max(ask, floor)
+            escrow.pending[sequence] = ask
+            wanting, escrow.wanting = escrow.wanting, 0
+            yield Publication(tags, here + WANTING if wanting else float(here), float(ask))
         for tags, left in list(leaving.items()):
-            yield tags, COLD
+            yield Publication(tags, COLD, COLD)
             if left > 1:
                 leaving[tags] = left - 1
             else:
                 del leaving[tags]
 
+    def _busy(self, escrow: _Escrow, here: int, floor: int) -> bool:
+        """Whether a principal is kept in escrow: this member's count past half its floor,
+        the fleet's past half the line, or a member that refused one."""
+        counts = escrow.counts.values()
+        counted = here + sum(int(count) for count in counts)
+        return (
+            here * 2 > floor
+            or escrow.wanting > 0
+            or counted * 2 > floor * self.members()
+            or any(count % 1 for count in counts)
+        )
+
+    def _headroom(self, escrow: _Escrow, limit: float, floor: int, here: int) -> int:
+        """What a member asks past its count: where it refused connections, the room the
+        claims leave split among the members that refused some; else a small reserve, so
+        that one wanting takes the room in few intervals."""
+        free = int(limit) - self._others(escrow, self.member, floor) - here
+        if free <= 0:
+            return 0
+        if escrow.wanting:
+            contenders = 1 + sum(1 for count in escrow.counts.values() if count % 1)
+            return -(-free // contenders)
+        return free // self.members()
+
     def receive(self, member: str, tags: MetricTags, count: float) -> None:
         """Another member's count of a principal (COLD: it left the principal)."""
-        watched = self._watched.get(tags)
+        escrow = self._escrows.get(tags)
         if count < 0:
-            if watched is not None:
-                watched.reports.pop(member, None)
-                watched.heard.discard(member)
+            if escrow is not None:
+                escrow.counts.pop(member, None)
+                self._forget_if_idle(tags, escrow)
             return
-        if watched is None:
-            limit = self.limit(tags)
-            here = self.here[tags]
-            if limit is None or not self._matters(here + count, here, limit):
+        if escrow is None:
+            if self.limit(tags) is None:
                 return
-            watched = self._watched[tags] = _Watched(here)
+            escrow = self._escrows[tags] = _Escrow()
+        escrow.counts[member] = count
+
+    def receive_claim(self, member: str, sequence: int, tags: MetricTags, ask: float) -> None:
+        """A member's ask, this member's own included, in the bus's order: granted up to the
+        limit less every other member's claim, and never below the claim it had."""
+        escrow = self._escrows.get(tags)
+        if member == self.member and escrow is not None:
+            escrow.pending = {s: a for s, a in escrow.pending.items() if s > sequence}
+        limit = self.limit(tags)
+        if self.line_share is None:
+            return  # not read while the bus is down
+        if ask < 0 or limit is None:
+            if escrow is not None:
+                escrow.claims.pop(member, None)
+                self._forget_if_idle(tags, escrow)
+            return
+        if escrow is None:
+            escrow = self._escrows[tags] = _Escrow()
+        floor = self.floor(limit)
+        if (
+            member != self.member
+            and not escrow.asking
+            and self._busy(escrow, self.here[tags], floor)
+        ):
+            # asking too, it gives back what of its floor it does not use
+            escrow.asking, escrow.cool = True, 0
             self._leaving.pop(tags, None)
-        whole = int(count)
-        before = watched.reports.get(member)
-        admitting = count > whole or before is None or whole > before.connections
-        watched.reports[member] = _Report(whole, admitting)
-        watched.heard.add(member)
+        had = escrow.claims.get(member, floor)
+        asked = int(ask)
+        if asked > had:
+            asked = max(had, min(asked, int(limit) - self._others(escrow, member, floor)))
+        escrow.claims[member] = asked
+
+    def _forget_if_idle(self, tags: MetricTags, escrow: _Escrow) -> None:
+        if not (escrow.asking or escrow.claims or escrow.counts or escrow.pending):
+            del self._escrows[tags]
 
     def watched(self) -> int:
-        return len(self._watched)
-
-
-def _admitting(report: _Report | None) -> bool:
-    """Whether another member may be admitting connections now (one that has not
-    reported may)."""
-    return report is None or report.admitting
+        return len(self._escrows)

@@ -175,7 +175,7 @@ class FleetBus:
         started = time.thread_time()
         engine = self._context.quotas.engine
         publication = self.member.publish(engine, now_ms, wall_ms())
-        self._counts.publish(publication.uses, engine, now_ms)
+        self._counts.publish(publication, engine, now_ms)
         self._stats.cpu_seconds += time.thread_time() - started
         if self._own.is_open:
             task = asyncio.get_running_loop().create_task(self._send(publication))
@@ -215,7 +215,7 @@ class FleetBus:
                 continue
             now_ms = self._clock.now_ms()
             skipped = self.member.receive(publication, engine, now_ms)
-            self._counts.receive(publication.member, skipped, engine, now_ms)
+            self._counts.receive(publication, skipped, engine, now_ms)
         self._stats.cpu_seconds += time.thread_time() - started
         if records:
             self._report()

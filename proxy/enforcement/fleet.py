@@ -383,7 +383,8 @@ class FleetMember:
         """A publication the bus carried: this member's own says the bus is up; another
         member's use is recorded into the same sensors, unjudged, less what was already
         charged here in anticipation of it, and its standings are added from now on. What
-        is not a use of a quota type this member knows is returned (fleet_counts.py)."""
+        is not a use of a quota type this member knows is returned (fleet_counts.py), of its
+        own publication too."""
         member = publication.member
         if member == self.member:
             published = self._published_ms.pop(publication.sequence, None)
@@ -392,7 +393,8 @@ class FleetMember:
                 for older in [seq for seq in self._published_ms if seq < publication.sequence]:
                     del self._published_ms[older]
             self.membership.heard_self(now_ms)
-            return []
+            places = len(engine.shared())
+            return [use for use in publication.uses if use[0] >= places]
         uses, standings = publication.uses, publication.standings
         older = standings is None and (not uses or uses[0][0] != READS_NEWEST)
         if self.membership.heard(member, now_ms, older):

@@ -1,5 +1,6 @@
 """What a fleet's members tell each other besides use (issue 52): each member's count of the
-open connections of the principals it watches (quotas/principal_connections.py), whole, the
+open connections of the principals it asks for and its ask (quotas/principal_connections.py),
+whole, the
 logins the brokers refused or accepted through it (failed_logins.py), and its load of each
 broker's ceilings (fleet_ceilings.py). They ride the
 records of uses (fleet.py), under quota types that are not uses (protocol/fleet_records.py),
@@ -8,7 +9,14 @@ which FleetMember hands on unread and a member from before them skips.
 
 from __future__ import annotations
 
-from protocol.fleet_records import FAILED_LOGINS, LOGIN_ACCEPTED, OPEN_CONNECTIONS, Use
+from protocol.fleet_records import (
+    CONNECTION_CLAIM,
+    FAILED_LOGINS,
+    LOGIN_ACCEPTED,
+    OPEN_CONNECTIONS,
+    Publication,
+    Use,
+)
 from proxy.enforcement.failed_logins import FailedLogins
 from proxy.enforcement.fleet import LINE_SHARE, FleetMember, cool_after_intervals
 from proxy.enforcement.fleet_ceilings import PARTS, FleetCeilings
@@ -23,16 +31,19 @@ class FleetCounts:
         self._logins = logins
         self._ceilings = FleetCeilings(member.membership.gone_after_ms)
 
-    def publish(self, uses: list[Use], engine: QuotaEngine, now_ms: int) -> None:
-        """Add this member's counts and logins to its publication's uses: each watched
-        principal's count every interval (one lost is named again by the next), and the
-        refusals and successes since the last publication."""
+    def publish(self, publication: Publication, engine: QuotaEngine, now_ms: int) -> None:
+        """Add this member's counts, asks and logins to its publication's uses: each
+        principal's count and ask every interval while it asks (one lost is named again by
+        the next), and the refusals and successes since the last publication."""
+        uses = publication.uses
         connections = engine.connections
         if connections.enabled:
             self._place(engine, now_ms)
             cool_after = cool_after_intervals(self._member.sync_interval_ms)
-            for (user, client_id), count in connections.publish(cool_after, GONE_AFTER):
-                uses.append((OPEN_CONNECTIONS, user, client_id, count))
+            for said in connections.publish(publication.sequence, cool_after, GONE_AFTER):
+                user, client_id = said.tags
+                uses.append((OPEN_CONNECTIONS, user, client_id, said.connections))
+                uses.append((CONNECTION_CLAIM, user, client_id, said.ask))
         logins = self._logins
         if logins is not None and logins.settings is not None:
             logins.sharing = True
@@ -41,17 +52,26 @@ class FleetCounts:
             uses += [(LOGIN_ACCEPTED, user, address, 1.0) for user, address in accepted]
         self._ceilings.publish(uses, engine, now_ms)
 
-    def receive(self, member: str, skipped: list[Use], engine: QuotaEngine, now_ms: int) -> None:
-        """What FleetMember.receive handed on of `member`'s publication. Every publication
-        renews the members the counts are shared among (one that just started serves before
-        its first publication)."""
-        if engine.connections.enabled:
+    def receive(
+        self, publication: Publication, skipped: list[Use], engine: QuotaEngine, now_ms: int
+    ) -> None:
+        """What FleetMember.receive handed on of a publication, in the bus's order. Every
+        publication renews the members the counts are shared among (one that just started
+        serves before its first publication). Of this member's own, the asks alone are read:
+        they are granted in their place among the others'."""
+        member, connections = publication.member, engine.connections
+        if connections.enabled:
             self._place(engine, now_ms)
+        own = member == self._member.member
         logins = self._logins
         for use in skipped:
             quota_type, user, client_id, value = use
-            if quota_type == OPEN_CONNECTIONS:
-                engine.connections.receive(member, (user, client_id), value)
+            if quota_type == CONNECTION_CLAIM:
+                connections.receive_claim(member, publication.sequence, (user, client_id), value)
+            elif own:
+                continue
+            elif quota_type == OPEN_CONNECTIONS:
+                connections.receive(member, (user, client_id), value)
             elif quota_type in PARTS:
                 self._ceilings.receive(member, use, now_ms)
             elif logins is None:
@@ -60,7 +80,8 @@ class FleetCounts:
                 logins.refused_elsewhere(user or None, client_id, int(value), now_ms)
             elif quota_type == LOGIN_ACCEPTED:
                 logins.accepted_elsewhere(user, client_id)
-        self._ceilings.received(engine, now_ms)
+        if not own:
+            self._ceilings.received(engine, now_ms)
 
     def _place(self, engine: QuotaEngine, now_ms: int) -> None:
         membership = self._member.membership

@@ -11,6 +11,7 @@ from protocol.fleet_records import (
     CEILING_FIXED,
     CEILING_USED,
     CEILING_WEIGHT,
+    CONNECTION_CLAIM,
     FAILED_LOGINS,
     OPEN_CONNECTIONS,
     Publication,
@@ -45,37 +46,43 @@ class Fleet:
         publications = []
         for i in live:
             publication = self.members[i].publish(self.engines[i], now_ms, now_ms)
-            self.counts[i].publish(publication.uses, self.engines[i], now_ms)
+            self.counts[i].publish(publication, self.engines[i], now_ms)
             publications.append(publication)
         for publication in publications:
             for i in live:
                 received = decode(encode(publication))
                 skipped = self.members[i].receive(received, self.engines[i], now_ms)
-                self.counts[i].receive(received.member, skipped, self.engines[i], now_ms)
+                self.counts[i].receive(received, skipped, self.engines[i], now_ms)
         return publications
 
 
 def test_open_connections_are_counted_across_the_fleet_and_go_with_a_member() -> None:
     """A principal's connections on one member leave the other only the rest of its limit;
-    the counts travel whole, as OPEN_CONNECTIONS, and a member gone takes its own with it."""
+    the counts and asks travel whole, as OPEN_CONNECTIONS and CONNECTION_CLAIM, each member's
+    own ask is granted as it reads it back, and a member gone takes its own with it."""
     fleet = Fleet(2, {QuotaType.CONNECTIONS: {QuotaEntity(user=DEFAULT): 20.0}})
     fleet.exchange(0)
     fleet.exchange(SYNC_MS)  # each has read its own: its bus is up
     first, second = (each.connections for each in fleet.engines)
     tags = first.tags("alice", "app")
-    while first.room(tags, 20):
-        first.connected(("alice", "app"))
-    # past its line (5 x 2 members), its half of the room the other's line share leaves
-    assert first.here[tags] == 10
+
+    def fill() -> None:
+        while first.room(tags, 20):
+            first.connected(("alice", "app"))
+
+    fill()
+    assert first.here[tags] == 5  # its floor: half the limit over 2 members, without a word
     (publication, _) = fleet.exchange(2 * SYNC_MS)
-    assert (OPEN_CONNECTIONS, "alice", "", 10.5) in publication.uses  # it refused one
-    assert second.fleet(tags) == 10
+    assert (OPEN_CONNECTIONS, "alice", "", 5.5) in publication.uses  # it refused one
+    # the room the other's floor leaves, all of it: no other member refused one
+    assert (CONNECTION_CLAIM, "alice", "", 15.0) in publication.uses
+    assert second.fleet(tags) == 5
     assert second.room(tags, 20)
     second.connected(("alice", "app"))
     for now_ms in range(3 * SYNC_MS, 12 * SYNC_MS, SYNC_MS):
+        fill()
         fleet.exchange(now_ms)
-        while first.room(tags, 20):
-            first.connected(("alice", "app"))
+    fill()
     assert first.fleet(tags) == 20 and second.fleet(tags) == 20
     # the second member alone publishes from now: the first is gone, its connections with it
     for now_ms in range(12 * SYNC_MS, (13 + GONE_AFTER) * SYNC_MS, SYNC_MS):
