@@ -88,6 +88,8 @@ class FleetBus:
         #: member of an older record version was heard then
         self._up = False
         self._older = False
+        #: the other members heard when last reported
+        self._others: frozenset[str] = frozenset()
         self._failure = "its own publications stopped coming back"
         self._sends: set[asyncio.Task[None]] = set()
 
@@ -247,6 +249,17 @@ class FleetBus:
                 round(1 / share),
             )
         self._up = up
+        others = frozenset(self.member.membership.others(now_ms))
+        if others != self._others:
+            log.info(
+                "fleet %s: members heard: %d (joined: %s; gone, silent for %d ms: %s)",
+                self.name,
+                1 + len(others),
+                ", ".join(sorted(others - self._others)) or "none",
+                self.member.membership.gone_after_ms,
+                ", ".join(sorted(self._others - others)) or "none",
+            )
+            self._others = others
         older = self.member.membership.hears_older(now_ms)
         if older and not self._older:
             log.warning(
