@@ -19,10 +19,13 @@ Version 2 adds standings (issue 51): a standing is the use per sync interval its
 expects to keep charging, which every reader adds for it, interval by interval, until the
 publisher names another; the uses of a version 2 record are then what its use differed from
 its standings (negative when it used less). Version 1 has no standings: its uses are all its
-use. A member reads both, and writes version 1 while it hears a version 1 member, who cannot
-read version 2 (proxy/enforcement/fleet.py): a fleet mid-roll works as the older one. Such a
-record's first use is of quota type READS_NEWEST, so that its writer is not taken for an
-older member itself.
+use. Version 3 has the layout of version 2, and says its writer names a standing again only
+when a reader asks (RESTATE_ASKED: it missed a record, or heard a member anew), not every
+few seconds as a writer of version 2 does for readers that may have missed it. A member
+reads all three, and writes the oldest version a member it hears reads (version 1 or 2,
+proxy/enforcement/fleet.py): a fleet mid-roll works as the older one. Such a record's first
+use is of quota type READS_NEWEST, its value the version its writer reads, so that its
+writer is not taken for an older member itself.
 
 Some quota types are not uses, and a member from before them skips them as quota types it
 does not know: OPEN_CONNECTIONS, its writer's count of a principal's open connections, whole
@@ -42,7 +45,10 @@ import struct
 from typing import Final, NamedTuple
 
 #: the newest version: what a member writes once no member of an older one is heard
-VERSION: Final = 2
+VERSION: Final = 3
+#: the version whose writers name every standing again every few seconds (its readers ask
+#: for none)
+RESTATING: Final = 2
 #: the version without standings
 STANDINGLESS: Final = 1
 #: the quota type of a use that says its record's writer reads VERSION though it wrote
@@ -60,6 +66,9 @@ CEILING_FIXED: Final = 250
 CEILING_WEIGHT: Final = 249
 #: the quota type of a member's ask for the connections of a principal it may hold
 CONNECTION_CLAIM: Final = 248
+#: the quota type of a reader's ask that every member name its standings again (it missed a
+#: record, or heard a member it had taken for gone)
+RESTATE_ASKED: Final = 247
 #: the quota types whose values are whole, not added up: a publication the bus lost is not
 #: merged into the next for them, which names them again
 WHOLE: Final = frozenset(
@@ -92,6 +101,8 @@ class Publication(NamedTuple):
     #: each sensor's use per interval from now on, which readers add for the publisher on
     #: their own (a standing of 0 ends one); None in a record of STANDINGLESS
     standings: list[Use] | None = None
+    #: the record's version where it has standings: VERSION, or RESTATING for a reader of it
+    version: int = VERSION
 
 
 def _string(text: str) -> bytes:
@@ -118,7 +129,7 @@ def encode(publication: Publication) -> bytes:
     if standings is None:
         version, counts = STANDINGLESS, head
     else:
-        version, counts = VERSION, head + _U32.pack(len(standings))
+        version, counts = publication.version, head + _U32.pack(len(standings))
     return b"".join(
         [
             bytes([version]),
@@ -146,7 +157,7 @@ def _entries(uses: list[Use], names: dict[str, int]) -> list[bytes]:
 def decode(data: bytes) -> Publication:
     """ValueError for what is not a record of a version this proxy reads."""
     try:
-        if not data or data[0] not in (STANDINGLESS, VERSION):
+        if not data or data[0] not in (STANDINGLESS, RESTATING, VERSION):
             raise ValueError(
                 f"a fleet record of version {data[:1]!r}, this proxy reads {STANDINGLESS}"
                 f" to {VERSION}"
@@ -156,7 +167,7 @@ def decode(data: bytes) -> Publication:
         sequence, time_ms, name_count, use_count, id_sets = _HEAD.unpack_from(data, pos)
         pos += _HEAD.size
         standing_count = None
-        if data[0] == VERSION:
+        if data[0] != STANDINGLESS:
             (standing_count,) = _U32.unpack_from(data, pos)
             pos += _U32.size
         names = []
@@ -185,7 +196,8 @@ def decode(data: bytes) -> Publication:
         raise ValueError(f"not a fleet record: {exc}") from exc
     if pos != len(data):
         raise ValueError("a fleet record with bytes past its end")
-    return Publication(member, sequence, time_ms, uses, producer_ids, standings)
+    version = VERSION if standings is None else data[0]
+    return Publication(member, sequence, time_ms, uses, producer_ids, standings, version)
 
 
 def _read_string(data: bytes, pos: int) -> tuple[str, int]:

@@ -23,7 +23,15 @@ from aiokafka.errors import KafkaError
 
 from config.cluster import ClusterSettings
 from config.fleet import FLEET_TOPIC_PREFIX
-from protocol.fleet_records import STANDINGLESS, VERSION, Publication, decode, encode, split
+from protocol.fleet_records import (
+    RESTATING,
+    STANDINGLESS,
+    VERSION,
+    Publication,
+    decode,
+    encode,
+    split,
+)
 from proxy.control.own_topic import UNREACHABLE, OwnTopic
 from proxy.enforcement.fleet import FleetMember
 from proxy.enforcement.fleet_counts import FleetCounts
@@ -41,6 +49,11 @@ _TOPIC_CONFIGS: Final = {
     "cleanup.policy": "delete",
     "retention.ms": "300000",
     "segment.ms": "60000",
+}
+#: what a member writes for a member of an older record version, by the version it reads
+_WRITTEN_FOR: Final = {
+    STANDINGLESS: "its whole use, and no standings",
+    RESTATING: "every standing named again every few seconds",
 }
 #: one record stays under Kafka's default message.max.bytes (a use or a standing is 13 bytes
 #: and its names)
@@ -84,10 +97,10 @@ class FleetBus:
             _TOPIC_CONFIGS,
             {"acks": 1, "linger_ms": 0, "request_timeout_ms": 5_000},
         )
-        #: whether the bus was up when last reported, and why it last failed; whether a
-        #: member of an older record version was heard then
+        #: whether the bus was up when last reported, and why it last failed; the oldest
+        #: record version a member heard then reads
         self._up = False
-        self._older = False
+        self._reads = VERSION
         #: the other members heard when last reported
         self._others: frozenset[str] = frozenset()
         self._failure = "its own publications stopped coming back"
@@ -214,6 +227,7 @@ class FleetBus:
                 log.warning(
                     "fleet %s: the record at offset %d skipped: %s", self.name, record.offset, exc
                 )
+                self.member.missed()
                 continue
             now_ms = self._clock.now_ms()
             skipped = self.member.receive(publication, engine, now_ms)
@@ -260,22 +274,22 @@ class FleetBus:
                 ", ".join(sorted(self._others - others)) or "none",
             )
             self._others = others
-        older = self.member.membership.hears_older(now_ms)
-        if older and not self._older:
-            log.warning(
-                "fleet %s: a member that reads only fleet records of version %d is heard: "
-                "every member publishes its whole use in them, and names no standings, until "
-                "it is gone",
-                self.name,
-                STANDINGLESS,
-            )
-        elif self._older and not older:
-            log.info(
-                "fleet %s: no member of record version %d heard for %d s: standings again, in "
-                "records of version %d",
-                self.name,
-                STANDINGLESS,
-                OLDER_FOR_MS // 1000,
-                VERSION,
-            )
-        self._older = older
+        reads = self.member.membership.oldest_read(now_ms)
+        if reads != self._reads:
+            if reads < VERSION:
+                log.warning(
+                    "fleet %s: a member that reads fleet records up to version %d is heard: "
+                    "every member writes them (%s) until it is gone",
+                    self.name,
+                    reads,
+                    _WRITTEN_FOR[reads],
+                )
+            else:
+                log.info(
+                    "fleet %s: no member of an older record version heard for %d s: records "
+                    "of version %d again",
+                    self.name,
+                    OLDER_FOR_MS // 1000,
+                    VERSION,
+                )
+        self._reads = reads

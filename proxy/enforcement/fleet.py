@@ -41,15 +41,20 @@ Standings (dead reckoning). A watched sensor whose use here holds steady (charge
 interval, within half the tolerance of its pace, for STEADY_MS) is named as a standing: the
 use per interval every other member adds for this one at the end of each of its own
 intervals. This member then publishes what its use drifted from the standings once that
-passes the tolerance (DRIFT_SHARE of the quota over the windows), and names the standing
-again every RESTATE_MS and whenever it hears a member it had not heard (who learns it so);
-a steady principal near its limit costs the bus an entry now and then instead of one per
-interval. A reader adds a standing from the interval after the one that follows its
-publication, which reported the interval the previous standing covered: the others' use
-lands no later than when it was published every interval, and the bound holds as before.
-Use that stops and starts (a client throttled, a consumer's large fetches) is not steady,
-and is published every interval. A member that hears one of version 1 (which reads no
-standings) publishes every use whole while it does (protocol/fleet_records.py).
+passes the tolerance (DRIFT_SHARE of the quota over the windows), names the standing anew
+once its pace would drift past the tolerance within RESTATE_MS, and names every standing
+again when a reader asks (RESTATE_ASKED). A reader asks when a member's sequence skips one
+(a record it did not read: its bus was reopened at the end of the topic, or a record was
+unreadable) and when it hears a member it had not heard lately (it joined, or was taken for
+gone and missed what it said meanwhile). A steady principal near its limit then costs the
+bus nothing once its standing is named. While a member of record version 2 is heard, which
+asks for nothing, every standing is named again every RESTATE_MS instead. A reader adds a
+standing from the interval after the one that follows its publication, which reported the
+interval the previous standing covered: the others' use lands no later than when it was
+published every interval, and the bound holds as before. Use that stops and starts (a client
+throttled, a consumer's large fetches) is not steady, and is published every interval. A
+member that hears one of version 1 (which reads no standings) publishes every use whole
+while it does (protocol/fleet_records.py).
 
 Membership is what the bus shows (fleet_membership.py).
 """
@@ -60,7 +65,16 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
-from protocol.fleet_records import READS_NEWEST, VERSION, WHOLE, Publication, Use
+from protocol.fleet_records import (
+    READS_NEWEST,
+    RESTATE_ASKED,
+    RESTATING,
+    STANDINGLESS,
+    VERSION,
+    WHOLE,
+    Publication,
+    Use,
+)
 from proxy.enforcement.fleet_membership import GONE_AFTER, Membership
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags
@@ -88,8 +102,9 @@ DECAY: Final = 0.9
 DRIFT_SHARE: Final = 0.01
 #: use is steady once it has been so long within STEADY of its pace
 STEADY_MS: Final = 2000
-#: a standing is named again this often though unchanged (and whenever a member joins), so
-#: that a member that missed it learns it
+#: a standing is named anew once its pace would drift past the tolerance within this long;
+#: and named again this often though unchanged while a member of record version 2 is heard
+#: (it asks for none)
 RESTATE_MS: Final = 10_000
 #: the weight of an interval's use in the pace a standing is taken from
 PACE: Final = 0.1
@@ -165,11 +180,17 @@ class _Share:
         return matched
 
     def reckon(
-        self, local: float, tolerance: float, steady_after: int, restate_after: int
+        self,
+        local: float,
+        tolerance: float,
+        steady_after: int,
+        horizon: int,
+        restate_after: int | None,
     ) -> tuple[float, float | None]:
         """What to publish of an interval's use here: what it drifted from the standings
-        (0 while that is within the tolerance), and a standing named anew (None: the same).
-        `restate_after` 0: named again now, whatever it is."""
+        (0 while that is within the tolerance), and a standing named anew (None: the same):
+        once its pace would drift past the tolerance within `horizon` intervals, and every
+        `restate_after` intervals (0: now; None: never unasked)."""
         if not self.whole:
             # the first interval's use holds what the sensor charged before it was watched
             self.whole = True
@@ -182,12 +203,12 @@ class _Share:
         steady = self.steady >= steady_after
         drift = self.drift + local - self.standing
         self.since += 1
-        due = self.since >= restate_after
+        due = restate_after is not None and self.since >= restate_after
         if self.standing:
             if steady and not due and abs(drift) <= tolerance:
                 self.drift = drift
                 return 0.0, None
-            restate = not steady or due or abs(pace - self.standing) * restate_after > tolerance
+            restate = not steady or due or abs(pace - self.standing) * horizon > tolerance
         elif steady:
             restate = True
         else:
@@ -234,7 +255,7 @@ class FleetMember:
         self.member = member
         self.sync_interval_ms = sync_interval_ms
         #: who else is in the fleet, and whether this member's bus is up
-        self.membership = Membership(sync_interval_ms, self._forget_standings)
+        self.membership = Membership(sync_interval_ms, self._gone)
         self._sequence = 0
         #: when this member's publications were made (by sequence), until they come back:
         #: the bus's delay is how long they took
@@ -244,10 +265,14 @@ class FleetMember:
         #: when the first of those lost in a row was
         self._lost: Publication | None = None
         self._lost_ms = 0
-        #: members whose standings some share holds; whether a member was heard since the
-        #: last publication that was not heard before (it learns the standings from the next)
+        #: members whose standings some share holds; whether a member joined or asked since
+        #: the last publication (it learns the standings from the next); whether this member
+        #: asks for the others' (it missed a record, or heard a member anew)
         self._standing: set[str] = set()
-        self._joined = False
+        self._restate = False
+        self._asking = False
+        #: each other member's last sequence read: one skipped is a record missed
+        self._sequences: dict[str, int] = {}
         #: the engine's managers the shares are of, and per manager its sensors' shares
         self._managers: Sequence[QuotaManager] = ()
         self._shares: list[dict[MetricTags, _Share]] = []
@@ -260,12 +285,15 @@ class FleetMember:
         membership = self.membership
         up = membership.bus_up(now_ms)
         others = membership.members(now_ms) - 1 if up else 0
-        reckoning = up and not membership.hears_older(now_ms)
+        reads = membership.oldest_read(now_ms) if up else STANDINGLESS
+        reckoning = reads > STANDINGLESS
         cool_after = cool_after_intervals(self.sync_interval_ms)
         steady_after = max(1, STEADY_MS // self.sync_interval_ms)
-        # every standing named again now if a member joined since the last publication
-        restate_after = 0 if self._joined else max(1, RESTATE_MS // self.sync_interval_ms)
-        self._joined = False
+        horizon = max(1, RESTATE_MS // self.sync_interval_ms)
+        # every standing named again now if a member joined or asked since the last
+        # publication, and every RESTATE_MS for a member that cannot ask
+        restate_after = 0 if self._restate else horizon if reads == RESTATING else None
+        self._restate = False
         # the others' reports of an interval come at most an interval after it, and a bus
         # delay later: what they did not report by then, they did not use
         expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self._delay_ms
@@ -306,8 +334,9 @@ class FleetMember:
                     if share.pace:
                         share.pace -= PACE * share.pace
                 elif drift_per_limit:
+                    tolerance = drift_per_limit * sensors.limit
                     drift, standing = share.reckon(
-                        local, drift_per_limit * sensors.limit, steady_after, restate_after
+                        local, tolerance, steady_after, horizon, restate_after
                     )
                     if drift:
                         uses.append((index, tags[0], tags[1], drift))
@@ -351,15 +380,20 @@ class FleetMember:
             uses,
             producer_ids,
             standings if reckoning else None,
+            reads if reckoning else VERSION,
         )
+        if self._asking:
+            publication.uses.append((RESTATE_ASKED, "", "", 0.0))
+            self._asking = False
         if self._lost is not None:
-            publication = _merged(self._lost, publication)
+            # under the lost one's sequence: the readers missed nothing
+            publication = _merged(self._lost, publication)._replace(sequence=self._lost.sequence)
             self._lost = None
-        if publication.standings is None:
+        if publication.standings is None or publication.version < VERSION:
             publication.uses.insert(0, (READS_NEWEST, "", "", float(VERSION)))
-        self._sequence += 1
-        self._published_ms[self._sequence] = now_ms
-        self._published_ms.pop(self._sequence - 2 * GONE_AFTER, None)  # never read back
+        self._sequence = sequence = publication.sequence
+        self._published_ms[sequence] = now_ms
+        self._published_ms.pop(sequence - 2 * GONE_AFTER, None)  # never read back
         return publication
 
     def lost(self, publication: Publication, now_ms: int) -> None:
@@ -396,9 +430,18 @@ class FleetMember:
             places = len(engine.shared())
             return [use for use in publication.uses if use[0] >= places]
         uses, standings = publication.uses, publication.standings
-        older = standings is None and (not uses or uses[0][0] != READS_NEWEST)
-        if self.membership.heard(member, now_ms, older):
-            self._joined = True
+        if uses and uses[0][0] == READS_NEWEST:
+            reads = int(uses[0][3])
+        else:
+            reads = STANDINGLESS if standings is None else publication.version
+        if self.membership.heard(member, now_ms, reads):
+            # it learns this member's standings; this one asks for those it may have missed
+            self._restate = self._asking = True
+        last = self._sequences.get(member)
+        if last is not None and publication.sequence > last + 1:
+            self._asking = True  # a record of it not read
+        if last is None or publication.sequence > last:
+            self._sequences[member] = publication.sequence
         shares = self._shares_of(engine, now_ms)
         managers = self._managers
         if standings is None:
@@ -407,7 +450,10 @@ class FleetMember:
         skipped: list[Use] = []
         for quota_type, user, client_id, value in uses:
             if not 0 <= quota_type < len(shares):  # not a use, or a newer member's quota type
-                skipped.append((quota_type, user, client_id, value))
+                if quota_type == RESTATE_ASKED:
+                    self._restate = True
+                else:
+                    skipped.append((quota_type, user, client_id, value))
                 continue
             manager = managers[quota_type]
             if not manager.enabled:
@@ -453,6 +499,14 @@ class FleetMember:
                 producer_ids.remember((user, ""), ids, now_ms)
         return skipped
 
+    def missed(self) -> None:
+        """A record of the bus could not be read: the others are asked for their standings."""
+        self._asking = True
+
+    def _gone(self, member: str) -> None:
+        self._sequences.pop(member, None)
+        self._forget_standings(member)
+
     def _forget_standings(self, member: str) -> None:
         """A member gone, or writing records without standings: its standings end here."""
         if member not in self._standing:
@@ -466,7 +520,7 @@ class FleetMember:
         """The shares of the engine's managers: a reload that changed the quota windows
         made new managers, whose sensors start afresh, and so do their shares, but for the
         standings, which go on (the others add this member's until it names them anew, and
-        name theirs only every RESTATE_MS). A use names its manager by its place in
+        name theirs only when asked). A use names its manager by its place in
         QuotaEngine.shared (a member that knows fewer managers skips the places past its
         own)."""
         managers = engine.shared()

@@ -1,6 +1,6 @@
-"""Who is in a fleet, as one member hears its bus: the other members heard lately, which of
-them write records a member of version 1 reads, and whether this member reads its own
-publications back (its bus is up).
+"""Who is in a fleet, as one member hears its bus: the other members heard lately, the oldest
+record version one of them reads, and whether this member reads its own publications back
+(its bus is up).
 
 Membership is what the bus shows: a member whose publications stop for GONE_AFTER intervals
 is gone. A member that stops reading its own publications back has lost the bus: it holds
@@ -13,10 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Final
 
+from protocol.fleet_records import VERSION
+
 #: sync intervals of silence after which a member is gone (or, for its own publications, the
 #: bus is)
 GONE_AFTER: Final = 4
-#: how long after a member of record version 1 was last heard its records are still written:
+#: how long after a member of an older record version was last heard its records are still
+#: written:
 #: far longer than a member is gone after, since one that reads the bus late for a second
 #: (a loaded host) must not see records it cannot read
 OLDER_FOR_MS: Final = 30_000
@@ -29,8 +32,8 @@ class Membership:
         self._gone = gone
         #: other members -> when their last publication arrived (this member's clock)
         self._heard: dict[str, int] = {}
-        #: members heard writing version 1 records (they read no standings), when last
-        self._older: dict[str, int] = {}
+        #: members heard reading an older record version than VERSION: (it, when last)
+        self._older: dict[str, tuple[int, int]] = {}
         #: when this member's own last publication came back from the bus
         self._own_ms: int | None = None
         #: the members alive when the bus was last up: the budget is shared among them
@@ -42,22 +45,23 @@ class Membership:
         self._own_ms = now_ms
         self._members_when_up = self.members(now_ms)
 
-    def heard(self, member: str, now_ms: int, older: bool) -> bool:
-        """Another member's publication (`older`: of version 1); True if the member was not
-        heard lately (it joined)."""
+    def heard(self, member: str, now_ms: int, reads: int) -> bool:
+        """Another member's publication, of a member that reads records up to version
+        `reads`; True if the member was not heard lately (it joined)."""
         joined = member not in self._heard
         self._heard[member] = now_ms
-        if older:
-            self._older[member] = now_ms
+        if reads < VERSION:
+            self._older[member] = (reads, now_ms)
         return joined
 
-    def hears_older(self, now_ms: int) -> bool:
-        """Whether a member that reads only STANDINGLESS records was heard in the last
-        OLDER_FOR_MS: then every use is published whole, in records it reads."""
-        gone = [m for m, heard in self._older.items() if now_ms - heard > OLDER_FOR_MS]
+    def oldest_read(self, now_ms: int) -> int:
+        """The oldest record version a member heard in the last OLDER_FOR_MS reads: what
+        this member writes."""
+        older = self._older
+        gone = [m for m, (_, heard) in older.items() if now_ms - heard > OLDER_FOR_MS]
         for member in gone:
-            del self._older[member]
-        return bool(self._older)
+            del older[member]
+        return min((reads for reads, _ in older.values()), default=VERSION)
 
     def others(self, now_ms: int) -> Collection[str]:
         """The other members heard from lately."""

@@ -21,6 +21,8 @@ import pytest
 
 from protocol.fleet_records import (
     READS_NEWEST,
+    RESTATE_ASKED,
+    RESTATING,
     Publication,
     Use,
     decode,
@@ -116,8 +118,8 @@ def exchange(
 
 
 def uses_of(publication: Publication) -> list[Use]:
-    """Its uses but the mark that says its writer reads standings."""
-    return [use for use in publication.uses if use[0] != READS_NEWEST]
+    """Its uses but the mark that says its writer reads standings, and an ask for them."""
+    return [use for use in publication.uses if use[0] not in (READS_NEWEST, RESTATE_ASKED)]
 
 
 def fleet(size: int, limits: QuotaLimits) -> tuple[list[FleetMember], list[QuotaEngine]]:
@@ -221,30 +223,75 @@ def steady(
     published = []
     for _ in range(intervals):
         now += SYNC_MS
-        produce = engines[0].produce
-        produce.record_and_get_throttle_time_ms(produce.sensors_for("", "app", now), 100_000, now)
+        charge(engines[0], now)
         published.append(exchange(members, engines, now)[0])
     return now, published
+
+
+def charge(engine: QuotaEngine, now: int) -> None:
+    produce = engine.produce
+    produce.record_and_get_throttle_time_ms(produce.sensors_for("", "app", now), 100_000, now)
 
 
 def recorded_there(engine: QuotaEngine, now: int) -> float:
     return engine.produce.sensors_for("", "app", now).rate.recorded()
 
 
-def test_a_steady_principal_costs_the_bus_its_restatements_only() -> None:
+def test_a_steady_principal_costs_the_bus_nothing_once_its_standing_is_named() -> None:
     """Issue 51: a principal whose use holds steady is named once as a standing, which the
-    others add every interval on their own. From then on the bus carries a restatement every
-    RESTATE_MS, and a drift only once it passes the tolerance: the others' sensor records
-    what was charged all the same."""
+    others add every interval on their own. From then on the bus carries nothing of it but a
+    drift past the tolerance, which holding steady has not: the others' sensor records what
+    was charged all the same."""
     members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}})
     now, _ = steady(members, engines, 0, 200)
     before = recorded_there(engines[1], now)
     now, published = steady(members, engines, now, 40)
-    restatements = 40 // (RESTATE_MS // SYNC_MS)
-    assert sum(len(publication.standings or ()) for publication in published) == restatements
-    assert sum(len(uses_of(publication)) for publication in published) <= restatements
+    assert not any(publication.standings for publication in published)
+    assert not any(uses_of(publication) for publication in published)
+    assert all(len(encode(publication)) < 60 for publication in published)
     # the others add the standing every interval: 4 MB in 10 s, within one interval's use
     assert abs(recorded_there(engines[1], now) - before - 40 * 100_000) <= 100_000
+
+
+def test_a_reader_that_missed_a_record_asks_and_every_standing_is_named_again() -> None:
+    """A record a member did not read (its bus reopened at the end of the topic) shows as a
+    skipped sequence; its next publication asks, and the next one of every member names its
+    standings again."""
+    members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}})
+    now, _ = steady(members, engines, 0, 200)
+    now += SYNC_MS
+    charge(engines[0], now)
+    members[0].publish(engines[0], now, now)  # never read by the second member
+    now += SYNC_MS
+    charge(engines[0], now)
+    publication = members[0].publish(engines[0], now, now)
+    members[1].receive(decode(encode(publication)), engines[1], now)
+    now += SYNC_MS
+    asked = members[1].publish(engines[1], now, now)
+    assert (RESTATE_ASKED, "", "", 0.0) in asked.uses
+    members[0].receive(decode(encode(asked)), engines[0], now)
+    now, published = steady(members, engines, now, 1)
+    named = published[0].standings or []
+    assert [use[:3] for use in named] == [(0, "", "app")]
+    assert named[0][3] == pytest.approx(100_000, rel=0.01)
+
+
+def test_while_a_member_of_version_2_is_heard_standings_are_restated_every_restate_ms() -> None:
+    """A member of the release before the asks writes version 2 and asks for nothing: the
+    others write version 2 to it, marked as readers of version 3, and name every standing
+    again every RESTATE_MS as it expects."""
+    members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}})
+    now, _ = steady(members, engines, 0, 200)
+    older = Publication("older", 1, now, [], {}, [], RESTATING)
+    members[0].receive(decode(encode(older)), engines[0], now)
+    now, published = steady(members, engines, now, 1 + RESTATE_MS // SYNC_MS)
+    assert all(publication.version == RESTATING for publication in published)
+    assert all(publication.uses[0] == (READS_NEWEST, "", "", 3.0) for publication in published)
+    # once for the member heard anew, then RESTATE_MS later
+    assert [
+        len(publication.standings or ()) for publication in published[:: len(published) - 1]
+    ] == [1, 1]
+    assert sum(len(publication.standings or ()) for publication in published) == 2
 
 
 def test_a_member_that_joins_learns_the_standings_at_once() -> None:
@@ -382,8 +429,11 @@ def test_records_round_trip_split_and_refuse_what_they_are_not() -> None:
         {"User:alice": [1, -2, 2**62]},
         [(0, "User:bob", "", 10.0)],
     )
-    assert encode(publication)[0] == 2
+    assert encode(publication)[0] == 3
     assert decode(encode(publication)) == publication
+    restating = publication._replace(version=RESTATING)
+    assert encode(restating)[0] == 2
+    assert decode(encode(restating)) == restating
     standingless = publication._replace(standings=None)
     assert encode(standingless)[0] == 1
     assert decode(encode(standingless)) == standingless
@@ -392,7 +442,7 @@ def test_records_round_trip_split_and_refuse_what_they_are_not() -> None:
     assert parts[0].producer_ids and not parts[1].producer_ids
     marked = standingless._replace(uses=[(READS_NEWEST, "", "", 2.0), *publication.uses])
     assert [part.uses[0][0] for part in split(marked, 1)] == [READS_NEWEST, READS_NEWEST]
-    for bad in (b"", b"\x03" + encode(publication)[1:], encode(publication)[:-1]):
+    for bad in (b"", b"\x04" + encode(publication)[1:], encode(publication)[:-1]):
         with pytest.raises(ValueError):
             decode(bad)
     with pytest.raises(ValueError):
