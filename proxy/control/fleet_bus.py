@@ -278,8 +278,8 @@ class FleetBus:
         if reads != self._reads:
             if reads < VERSION:
                 log.warning(
-                    "fleet %s: a member that reads fleet records up to version %d is heard: "
-                    "every member writes them (%s) until it is gone",
+                    "fleet %s: a member of record version %d is heard: every member writes "
+                    "records it reads (%s) until it is gone",
                     self.name,
                     reads,
                     _WRITTEN_FOR[reads],
