@@ -211,11 +211,12 @@ def _read_string(data: bytes, pos: int) -> tuple[str, int]:
 def split(publication: Publication, per_record: int) -> list[Publication]:
     """A publication as records of at most `per_record` uses, as many standings and as
     many users' producer ids each: every one is read as a publication of the same member
-    and sequence (and each carries the mark of READS_NEWEST if the publication does)."""
+    and sequence (and each carries the mark of READS_NEWEST if the publication does: a
+    reader takes the writer of a part without it for an older member)."""
     uses, id_sets = publication.uses, list(publication.producer_ids.items())
     standings = publication.standings
     mark: list[Use] = []
-    if standings is None and uses and uses[0][0] == READS_NEWEST:
+    if uses and uses[0][0] == READS_NEWEST:
         mark, uses = uses[:1], uses[1:]
     most = max(len(uses), len(id_sets), len(standings or ()))
     if most <= per_record:

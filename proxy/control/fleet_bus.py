@@ -174,6 +174,7 @@ class FleetBus:
             await self._own.seek_to_time(wall_ms() - GONE_AFTER * self.member.sync_interval_ms)
         else:
             await self._own.seek_to_end()
+            self.member.missed()
 
     async def _until_up(self) -> None:
         self._publish()

@@ -262,17 +262,19 @@ class FleetMember:
         self._published_ms: dict[int, int] = {}
         self._delay_ms = 0
         #: a publication the bus did not take: its use goes out with the next one; and
-        #: when the first of those lost in a row was
+        #: when the first was lost since one of this member's came back
         self._lost: Publication | None = None
-        self._lost_ms = 0
+        self._lost_ms: int | None = None
         #: members whose standings some share holds; whether a member joined or asked since
         #: the last publication (it learns the standings from the next); whether this member
         #: asks for the others' (it missed a record, or heard a member anew)
         self._standing: set[str] = set()
         self._restate = False
         self._asking = False
-        #: each other member's last sequence read: one skipped is a record missed
+        #: each other member's last sequence read: one skipped is a record missed; and how
+        #: many times records were missed (the connection guard's claims resync on it)
         self._sequences: dict[str, int] = {}
+        self.gaps = 0
         #: the engine's managers the shares are of, and per manager its sensors' shares
         self._managers: Sequence[QuotaManager] = ()
         self._shares: list[dict[MetricTags, _Share]] = []
@@ -385,33 +387,39 @@ class FleetMember:
         if self._asking:
             publication.uses.append((RESTATE_ASKED, "", "", 0.0))
             self._asking = False
-        if self._lost is not None:
-            # under the lost one's sequence: the readers missed nothing
-            publication = _merged(self._lost, publication)._replace(sequence=self._lost.sequence)
-            self._lost = None
+        lost, lost_ms = self._lost, self._lost_ms
+        if lost is not None and (lost_ms is None or now_ms - lost_ms <= membership.gone_after_ms):
+            publication = _merged(lost, publication)
+        self._lost = None
         if publication.standings is None or publication.version < VERSION:
             publication.uses.insert(0, (READS_NEWEST, "", "", float(VERSION)))
-        self._sequence = sequence = publication.sequence
-        self._published_ms[sequence] = now_ms
-        self._published_ms.pop(sequence - 2 * GONE_AFTER, None)  # never read back
+        self._sequence += 1
+        self._published_ms[self._sequence] = now_ms
+        self._published_ms.pop(self._sequence - 2 * GONE_AFTER, None)  # never read back
         return publication
 
     def lost(self, publication: Publication, now_ms: int) -> None:
-        """The bus did not take a publication: its use and standings go out with the next
-        one, unless the bus stays down so long that the others have fallen back to their
-        shares (then it was held by the shares, and would only throttle everyone at once on
+        """The bus did not take a publication: its use goes out with the next one, unless
+        the bus has been down so long that the others have fallen back to their shares
+        (then it was held by the shares, and would only throttle everyone at once on
         return). One that timed out may have been written after all: its use then counts
-        twice, on the safe side."""
+        twice, on the safe side. Its standings may be older than ones published since (a
+        send fails seconds late): the next publication names every standing again instead,
+        and of the lost ones only those it ended, which no standing here names now."""
         self._published_ms.pop(publication.sequence, None)
+        if self._lost_ms is None:
+            self._lost_ms = now_ms
         # counts and loads are whole, and the next publication names them again
         publication = publication._replace(
-            uses=[use for use in publication.uses if use[0] not in WHOLE]
+            uses=[use for use in publication.uses if use[0] not in WHOLE],
+            standings=None
+            if publication.standings is None
+            else [use for use in publication.standings if not use[3]],
         )
-        if self._lost is not None and now_ms - self._lost_ms <= self.membership.gone_after_ms:
+        if self._lost is not None:
             publication = _merged(self._lost, publication)
-        else:
-            self._lost_ms = now_ms
         self._lost = publication
+        self._restate = True
 
     def receive(self, publication: Publication, engine: QuotaEngine, now_ms: int) -> list[Use]:
         """A publication the bus carried: this member's own says the bus is up; another
@@ -427,6 +435,7 @@ class FleetMember:
                 for older in [seq for seq in self._published_ms if seq < publication.sequence]:
                     del self._published_ms[older]
             self.membership.heard_self(now_ms)
+            self._lost_ms = None
             places = len(engine.shared())
             return [use for use in publication.uses if use[0] >= places]
         uses, standings = publication.uses, publication.standings
@@ -439,7 +448,9 @@ class FleetMember:
             self._restate = self._asking = True
         last = self._sequences.get(member)
         if last is not None and publication.sequence > last + 1:
-            self._asking = True  # a record of it not read
+            # a record of it not read, which may have asked for this member's standings
+            self._restate = self._asking = True
+            self.gaps += 1
         if last is None or publication.sequence > last:
             self._sequences[member] = publication.sequence
         shares = self._shares_of(engine, now_ms)
@@ -500,8 +511,11 @@ class FleetMember:
         return skipped
 
     def missed(self) -> None:
-        """A record of the bus could not be read: the others are asked for their standings."""
-        self._asking = True
+        """Records of the bus were not read (unreadable, or the bus opened again at its end):
+        the others are asked for their standings, and this member's are named again (what
+        it missed may have asked for them)."""
+        self._restate = self._asking = True
+        self.gaps += 1
 
     def _gone(self, member: str) -> None:
         self._sequences.pop(member, None)

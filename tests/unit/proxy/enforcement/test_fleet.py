@@ -442,6 +442,8 @@ def test_records_round_trip_split_and_refuse_what_they_are_not() -> None:
     assert parts[0].producer_ids and not parts[1].producer_ids
     marked = standingless._replace(uses=[(READS_NEWEST, "", "", 2.0), *publication.uses])
     assert [part.uses[0][0] for part in split(marked, 1)] == [READS_NEWEST, READS_NEWEST]
+    marked = restating._replace(uses=[(READS_NEWEST, "", "", 3.0), *publication.uses])
+    assert [part.uses[0][0] for part in split(marked, 1)] == [READS_NEWEST, READS_NEWEST]
     for bad in (b"", b"\x04" + encode(publication)[1:], encode(publication)[:-1]):
         with pytest.raises(ValueError):
             decode(bad)
