@@ -10,27 +10,35 @@ sets a limit finds the connections already open.
 
 Across a fleet the limit is held in escrow (the demarcation protocol): each member may hold
 its floor, `line_share` of the limit over the members, without a word. A member whose count
-passes half its floor asks for a claim every interval: its count and its share of the room
-the others' claims leave (all of it, split among the members that refused connections, for
-one that refused one). A member that hears a claim while the principal is busy asks too, and
-so gives back what of its floor it does not use. Every member, itself included, grants or
-clips each ask alike, in the order the bus carries them (one partition), so the claims
-granted never sum past the limit: an ask is granted up to the limit less every other
-member's claim (its floor where it has none). A member admits up to its own claim as
-granted, and up to the lowest of its asks not yet read back (an ask may give some back), so
-its connections stay within what every other member holds it to. A member that refuses a
-connection asks again at the next interval; a storm reaches the limit in a few intervals. A
-principal is busy while a member's count is past half its floor, the fleet's past half the
-line, or a member refuses one; a member leaves it once it has not been busy for `cool_after`
-intervals and its claim is back at its floor (it asks for that first): COLD, said a few
-times in case one is lost, returns it to its floor.
+passes half its floor asks every interval for what it may hold until its next ask: its count
+and its share of the room the others' asks leave (all of it, split among the members that
+refused connections, for one that refused one). A member that hears an ask while the
+principal is busy asks too, and so gives back what of its floor it does not use. Each member
+grants its own ask when it reads it back from the bus (one partition, one order for all): up
+to the limit less every other member's latest ask read before it, whole (its floor where it
+has none), and never below the claim it had. It admits up to that claim, and up to the
+lowest of its asks not yet read back (an ask may give some back). So the members' claims
+never sum past the limit: of any members, the one whose grant came last in the bus's order
+was granted at most what the others' asks before it left, and each of them holds no more
+than that ask, or a later one still in flight. No member needs to know what another was
+granted, and one that reads the bus late only asks late. A member that refuses a connection
+asks again at the next interval; a storm reaches the limit in a few intervals. A principal
+is busy while a member's count is past half its floor, the fleet's past half the line, or a
+member refuses one; a member leaves it once it has not been busy for `cool_after` intervals
+and its claim is back at its floor (it asks for that first): COLD, said a few times in case
+one is lost, returns it to its floor.
 
-Members agree on the grants while they agree on the members (each floor is the limit over
-them): a member joining or leaving moves every floor, and until all have heard it the line
-share's slack is what holds the limit. A member gone takes its claim with it. A member whose
-bus is down holds its share of each limit alone (its limits are then that share:
+A member that missed records of the bus (it started and read only the last intervals, its
+bus was opened again at the end of the topic, a record could not be read) may not know the
+others' latest asks: it grants itself nothing more until it has read a publication of every
+other member, one that asks nothing of a principal holding no more than its floor there. A
+reload that lowers a limit holds at once: a member admits no more than the others' asks
+leave. The claims hold while members agree on who is in the fleet (each floor is the limit
+over them): a member joining or leaving moves every floor, and until all have heard it the
+line share's slack is what holds the limit. A member gone takes its ask with it. A member
+whose bus is down holds its share of each limit alone (its limits are then that share:
 proxy/runtime/context.py). A member of a release before the claims publishes its count
-alone, which stands as its claim.
+alone, which stands as its ask.
 
 Pure: the fleet passes the members it hears and the bus's records in its order.
 """
@@ -67,12 +75,12 @@ class Publication(NamedTuple):
 
 
 class _Escrow:
-    """One principal's claims as the bus's order grants them, alike on every member."""
+    """One principal in escrow: the members' latest asks, and this member's own claim."""
 
     __slots__ = ("asking", "claims", "cool", "counts", "pending", "wanting")
 
     def __init__(self) -> None:
-        #: member -> its claim as granted (this member's own once its ask is read back)
+        #: member -> its latest ask read, whole; this member's own as granted once read back
         self.claims: dict[str, int] = {}
         #: other member -> its last count, WANTING added if it refused one (a claim where its
         #: member asks none)
@@ -107,11 +115,15 @@ class PrincipalConnections:
         self._escrows: dict[MetricTags, _Escrow] = {}
         #: principals left lately -> the publications that still say so (one may be lost)
         self._leaving: dict[MetricTags, int] = {}
-        #: a fleet's line share (None outside a fleet, or while its bus is down: each limit
-        #: is held alone then), this member's name and the others heard lately
+        #: a fleet's line share (None outside a fleet), whether this member holds each limit
+        #: alone (its bus is down), its name and the others heard lately
         self.line_share: float | None = None
+        self.alone = False
         self.member = ""
         self.others: frozenset[str] = frozenset()
+        #: the members none of whose publications this one has read since it missed records
+        #: of the bus: until it has, its claims may be behind theirs (resync)
+        self._unheard: set[str] = set()
         #: connections refused, and those shadow mode let through, by quota type and tags
         self.refused: Counter[tuple[QuotaType, MetricTags]] = Counter()
         self.shadowed: Counter[tuple[QuotaType, MetricTags]] = Counter()
@@ -147,7 +159,7 @@ class PrincipalConnections:
         """Whether one more connection of these tags stays within what this member may hold;
         past half its floor it asks for a claim from the next interval on."""
         here = self.here[tags] + 1
-        if self.line_share is None:
+        if self.line_share is None or self.alone:
             return here <= limit
         floor = self.floor(limit)
         escrow = self._escrows.get(tags)
@@ -157,7 +169,15 @@ class PrincipalConnections:
             if not escrow.asking:
                 escrow.asking, escrow.cool = True, 0
                 self._leaving.pop(tags, None)
-        if here <= (floor if escrow is None else escrow.cap(self.member, floor)):
+        if escrow is None:
+            if here <= floor:
+                return True
+        elif here <= min(
+            escrow.cap(self.member, floor),
+            # what the others' claims leave: a member that joins while they hold the limit,
+            # or a limit lowered by a reload, holds no more than that
+            int(limit) - self._others(escrow, self.member, floor),
+        ):
             return True
         if escrow is not None:
             escrow.wanting += 1
@@ -193,13 +213,16 @@ class PrincipalConnections:
         members = self.others | {self.member}
         return sum(escrow.claim(other, floor) for other in members if other != member)
 
-    def place(self, line_share: float | None, member: str, others: Collection[str]) -> None:
+    def place(
+        self, line_share: float | None, member: str, others: Collection[str], alone: bool
+    ) -> None:
         """The fleet as its member knows it now; the claims and counts of members gone are
         dropped."""
-        self.line_share, self.member = line_share, member
+        self.line_share, self.member, self.alone = line_share, member, alone
         if others == self.others:
             return
         self.others = frozenset(others)
+        self._unheard &= self.others
         for tags, escrow in list(self._escrows.items()):
             for table in (escrow.claims, escrow.counts):
                 for gone in [m for m in table if m != member and m not in others]:
@@ -210,7 +233,7 @@ class PrincipalConnections:
         """This member's count and ask for each principal it asks for, and COLD for each it
         left in the last `repeat` publications (so that one lost does not leave the others
         holding it to its claim)."""
-        if self.line_share is None:
+        if self.line_share is None or self.alone:
             return
         leaving = self._leaving
         for tags, escrow in list(self._escrows.items()):
@@ -283,14 +306,13 @@ class PrincipalConnections:
         escrow.counts[member] = count
 
     def receive_claim(self, member: str, sequence: int, tags: MetricTags, ask: float) -> None:
-        """A member's ask, this member's own included, in the bus's order: granted up to the
-        limit less every other member's claim, and never below the claim it had."""
+        """A member's ask, in the bus's order: another's is taken whole, this member's own
+        granted up to the limit less every other member's latest ask, and never below the
+        claim it had."""
         escrow = self._escrows.get(tags)
         if member == self.member and escrow is not None:
             escrow.pending = {s: a for s, a in escrow.pending.items() if s > sequence}
         limit = self.limit(tags)
-        if self.line_share is None:
-            return  # not read while the bus is down
         if ask < 0 or limit is None:
             if escrow is not None:
                 escrow.claims.pop(member, None)
@@ -309,9 +331,39 @@ class PrincipalConnections:
             self._leaving.pop(tags, None)
         had = escrow.claims.get(member, floor)
         asked = int(ask)
-        if asked > had:
+        if member != self.member:
+            pass  # another member's ask, whole: what it may come to hold at most
+        elif self._unheard:
+            asked = min(asked, had)  # maybe behind the others: nothing more for now
+        elif asked > had:
             asked = max(had, min(asked, int(limit) - self._others(escrow, member, floor)))
         escrow.claims[member] = asked
+
+    def resync(self) -> None:
+        """This member missed records of the bus (it started, its bus was opened again at
+        the end of the topic, or a record could not be read): asks it missed may have been
+        granted. Until it has read a publication of every other member, it grants itself
+        nothing more and takes the others' asks whole, so that it holds itself to no more,
+        and each of them to no less, than the others do."""
+        self._unheard = set(self.others)
+        member = self.member
+        for tags, escrow in self._escrows.items():
+            limit = self.limit(tags)
+            if escrow.pending and limit is not None:
+                # an ask of its own that it missed may have given some back
+                escrow.claims[member] = escrow.cap(member, self.floor(limit))
+
+    def heard(self, member: str, asked: Collection[MetricTags]) -> None:
+        """A whole publication of another member was read, which asked for (or left) the
+        principals `asked`: of any other it holds no more than its floor, and is taken to
+        hold that much at least (a COLD of it this member missed ended a claim below it)."""
+        self._unheard.discard(member)
+        for tags, escrow in self._escrows.items():
+            claim = escrow.claims.get(member)
+            if claim is not None and tags not in asked:
+                limit = self.limit(tags)
+                if limit is not None:
+                    escrow.claims[member] = max(claim, self.floor(limit))
 
     def _forget_if_idle(self, tags: MetricTags, escrow: _Escrow) -> None:
         if not (escrow.asking or escrow.claims or escrow.counts or escrow.pending):

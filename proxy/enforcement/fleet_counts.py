@@ -30,6 +30,9 @@ class FleetCounts:
         #: the failed-login backoff of this process; None: none to share
         self._logins = logins
         self._ceilings = FleetCeilings(member.membership.gone_after_ms)
+        #: FleetMember.gaps when last read: -1, so that the history read at start-up counts
+        #: as records missed (the claims granted before it are not in it)
+        self._gaps = -1
 
     def publish(self, publication: Publication, engine: QuotaEngine, now_ms: int) -> None:
         """Add this member's counts, asks and logins to its publication's uses: each
@@ -63,6 +66,9 @@ class FleetCounts:
         if connections.enabled:
             self._place(engine, now_ms)
         own = member == self._member.member
+        if self._member.gaps != self._gaps:
+            self._gaps = self._member.gaps
+            connections.resync()
         logins = self._logins
         for use in skipped:
             quota_type, user, client_id, value = use
@@ -81,10 +87,16 @@ class FleetCounts:
             elif quota_type == LOGIN_ACCEPTED:
                 logins.accepted_elsewhere(user, client_id)
         if not own:
+            asked = {(u, c) for quota_type, u, c, _ in skipped if quota_type == CONNECTION_CLAIM}
+            connections.heard(member, asked)
             self._ceilings.received(engine, now_ms)
 
     def _place(self, engine: QuotaEngine, now_ms: int) -> None:
         membership = self._member.membership
         # with the bus down, each limit is this member's share, held alone
-        line_share = LINE_SHARE if membership.bus_up(now_ms) else None
-        engine.connections.place(line_share, self._member.member, membership.others(now_ms))
+        engine.connections.place(
+            LINE_SHARE,
+            self._member.member,
+            membership.others(now_ms),
+            alone=not membership.bus_up(now_ms),
+        )

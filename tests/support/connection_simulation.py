@@ -30,8 +30,9 @@ BACKOFF_MS = 100
 
 
 class Bus:
-    """Members of one principal's limit, and the records of their publications in the bus's
-    order; `read[i]` is how far member i has read."""
+    """Members of one principal's limit, and their publications in the bus's order (each a
+    list of what it says of the principal, maybe none); `read[i]` is how far member i has
+    read."""
 
     def __init__(self, members: int, limit: float, line_share: float | None = LINE_SHARE) -> None:
         self.names = [f"m{i}" for i in range(members)]
@@ -39,9 +40,9 @@ class Bus:
         for name in self.names:
             connections = PrincipalConnections()
             connections.update_limits({QuotaEntity(user="alice"): limit})
-            connections.place(line_share, name, set(self.names) - {name})
+            connections.place(line_share, name, set(self.names) - {name}, alone=False)
             self.gauges.append(connections)
-        self.records: list[tuple[str, int, Publication]] = []
+        self.records: list[tuple[str, int, list[Publication]]] = []
         self.read = [0] * members
         self.sequence = 0
 
@@ -56,17 +57,26 @@ class Bus:
     def publish(self, index: int) -> list[Publication]:
         self.sequence += 1
         said = list(self.gauges[index].publish(self.sequence, cool_after=8, repeat=4))
-        self.records += [(self.names[index], self.sequence, each) for each in said]
+        self.records.append((self.names[index], self.sequence, said))
         return said
 
     def follow(self, index: int, upto: int | None = None) -> None:
+        """Member `index` reads the publications up to `upto` (all by default)."""
         connections = self.gauges[index]
         end = len(self.records) if upto is None else upto
         for member, sequence, said in self.records[self.read[index] : end]:
+            for each in said:
+                if member != self.names[index]:
+                    connections.receive(member, each.tags, each.connections)
+                connections.receive_claim(member, sequence, each.tags, each.ask)
             if member != self.names[index]:
-                connections.receive(member, said.tags, said.connections)
-            connections.receive_claim(member, sequence, said.tags, said.ask)
+                connections.heard(member, {each.tags for each in said})
         self.read[index] = max(self.read[index], end)
+
+    def skip(self, index: int) -> None:
+        """Member `index`'s bus opened again at the end of the topic."""
+        self.read[index] = len(self.records)
+        self.gauges[index].resync()
 
     def sync(self) -> None:
         """Every member publishes, then reads everything."""

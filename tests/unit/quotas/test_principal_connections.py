@@ -74,9 +74,9 @@ def test_members_admitting_at_once_never_pass_the_limit_together() -> None:
 
 
 def test_members_that_read_the_bus_late_and_lose_publications_never_pass_the_limit() -> None:
-    """Random admissions, closes, publications (one in twenty lost) and reads as far as a
-    random point of the bus, on 2, 3 and 5 members: the sum never passes the limit, and a
-    storm reaches it."""
+    """Random admissions, closes, publications (one in twenty lost), reads as far as a
+    random point of the bus and buses opened again at its end, on 2, 3 and 5 members: the
+    sum never passes the limit, and a storm comes within two of it."""
     for members in (2, 3, 5):
         for seed in range(60):
             rng = random.Random(seed)
@@ -90,14 +90,16 @@ def test_members_that_read_the_bus_late_and_lose_publications_never_pass_the_lim
                 elif draw < 0.6 and connections.here[TAGS]:
                     connections.closed(ALICE)
                 elif draw < 0.75:
-                    said = bus.publish(index)
+                    bus.publish(index)
                     if rng.random() < 0.05:  # lost
-                        del bus.records[len(bus.records) - len(said) :]
+                        bus.records.pop()
+                elif draw < 0.76:
+                    bus.skip(index)  # its bus opened again at the end of the topic
                 else:
                     bus.follow(index, rng.randint(bus.read[index], len(bus.records)))
                 most = max(most, bus.total())
                 assert bus.total() <= 50, (members, seed)
-            assert most == 50, (members, seed)
+            assert most >= 48, (members, seed)
 
 
 def test_a_principal_on_one_member_reaches_its_whole_limit_once_heard() -> None:
@@ -140,9 +142,43 @@ def test_a_member_gone_takes_its_claim_with_it() -> None:
         bus.sync()
     assert bus.total() == 50
     assert admitted(busy, ALICE, 5) == 0
-    busy.place(LINE_SHARE, "m0", set())  # the quiet member is gone, its connections with it
+    busy.place(
+        LINE_SHARE, "m0", set(), alone=False
+    )  # the quiet member is gone, its connections with it
     for _ in range(4):
         admitted(busy, ALICE, 30)
         bus.publish(0)
         bus.follow(0)
     assert busy.here[TAGS] == 50
+
+
+def test_a_member_that_joins_while_the_others_hold_the_limit_takes_none_of_it() -> None:
+    """A member that starts (or restarts) reads the others' asks first: its floor is not
+    room they left."""
+    bus = Bus(2, 50)
+    first, second = bus.gauges
+    first.place(LINE_SHARE, "m0", set(), alone=False)  # alone at first
+    for _ in range(4):
+        admitted(first, ALICE, 50)
+        bus.publish(0)
+        bus.follow(0)
+    assert first.here[TAGS] == 50
+    first.place(LINE_SHARE, "m0", {"m1"}, alone=False)
+    second.resync()  # it read the last intervals of the bus, not all of it
+    bus.follow(1)
+    assert admitted(second, ALICE, 20) == 0
+    bus.sync()
+    assert admitted(second, ALICE, 20) == 0 and bus.total() == 50
+
+
+def test_a_limit_lowered_by_a_reload_holds_at_once() -> None:
+    """A member whose claim was granted under the old limit admits no more than the new
+    one leaves, before its next ask."""
+    bus = Bus(2, 50)
+    for _ in range(4):
+        admitted(bus.gauges[0], ALICE, 10)
+        bus.sync()
+    assert bus.total() < 50 and bus.gauges[0].here[TAGS] > 20
+    for connections in bus.gauges:
+        connections.update_limits({QuotaEntity(user="alice"): 20})
+    assert admitted(bus.gauges[0], ALICE, 40) == admitted(bus.gauges[1], ALICE, 40) == 0
