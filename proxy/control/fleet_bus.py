@@ -174,7 +174,7 @@ class FleetBus:
             await self._own.seek_to_time(wall_ms() - GONE_AFTER * self.member.sync_interval_ms)
         else:
             await self._own.seek_to_end()
-            self.member.missed()
+            self.member.gaps.missed()
 
     async def _until_up(self) -> None:
         self._publish()
@@ -228,7 +228,7 @@ class FleetBus:
                 log.warning(
                     "fleet %s: the record at offset %d skipped: %s", self.name, record.offset, exc
                 )
-                self.member.missed()
+                self.member.gaps.missed()
                 continue
             now_ms = self._clock.now_ms()
             skipped = self.member.receive(publication, engine, now_ms)

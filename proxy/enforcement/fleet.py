@@ -75,6 +75,7 @@ from protocol.fleet_records import (
     Publication,
     Use,
 )
+from proxy.enforcement.fleet_gaps import Gaps
 from proxy.enforcement.fleet_membership import GONE_AFTER, Membership
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags
@@ -265,16 +266,10 @@ class FleetMember:
         #: when the first was lost since one of this member's came back
         self._lost: Publication | None = None
         self._lost_ms: int | None = None
-        #: members whose standings some share holds; whether a member joined or asked since
-        #: the last publication (it learns the standings from the next); whether this member
-        #: asks for the others' (it missed a record, or heard a member anew)
+        #: members whose standings some share holds; what this member missed of the bus, and
+        #: whose standings are named again
         self._standing: set[str] = set()
-        self._restate = False
-        self._asking = False
-        #: each other member's last sequence read: one skipped is a record missed; and how
-        #: many times records were missed (the connection guard's claims resync on it)
-        self._sequences: dict[str, int] = {}
-        self.gaps = 0
+        self.gaps = Gaps()
         #: the engine's managers the shares are of, and per manager its sensors' shares
         self._managers: Sequence[QuotaManager] = ()
         self._shares: list[dict[MetricTags, _Share]] = []
@@ -294,8 +289,9 @@ class FleetMember:
         horizon = max(1, RESTATE_MS // self.sync_interval_ms)
         # every standing named again now if a member joined or asked since the last
         # publication, and every RESTATE_MS for a member that cannot ask
-        restate_after = 0 if self._restate else horizon if reads == RESTATING else None
-        self._restate = False
+        gaps = self.gaps
+        restate_after = 0 if gaps.restate else horizon if reads == RESTATING else None
+        gaps.restate = False
         # the others' reports of an interval come at most an interval after it, and a bus
         # delay later: what they did not report by then, they did not use
         expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self._delay_ms
@@ -384,9 +380,9 @@ class FleetMember:
             standings if reckoning else None,
             reads if reckoning else VERSION,
         )
-        if self._asking:
+        if gaps.asking:
             publication.uses.append((RESTATE_ASKED, "", "", 0.0))
-            self._asking = False
+            gaps.asking = False
         lost, lost_ms = self._lost, self._lost_ms
         if lost is not None and (lost_ms is None or now_ms - lost_ms <= membership.gone_after_ms):
             publication = _merged(lost, publication)
@@ -419,7 +415,7 @@ class FleetMember:
         if self._lost is not None:
             publication = _merged(self._lost, publication)
         self._lost = publication
-        self._restate = True
+        self.gaps.restate = True
 
     def receive(self, publication: Publication, engine: QuotaEngine, now_ms: int) -> list[Use]:
         """A publication the bus carried: this member's own says the bus is up; another
@@ -443,16 +439,8 @@ class FleetMember:
             reads = int(uses[0][3])
         else:
             reads = STANDINGLESS if standings is None else publication.version
-        if self.membership.heard(member, now_ms, reads):
-            # it learns this member's standings; this one asks for those it may have missed
-            self._restate = self._asking = True
-        last = self._sequences.get(member)
-        if last is not None and publication.sequence > last + 1:
-            # a record of it not read, which may have asked for this member's standings
-            self._restate = self._asking = True
-            self.gaps += 1
-        if last is None or publication.sequence > last:
-            self._sequences[member] = publication.sequence
+        joined = self.membership.heard(member, now_ms, reads)
+        self.gaps.heard(member, publication.sequence, joined)
         shares = self._shares_of(engine, now_ms)
         managers = self._managers
         if standings is None:
@@ -462,7 +450,7 @@ class FleetMember:
         for quota_type, user, client_id, value in uses:
             if not 0 <= quota_type < len(shares):  # not a use, or a newer member's quota type
                 if quota_type == RESTATE_ASKED:
-                    self._restate = True
+                    self.gaps.restate = True
                 else:
                     skipped.append((quota_type, user, client_id, value))
                 continue
@@ -510,15 +498,8 @@ class FleetMember:
                 producer_ids.remember((user, ""), ids, now_ms)
         return skipped
 
-    def missed(self) -> None:
-        """Records of the bus were not read (unreadable, or the bus opened again at its end):
-        the others are asked for their standings, and this member's are named again (what
-        it missed may have asked for them)."""
-        self._restate = self._asking = True
-        self.gaps += 1
-
     def _gone(self, member: str) -> None:
-        self._sequences.pop(member, None)
+        self.gaps.gone(member)
         self._forget_standings(member)
 
     def _forget_standings(self, member: str) -> None:

@@ -30,8 +30,8 @@ class FleetCounts:
         #: the failed-login backoff of this process; None: none to share
         self._logins = logins
         self._ceilings = FleetCeilings(member.membership.gone_after_ms)
-        #: FleetMember.gaps when last read: -1, so that the history read at start-up counts
-        #: as records missed (the claims granted before it are not in it)
+        #: the times FleetMember missed records when last read: -1, so that the history read
+        #: at start-up counts as records missed (the asks before it are not in it)
         self._gaps = -1
 
     def publish(self, publication: Publication, engine: QuotaEngine, now_ms: int) -> None:
@@ -66,8 +66,8 @@ class FleetCounts:
         if connections.enabled:
             self._place(engine, now_ms)
         own = member == self._member.member
-        if self._member.gaps != self._gaps:
-            self._gaps = self._member.gaps
+        if self._member.gaps.count != self._gaps:
+            self._gaps = self._member.gaps.count
             connections.resync()
         logins = self._logins
         for use in skipped:
