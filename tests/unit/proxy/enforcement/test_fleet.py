@@ -276,6 +276,54 @@ def test_a_reader_that_missed_a_record_asks_and_every_standing_is_named_again() 
     assert named[0][3] == pytest.approx(100_000, rel=0.01)
 
 
+def test_a_bus_opened_again_at_its_end_asks_and_names_its_standings() -> None:
+    """The bus shell says records were missed (the topic opened again at its end after a
+    failure, or a record it could not read): the next publication asks, and names this
+    member's standings again (what it missed may have been an ask)."""
+    members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}})
+    now, _ = steady(members, engines, 0, 200)
+    members[0].gaps.missed()
+    now, published = steady(members, engines, now, 1)
+    assert (RESTATE_ASKED, "", "", 0.0) in published[0].uses
+    assert [use[:3] for use in published[0].standings or ()] == [(0, "", "app")]
+
+
+def test_an_ask_the_asked_member_missed_is_answered_all_the_same() -> None:
+    """Both members' buses reopened at the end of the topic: each skips a record of the
+    other, the one that asked among them. A skipped record may have been an ask, so each
+    names its standings again as well as asking."""
+    members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}})
+    now, _ = steady(members, engines, 0, 200)
+    now += SYNC_MS
+    charge(engines[0], now)
+    for member, each in zip(members, engines, strict=True):
+        member.publish(each, now, now)  # neither read by the other
+    now, published = steady(members, engines, now, 2)
+    assert published[0].standings == [] and published[1].standings
+
+
+def test_a_send_that_fails_late_brings_back_no_older_standing() -> None:
+    """A send times out seconds after later publications went out: its use goes with the
+    next one, and its standings do not (a newer one was named since); every standing is
+    named again instead, and the sequence goes on from the newest."""
+    members, engines = fleet(2, {QuotaType.PRODUCE: {EVERYONE: 1_000_000.0}})
+    now, _ = steady(members, engines, 0, 200)
+    now += SYNC_MS
+    produce = engines[0].produce
+    produce.record_and_get_throttle_time_ms(produce.sensors_for("", "app", now), 30_000, now)
+    hung = members[0].publish(engines[0], now, now)  # the dip ends the standing: 0
+    assert [use[3] for use in hung.standings or ()] == [0.0]
+    now, delivered = steady(members, engines, now, 12)  # steady again: named anew
+    assert any(publication.standings for publication in delivered)
+    members[0].lost(hung, now)
+    now, (merged,) = steady(members, engines, now, 1)
+    assert merged.sequence == delivered[-1].sequence + 1
+    # its pace, which the dip still weighs on a little
+    assert [use[3] for use in merged.standings or ()] == [pytest.approx(100_000, rel=0.05)]
+    # the lost interval's use, 70 kB under the standing it had, goes with it
+    assert [use[3] for use in uses_of(merged)] == [pytest.approx(-70_000, abs=20_000)]
+
+
 def test_while_a_member_of_version_2_is_heard_standings_are_restated_every_restate_ms() -> None:
     """A member of the release before the asks writes version 2 and asks for nothing: the
     others write version 2 to it, marked as readers of version 3, and name every standing
