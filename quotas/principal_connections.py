@@ -174,7 +174,7 @@ class PrincipalConnections:
                 return True
         elif here <= min(
             escrow.cap(self.member, floor),
-            # what the others' claims leave: a member that joins while they hold the limit,
+            # what the others' asks leave: a member that joins while they hold the limit,
             # or a limit lowered by a reload, holds no more than that
             int(limit) - self._others(escrow, self.member, floor),
         ):
@@ -209,7 +209,8 @@ class PrincipalConnections:
         return self.here[tags] + reported
 
     def _others(self, escrow: _Escrow, member: str, floor: int) -> int:
-        """The claims of every member but `member` (their floors where they ask none)."""
+        """What every member but `member` may hold: its latest ask (its count, for a member
+        of a release before the asks; its floor where it asks none)."""
         members = self.others | {self.member}
         return sum(escrow.claim(other, floor) for other in members if other != member)
 
@@ -232,7 +233,7 @@ class PrincipalConnections:
     def publish(self, sequence: int, cool_after: int, repeat: int) -> Iterator[Publication]:
         """This member's count and ask for each principal it asks for, and COLD for each it
         left in the last `repeat` publications (so that one lost does not leave the others
-        holding it to its claim)."""
+        holding it to its last ask)."""
         if self.line_share is None or self.alone:
             return
         leaving = self._leaving
