@@ -64,7 +64,7 @@ Client = tuple[str, str]
 WANTING: Final = 0.5
 
 
-class Publication(NamedTuple):
+class Report(NamedTuple):
     """What a member says of a principal at one interval: its count, and its ask."""
 
     tags: MetricTags
@@ -211,8 +211,10 @@ class PrincipalConnections:
     def _others(self, escrow: _Escrow, member: str, floor: int) -> int:
         """What every member but `member` may hold: its latest ask (its count, for a member
         of a release before the asks; its floor where it asks none)."""
-        members = self.others | {self.member}
-        return sum(escrow.claim(other, floor) for other in members if other != member)
+        total = sum(escrow.claim(other, floor) for other in self.others if other != member)
+        if member != self.member:
+            total += escrow.claim(self.member, floor)
+        return total
 
     def place(
         self, line_share: float | None, member: str, others: Collection[str], alone: bool
@@ -230,7 +232,7 @@ class PrincipalConnections:
                     del table[gone]
             self._forget_if_idle(tags, escrow)
 
-    def publish(self, sequence: int, cool_after: int, repeat: int) -> Iterator[Publication]:
+    def publish(self, sequence: int, cool_after: int, repeat: int) -> Iterator[Report]:
         """This member's count and ask for each principal it asks for, and COLD for each it
         left in the last `repeat` publications (so that one lost does not leave the others
         holding it to its last ask)."""
@@ -260,9 +262,9 @@ class PrincipalConnections:
                 ask = max(ask, floor)
             escrow.pending[sequence] = ask
             wanting, escrow.wanting = escrow.wanting, 0
-            yield Publication(tags, here + WANTING if wanting else float(here), float(ask))
+            yield Report(tags, here + WANTING if wanting else float(here), float(ask))
         for tags, left in list(leaving.items()):
-            yield Publication(tags, COLD, COLD)
+            yield Report(tags, COLD, COLD)
             if left > 1:
                 leaving[tags] = left - 1
             else:
@@ -330,14 +332,14 @@ class PrincipalConnections:
             # asking too, it gives back what of its floor it does not use
             escrow.asking, escrow.cool = True, 0
             self._leaving.pop(tags, None)
-        had = escrow.claims.get(member, floor)
         asked = int(ask)
-        if member != self.member:
-            pass  # another member's ask, whole: what it may come to hold at most
-        elif self._unheard:
-            asked = min(asked, had)  # maybe behind the others: nothing more for now
-        elif asked > had:
-            asked = max(had, min(asked, int(limit) - self._others(escrow, member, floor)))
+        if member == self.member:
+            had = escrow.claims.get(member, floor)
+            if self._unheard:
+                asked = min(asked, had)  # maybe behind the others: nothing more for now
+            elif asked > had:
+                asked = max(had, min(asked, int(limit) - self._others(escrow, member, floor)))
+        # another member's ask is taken whole: what it may come to hold at most
         escrow.claims[member] = asked
 
     def resync(self) -> None:

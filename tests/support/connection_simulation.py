@@ -18,7 +18,7 @@ import random
 from collections.abc import Sequence
 
 from quotas.entities import QuotaEntity
-from quotas.principal_connections import PrincipalConnections, Publication
+from quotas.principal_connections import PrincipalConnections, Report
 
 #: the principal's connections (user alice, any client-id), as the limits resolve them
 TAGS = ("alice", "")
@@ -42,7 +42,7 @@ class Bus:
             connections.update_limits({QuotaEntity(user="alice"): limit})
             connections.place(line_share, name, set(self.names) - {name}, alone=False)
             self.gauges.append(connections)
-        self.records: list[tuple[str, int, list[Publication]]] = []
+        self.records: list[tuple[str, int, list[Report]]] = []
         self.read = [0] * members
         self.sequence = 0
 
@@ -54,7 +54,7 @@ class Bus:
         connections.connected(CLIENT)
         return True
 
-    def publish(self, index: int) -> list[Publication]:
+    def publish(self, index: int) -> list[Report]:
         self.sequence += 1
         said = list(self.gauges[index].publish(self.sequence, cool_after=8, repeat=4))
         self.records.append((self.names[index], self.sequence, said))
@@ -97,14 +97,14 @@ def steady(
     whole limit alone (no fleet)."""
     rng = random.Random(seed)
     bus = Bus(members, limit, LINE_SHARE if members > 1 else None)
-    # (time, order, kind, member): kinds in the order they run at one time
-    events: list[tuple[int, int, str, int]] = []
+    # (time, order made, kind, member, how far a "read" reads the bus)
+    events: list[tuple[int, int, str, int, int]] = []
     order = 0
 
-    def at(time_ms: int, kind: str, member: int) -> None:
+    def at(time_ms: int, kind: str, member: int, upto: int = 0) -> None:
         nonlocal order
         order += 1
-        heapq.heappush(events, (time_ms, order, kind, member))
+        heapq.heappush(events, (time_ms, order, kind, member, upto))
 
     for index in range(members):
         at(index * sync_ms // members, "publish", index)
@@ -116,7 +116,7 @@ def steady(
     attempts = refused = most = 0
     end_ms = seconds * 1000
     while events:
-        now, _, kind, index = heapq.heappop(events)
+        now, _, kind, index, upto = heapq.heappop(events)
         if now > end_ms + LIFETIME_MS:
             break
         if kind == "connect":
@@ -132,11 +132,11 @@ def steady(
         elif kind == "publish":
             bus.publish(index)
             for reader in range(members):
-                at(now + delay_ms, f"read {len(bus.records)}", reader)
+                at(now + delay_ms, "read", reader, len(bus.records))
             if now <= end_ms:
                 at(now + sync_ms, "publish", index)
         else:
-            bus.follow(index, max(bus.read[index], int(kind.split()[1])))
+            bus.follow(index, max(bus.read[index], upto))
     return refused / max(1, attempts), most
 
 
