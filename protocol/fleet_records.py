@@ -51,6 +51,10 @@ VERSION: Final = 3
 RESTATING: Final = 2
 #: the version without standings
 STANDINGLESS: Final = 1
+#: the first byte of an owner's totals, which a member of version 3 or older cannot read
+TOTALS: Final = 4
+#: the most contributions of one member one owner's totals add (two bits each)
+MOST_FOLDED: Final = 3
 #: the quota type of a use that says its record's writer reads VERSION though it wrote
 #: STANDINGLESS (for an older member it hears): a reader of version 1 skips a quota type it
 #: does not know, and no quota type is numbered so
@@ -69,6 +73,8 @@ CONNECTION_CLAIM: Final = 248
 #: the quota type of a reader's ask that every member name its standings again (it missed a
 #: record, or heard a member it had taken for gone)
 RESTATE_ASKED: Final = 247
+#: the quota types that are not uses of a sensor: what an owner does not add up
+SPECIAL: Final = frozenset(range(RESTATE_ASKED, READS_NEWEST + 1))
 #: the quota types whose values are whole, not added up: a publication the bus lost is not
 #: merged into the next for them, which names them again
 WHOLE: Final = frozenset(
@@ -80,6 +86,7 @@ _HEAD = struct.Struct(">IQHII")
 _U32 = struct.Struct(">I")
 _USE = struct.Struct(">BHHd")
 _IDS_HEAD = struct.Struct(">HI")
+_TOTALS_HEAD = struct.Struct(">HIBHII")
 #: the most names one record holds (its indices are u16)
 MAX_NAMES: Final = (1 << 16) - 1
 
@@ -103,6 +110,23 @@ class Publication(NamedTuple):
     standings: list[Use] | None = None
     #: the record's version where it has standings: VERSION, or RESTATING for a reader of it
     version: int = VERSION
+
+
+class Totals(NamedTuple):
+    """What an owner added up of its partition's contributions since its previous totals
+    (proxy/enforcement/fleet_owners.py)."""
+
+    owner: str
+    partition: int
+    #: counts the owner's totals of the partition, for a reader to tell one it missed
+    round: int
+    #: the members whose contributions these totals add, by their place in the group, and
+    #: how many of each (1 to MOST_FOLDED: a member keeps no more unfolded)
+    folded: dict[int, int]
+    #: per sensor, the use of every contribution folded
+    uses: list[Use]
+    #: per sensor whose standings changed (or all, asked again), their sum (0 ends them)
+    standings: list[Use]
 
 
 def _string(text: str) -> bytes:
@@ -198,6 +222,71 @@ def decode(data: bytes) -> Publication:
         raise ValueError("a fleet record with bytes past its end")
     version = VERSION if standings is None else data[0]
     return Publication(member, sequence, time_ms, uses, producer_ids, standings, version)
+
+
+def encode_totals(totals: Totals) -> bytes:
+    """ValueError when the totals would name more than MAX_NAMES users and client-ids."""
+    names: dict[str, int] = {}
+    entries = _entries([*totals.uses, *totals.standings], names)
+    if len(names) > MAX_NAMES:
+        raise ValueError(f"an owner's totals name {len(names)} users and client-ids")
+    # two bits a member: how many of its contributions were folded
+    bitmap = bytearray((max(totals.folded, default=-1) + 4) // 4)
+    for member, count in totals.folded.items():
+        if not 0 < count <= MOST_FOLDED:
+            raise ValueError(f"{count} contributions of one member in one owner's totals")
+        bitmap[member // 4] |= count << (2 * (member % 4))
+    return b"".join(
+        [
+            bytes([TOTALS]),
+            _string(totals.owner),
+            _TOTALS_HEAD.pack(
+                totals.partition,
+                totals.round,
+                len(bitmap),
+                len(names),
+                len(totals.uses),
+                len(totals.standings),
+            ),
+            bytes(bitmap),
+            *map(_string, names),
+            *entries,
+        ]
+    )
+
+
+def decode_totals(data: bytes) -> Totals:
+    """ValueError for what is not an owner's totals."""
+    try:
+        if not data or data[0] != TOTALS:
+            raise ValueError(f"not an owner's totals: version {data[:1]!r}")
+        owner, pos = _read_string(data, 1)
+        partition, round_, bitmap_size, name_count, use_count, standing_count = (
+            _TOTALS_HEAD.unpack_from(data, pos)
+        )
+        pos += _TOTALS_HEAD.size
+        bitmap = data[pos : pos + bitmap_size]
+        pos += bitmap_size
+        folded = {
+            4 * index + place: count
+            for index, byte in enumerate(bitmap)
+            for place in range(4)
+            if (count := byte >> (2 * place) & 3)
+        }
+        names = []
+        for _ in range(name_count):
+            name, pos = _read_string(data, pos)
+            names.append(name)
+        end = pos + (use_count + standing_count) * _USE.size
+        if end != len(data):
+            raise ValueError("an owner's totals of the wrong length")
+        entries = [
+            (quota_type, names[user], names[client_id], value)
+            for quota_type, user, client_id, value in _USE.iter_unpack(data[pos:end])
+        ]
+    except (UnicodeDecodeError, struct.error, IndexError) as exc:
+        raise ValueError(f"not an owner's totals: {exc}") from exc
+    return Totals(owner, partition, round_, folded, entries[:use_count], entries[use_count:])
 
 
 def _read_string(data: bytes, pos: int) -> tuple[str, int]:

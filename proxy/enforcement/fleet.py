@@ -259,9 +259,10 @@ class FleetMember:
         self.membership = Membership(sync_interval_ms, self._gone)
         self._sequence = 0
         #: when this member's publications were made (by sequence), until they come back:
-        #: the bus's delay is how long they took
+        #: the bus's delay is how long they took (among owners, the caller's: how long a
+        #: contribution took to come back in its owner's totals)
         self._published_ms: dict[int, int] = {}
-        self._delay_ms = 0
+        self.delay_ms = 0
         #: a publication the bus did not take: its use goes out with the next one; and
         #: when the first was lost since one of this member's came back
         self._lost: Publication | None = None
@@ -294,7 +295,7 @@ class FleetMember:
         gaps.restate = False
         # the others' reports of an interval come at most an interval after it, and a bus
         # delay later: what they did not report by then, they did not use
-        expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self._delay_ms
+        expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self.delay_ms
         uses: list[Use] = []
         standings: list[Use] = []
         for index, (manager, by_tags) in enumerate(zip(self._managers, shares, strict=True)):
@@ -427,7 +428,7 @@ class FleetMember:
         if member == self.member:
             published = self._published_ms.pop(publication.sequence, None)
             if published is not None:
-                self._delay_ms = now_ms - published
+                self.delay_ms = now_ms - published
                 for older in [seq for seq in self._published_ms if seq < publication.sequence]:
                     del self._published_ms[older]
             self.membership.heard_self(now_ms)
@@ -441,10 +442,28 @@ class FleetMember:
             reads = STANDINGLESS if standings is None else publication.version
         joined = self.membership.heard(member, now_ms, reads)
         self.gaps.heard(member, publication.sequence, joined)
-        shares = self._shares_of(engine, now_ms)
-        managers = self._managers
         if standings is None:
             self._forget_standings(member)
+        skipped = self.record_others(member, uses, standings, engine, now_ms)
+        producer_ids = engine.producer_ids
+        if producer_ids.enabled:
+            for user, ids in publication.producer_ids.items():
+                producer_ids.remember((user, ""), ids, now_ms)
+        return skipped
+
+    def record_others(
+        self,
+        member: str,
+        uses: list[Use],
+        standings: list[Use] | None,
+        engine: QuotaEngine,
+        now_ms: int,
+    ) -> list[Use]:
+        """Another member's uses and standings, or an owner's totals of the others'
+        (fleet_owners.py, which name a partition as the member): what is not a use of a
+        quota type this member knows is returned."""
+        shares = self._shares_of(engine, now_ms)
+        managers = self._managers
         coolings: dict[int, Callable[[ClientSensors, float, int], bool]] = {}
         skipped: list[Use] = []
         for quota_type, user, client_id, value in uses:
@@ -492,10 +511,6 @@ class FleetMember:
                 share = _watch(manager, by_tags, sensors)
             share.stand(member, value)
             self._standing.add(member)
-        producer_ids = engine.producer_ids
-        if producer_ids.enabled:
-            for user, ids in publication.producer_ids.items():
-                producer_ids.remember((user, ""), ids, now_ms)
         return skipped
 
     def _gone(self, member: str) -> None:

@@ -1,0 +1,310 @@
+"""Owners (issue 51): a fleet in which a member reads the use of the principals it owns and
+every owner's totals, not every member's publication.
+
+Every member reading every member's record costs each member bytes that grow with the
+members: each other member's header every interval, and each one's corrections for a
+principal spread over them. Instead each sensor (its metric tags) falls, by mmh3, in one of
+the bus's partitions, and each partition has one owner among the members. A member sends
+what it would publish of a sensor (protocol/fleet_records.py's uses and standings) to the
+partition's owner only, as a contribution; the owner adds up the contributions it read and
+publishes the totals once an interval, on the partition every member reads, naming the
+members whose contribution it added (a bit each). A member subtracts its own contribution
+from the totals and records the rest as the others' use, as it would have recorded each
+other member's. Its read bytes are then its partitions' contributions and the totals: about
+twice what the principals near their limit say, whatever the members.
+
+A member sends a partition at most one contribution an interval, and keeps at most
+MOST_FOLDED unfolded (what it would send next waits and adds up meanwhile); the owner's
+totals say how many of each member's they add (two bits a member), and contributions of one
+member reach its owner in order, so a member knows which of its own the totals hold without
+the owner naming any sequence. The totals of
+a standing are its sum over the members (each member's last standing, as the owner read
+it); a member subtracts its own, as the owner holds it. An owner that adds nothing in an
+interval publishes nothing: a principal whose use stands still costs nothing.
+
+Sans-IO: which member owns which partition is the caller's (Kafka's group assignment on the
+bus; a fixed list in the simulations).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Final
+
+import mmh3
+
+from protocol.fleet_records import MOST_FOLDED, SPECIAL, VERSION, Publication, Totals, Use
+from proxy.enforcement.fleet import FleetMember
+from quotas.engine import QuotaEngine
+from quotas.managers import SETTLED
+
+#: a sensor's place in a record: its quota type, user tag and client-id tag
+Key = tuple[int, str, str]
+#: how many times a sync interval an owner publishes its totals: a member's use reaches the
+#: others up to an interval / FOLDS later than it would straight (the owner's hop), which a
+#: lumpy use split unevenly over the members feels most
+FOLDS: Final = 2
+#: the partitions of an owners' bus (members own a share each; more members than partitions
+#: leave some owning none)
+PARTITIONS: Final = 64
+
+
+def partition_of(user: str, client_id: str, partitions: int) -> int:
+    """Every quota type of a principal's tags falls in one partition: the owner of a
+    principal's request time also holds its bytes."""
+    return int(mmh3.hash(f"{user}\x00{client_id}", signed=False)) % partitions
+
+
+class Fold:
+    """An owner's partition: the contributions it read since its previous totals."""
+
+    def __init__(self, owner: str, partition: int) -> None:
+        self.owner = owner
+        self.partition = partition
+        self._round = 0
+        self._folded: dict[int, int] = {}
+        self._uses: dict[Key, float] = {}
+        #: per sensor, each member's last standing (by its place in the group)
+        self._standings: dict[Key, dict[int, float]] = {}
+        self._changed: set[Key] = set()
+        #: whether the next totals name every standing (a reader missed totals)
+        self.restate = False
+
+    def add(self, member: int, contribution: Publication) -> None:
+        self._folded[member] = self._folded.get(member, 0) + 1
+        uses = self._uses
+        for quota_type, user, client_id, value in contribution.uses:
+            key = quota_type, user, client_id
+            uses[key] = uses.get(key, 0.0) + value
+        for quota_type, user, client_id, value in contribution.standings or ():
+            key = quota_type, user, client_id
+            by_member = self._standings.get(key)
+            if by_member is None:
+                if not value:
+                    continue
+                by_member = self._standings[key] = {}
+            if value:
+                by_member[member] = value
+            else:
+                by_member.pop(member, None)
+            self._changed.add(key)
+
+    def lost(self, totals: Totals) -> None:
+        """Totals the bus did not take: what they added goes out with the next."""
+        for member, count in totals.folded.items():
+            self._folded[member] = self._folded.get(member, 0) + count
+        uses = self._uses
+        for quota_type, user, client_id, value in totals.uses:
+            key = quota_type, user, client_id
+            uses[key] = uses.get(key, 0.0) + value
+        self._changed.update(
+            (quota_type, user, client_id) for quota_type, user, client_id, _ in totals.standings
+        )
+
+    def gone(self, member: int) -> None:
+        """A member left the group: its standings end."""
+        for key, by_member in self._standings.items():
+            if by_member.pop(member, None) is not None:
+                self._changed.add(key)
+
+    def totals(self) -> Totals | None:
+        """What was added since the previous totals; None when nothing was."""
+        if not (self._folded or self._changed or self.restate):
+            return None
+        standings = self._standings
+        named = list(standings) if self.restate else self._changed
+        totals = Totals(
+            self.owner,
+            self.partition,
+            self._round,
+            dict(self._folded),
+            [(*key, value) for key, value in self._uses.items()],
+            [(*key, sum(standings.get(key, {}).values())) for key in named],
+        )
+        for key in named:
+            if not standings.get(key, True):
+                del standings[key]
+        self._round += 1
+        self._folded.clear()
+        self._uses.clear()
+        self._changed = set()
+        self.restate = False
+        return totals
+
+
+class Routes:
+    """A member's side: its publications split by partition, and the others' use in the
+    totals of its owners."""
+
+    def __init__(self, member: int, partitions: int) -> None:
+        #: this member's place in the group (its bit in the totals)
+        self.member = member
+        self.partitions = partitions
+        self._partition: dict[tuple[str, str], int] = {}
+        #: per partition: the contributions sent and not yet folded, oldest first, and what
+        #: waits for them
+        self._in_flight: dict[int, deque[tuple[int, Publication]]] = {}
+        #: how long the last contribution folded took to come back in its totals
+        self.delay_ms: int | None = None
+        self._waiting: dict[int, Publication] = {}
+        #: this member's standings as the owners hold them
+        self._standings: dict[Key, float] = {}
+
+    def route(
+        self, publication: Publication, now_ms: int
+    ) -> tuple[Publication | None, dict[int, Publication]]:
+        """What every member reads of a publication (what is not a use of a sensor, and
+        producer ids; None when nothing is), and the contributions to send now, by
+        partition."""
+        rest: list[Use] = []
+        by_partition: dict[int, tuple[list[Use], list[Use]]] = {}
+        for entries, place in ((publication.uses, 0), (publication.standings or (), 1)):
+            for use in entries:
+                if use[0] in SPECIAL:
+                    rest.append(use)
+                    continue
+                partition = self._partition_of(use[1], use[2])
+                parts = by_partition.get(partition)
+                if parts is None:
+                    parts = by_partition[partition] = ([], [])
+                parts[place].append(use)
+        for partition, (uses, standings) in by_partition.items():
+            contribution = publication._replace(uses=uses, standings=standings, producer_ids={})
+            waiting = self._waiting.get(partition)
+            self._waiting[partition] = (
+                contribution if waiting is None else merged(waiting, contribution)
+            )
+        sends = {}
+        for partition in list(self._waiting):
+            in_flight = self._in_flight.get(partition)
+            if in_flight is None:
+                in_flight = self._in_flight[partition] = deque()
+            if len(in_flight) < MOST_FOLDED:
+                sends[partition] = self._waiting.pop(partition)
+                in_flight.append((now_ms, sends[partition]))
+        if rest or publication.producer_ids:
+            return publication._replace(uses=rest, standings=[]), sends
+        return None, sends
+
+    def lost(self, partition: int) -> None:
+        """The last contribution sent the bus did not take: it waits again, before what
+        came since (the bus takes a partition's records in order: what it refused, it
+        refused last)."""
+        in_flight = self._in_flight.get(partition)
+        if in_flight:
+            lost = in_flight.pop()[1]
+            waiting = self._waiting.get(partition)
+            self._waiting[partition] = lost if waiting is None else merged(lost, waiting)
+
+    def others(self, totals: Totals, now_ms: int) -> tuple[list[Use], list[Use]]:
+        """The others' use and standings in an owner's totals: the totals less this
+        member's contribution, if they folded it, and less its standings."""
+        mine: dict[Key, float] = {}
+        in_flight = self._in_flight.get(totals.partition)
+        for _ in range(totals.folded.get(self.member, 0)):
+            if in_flight:
+                sent_ms, contribution = in_flight.popleft()
+                self.delay_ms = now_ms - sent_ms
+                for quota_type, user, client_id, value in contribution.uses:
+                    key = quota_type, user, client_id
+                    mine[key] = mine.get(key, 0.0) + value
+                own = self._standings
+                for quota_type, user, client_id, value in contribution.standings or ():
+                    if value:
+                        own[quota_type, user, client_id] = value
+                    else:
+                        own.pop((quota_type, user, client_id), None)
+        uses = []
+        for quota_type, user, client_id, value in totals.uses:
+            value -= mine.get((quota_type, user, client_id), 0.0)
+            if value > SETTLED or value < -SETTLED:
+                uses.append((quota_type, user, client_id, value))
+        standings = [
+            (
+                quota_type,
+                user,
+                client_id,
+                value - self._standings.get((quota_type, user, client_id), 0.0),
+            )
+            for quota_type, user, client_id, value in totals.standings
+        ]
+        return uses, standings
+
+    def _partition_of(self, user: str, client_id: str) -> int:
+        partition = self._partition.get((user, client_id))
+        if partition is None:
+            partition = self._partition[user, client_id] = partition_of(
+                user, client_id, self.partitions
+            )
+        return partition
+
+
+def merged(earlier: Publication, later: Publication) -> Publication:
+    """Two contributions as one: uses added, a later standing replacing an earlier one."""
+    values: dict[Key, float] = {}
+    for quota_type, user, client_id, value in (*earlier.uses, *later.uses):
+        key = quota_type, user, client_id
+        values[key] = values.get(key, 0.0) + value
+    standings: dict[Key, float] = {}
+    for quota_type, user, client_id, value in (
+        *(earlier.standings or ()),
+        *(later.standings or ()),
+    ):
+        standings[quota_type, user, client_id] = value
+    return later._replace(
+        uses=[(*key, value) for key, value in values.items()],
+        standings=[(*key, value) for key, value in standings.items()],
+    )
+
+
+class Owning:
+    """One member of a fleet of owners: its FleetMember's publications routed to the owners,
+    the partitions it owns folded, and the owners' totals recorded as the others' use.
+
+    Membership is the group's, not what the bus shows (a member that says nothing publishes
+    nothing): the caller assigns it every interval while the group holds, and a member whose
+    group lapses stops being told so, and falls to its share as one whose bus is down."""
+
+    def __init__(self, fleet: FleetMember, member: int, partitions: int = PARTITIONS) -> None:
+        self.fleet = fleet
+        self.routes = Routes(member, partitions)
+        self.folds: dict[int, Fold] = {}
+
+    def assign(self, group: Sequence[str], owned: Sequence[int], now_ms: int) -> None:
+        """The group's members, and the partitions this member owns."""
+        membership = self.fleet.membership
+        for name in group:
+            if name != self.fleet.member:
+                membership.heard(name, now_ms, VERSION)
+        membership.heard_self(now_ms)
+        self.folds = {
+            partition: self.folds.get(partition) or Fold(self.fleet.member, partition)
+            for partition in owned
+        }
+
+    def publish(
+        self, engine: QuotaEngine, now_ms: int, wall_ms: int
+    ) -> tuple[Publication | None, dict[int, Publication]]:
+        """What every member reads of this member's publication (None: nothing), and its
+        contributions by partition."""
+        publication = self.fleet.publish(engine, now_ms, wall_ms)
+        return self.routes.route(publication, now_ms)
+
+    def totals(self) -> list[Totals]:
+        """The totals of the partitions this member owns that folded anything."""
+        totals = [fold.totals() for fold in self.folds.values()]
+        return [each for each in totals if each is not None]
+
+    def contribution(self, member: int, partition: int, contribution: Publication) -> None:
+        fold = self.folds.get(partition)
+        if fold is not None:
+            fold.add(member, contribution)
+
+    def read_totals(self, totals: Totals, engine: QuotaEngine, now_ms: int) -> None:
+        routes = self.routes
+        uses, standings = routes.others(totals, now_ms)
+        if routes.delay_ms is not None:
+            # the others' use comes back as late as this member's own
+            self.fleet.delay_ms = routes.delay_ms
+        self.fleet.record_others(f"partition {totals.partition}", uses, standings, engine, now_ms)

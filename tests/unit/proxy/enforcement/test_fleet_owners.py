@@ -1,0 +1,178 @@
+"""Owners (proxy/enforcement/fleet_owners.py): what a member reads of the totals is the
+others' use and standings, to the byte, however the bus delays, reorders between partitions
+or refuses contributions and totals. The fidelity through owners is
+tests/support/fleet_simulation.py's (Bus(owners=True))."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import pytest
+
+from protocol.fleet_records import (
+    MOST_FOLDED,
+    Publication,
+    Totals,
+    Use,
+    decode_totals,
+    encode_totals,
+)
+from proxy.enforcement.fleet_owners import Fold, Routes, partition_of
+
+PARTITIONS = 4
+
+
+def publication(uses: list[Use], standings: list[Use] | None = None) -> Publication:
+    return Publication("m", 1, 0, uses, {}, standings)
+
+
+def test_totals_round_trip_with_how_many_of_each_member_they_fold() -> None:
+    totals = Totals(
+        "member-7",
+        5,
+        912,
+        {0: 1, 3: 3, 19: 2},
+        [(0, "alice", "app", 1.5), (2, "", "app", -0.25)],
+        [(0, "alice", "app", 100.0), (1, "bob", "", 0.0)],
+    )
+    assert decode_totals(encode_totals(totals)) == totals
+    with pytest.raises(ValueError, match="contributions of one member"):
+        encode_totals(totals._replace(folded={1: MOST_FOLDED + 1}))
+    with pytest.raises(ValueError, match="owner's totals"):
+        decode_totals(encode_totals(totals)[:-3])
+
+
+def test_every_quota_type_of_a_principal_falls_in_one_partition() -> None:
+    routes = Routes(0, PARTITIONS)
+    uses = [(kind, "alice", "app", 1.0) for kind in range(3)]
+    broadcast, sends = routes.route(publication(uses), 0)
+    assert broadcast is None
+    assert list(sends) == [partition_of("alice", "app", PARTITIONS)]
+    assert sends[partition_of("alice", "app", PARTITIONS)].uses == uses
+
+
+def test_what_is_not_a_use_and_producer_ids_go_to_every_member() -> None:
+    routes = Routes(0, PARTITIONS)
+    counts = (254, "alice", "", 3.0)
+    sent = publication([(0, "alice", "app", 1.0), counts])._replace(producer_ids={"alice": [7]})
+    broadcast, sends = routes.route(sent, 0)
+    assert broadcast is not None
+    assert broadcast.uses == [counts] and broadcast.producer_ids == {"alice": [7]}
+    assert [use for each in sends.values() for use in each.uses] == [(0, "alice", "app", 1.0)]
+
+
+def test_an_owner_that_folded_nothing_publishes_nothing() -> None:
+    fold = Fold("member-0", 1)
+    assert fold.totals() is None
+    fold.add(2, publication([(0, "alice", "app", 4.0)]))
+    totals = fold.totals()
+    assert totals is not None and totals.folded == {2: 1}
+    assert fold.totals() is None
+
+
+def test_a_member_keeps_at_most_most_folded_unfolded_and_the_rest_waits() -> None:
+    routes = Routes(0, 1)
+    for now in range(MOST_FOLDED + 2):
+        _, sends = routes.route(publication([(0, "alice", "app", 1.0)]), now)
+        assert bool(sends) == (now < MOST_FOLDED)
+    fold = Fold("member-1", 0)
+    fold.add(0, publication([(0, "alice", "app", 1.0)]))
+    totals = fold.totals()
+    assert totals is not None
+    assert routes.others(totals, 10) == ([], [])
+    assert routes.delay_ms == 10
+    # one unfolded place is free: the two uses that waited go out as one contribution
+    _, sends = routes.route(publication([]), 11)
+    assert sends[0].uses == [(0, "alice", "app", 2.0)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_each_member_reads_exactly_the_others_use_and_standings(seed: int) -> None:
+    """Three members, two partitions owned by members 0 and 1; contributions and totals
+    reach their readers late and in any order across partitions, and the bus refuses some
+    of each (their writers are told). Every member's reading of the others, summed, is
+    what the others sent: uses to the byte, and each member's standing as it last named
+    it."""
+    chance = random.Random(seed)
+    members, partitions = 3, 2
+    routes = [Routes(index, partitions) for index in range(members)]
+    folds = {partition: Fold(f"member-{partition}", partition) for partition in range(partitions)}
+    principals = [("", f"app-{index}") for index in range(6)]
+    sent_uses = [0.0] * members
+    standing_of: list[dict[tuple[str, str], float]] = [{} for _ in range(members)]
+    # per member: the others' uses read, and the standings it holds for the others
+    read_uses = [0.0] * members
+    read_standings: list[dict[tuple[int, tuple[str, str]], float]] = [{} for _ in range(members)]
+    # what is on its way: (due, order, what its reader does with it, at what time)
+    on_the_bus: list[tuple[int, int, Callable[[int], None]]] = []
+    order = 0
+    #: the last due time on each partition's way to each reader: a partition keeps order
+    last_due: dict[tuple[int, int, int], int] = {}
+
+    def due(kind: int, source: int, target: int, now: int) -> int:
+        at = max(now + chance.randint(0, 3), last_due.get((kind, source, target), 0))
+        last_due[kind, source, target] = at
+        return at
+
+    def folding(writer: int, partition: int, contribution: Publication) -> Callable[[int], None]:
+        return lambda now: folds[partition].add(writer, contribution)
+
+    def reading(reader: int, totals: Totals) -> Callable[[int], None]:
+        def read(now: int) -> None:
+            uses, standings = routes[reader].others(totals, now)
+            read_uses[reader] += sum(use[3] for use in uses)
+            for _, user, client_id, value in standings:
+                read_standings[reader][totals.partition, (user, client_id)] = value
+
+        return read
+
+    for now in range(400):
+        for index in range(members):
+            uses, standings = [], []
+            for user, client_id in chance.sample(principals, 3) if now < 300 else ():
+                if now < 200:
+                    value = float(chance.randint(1, 100))
+                    uses.append((0, user, client_id, value))
+                    sent_uses[index] += value
+                if chance.random() < 0.2:
+                    standing = float(chance.choice([0, 10, 20]))
+                    standings.append((0, user, client_id, standing))
+                    standing_of[index][user, client_id] = standing
+            _, sends = routes[index].route(publication(uses, standings), now)
+            for partition, contribution in sends.items():
+                if chance.random() < 0.1:
+                    routes[index].lost(partition)
+                    continue
+                order += 1
+                at = due(0, index, partition, now)
+                on_the_bus.append((at, order, folding(index, partition, contribution)))
+        for partition, fold in folds.items():
+            if chance.random() < 0.5:
+                continue  # the owner's interval is not the members'
+            totals = fold.totals()
+            if totals is None:
+                continue
+            if chance.random() < 0.1:
+                fold.lost(totals)
+                continue
+            for reader in range(members):
+                order += 1
+                at = due(1, partition, reader, now)
+                on_the_bus.append((at, order, reading(reader, totals)))
+        # delivered in order per partition (a partition keeps its records' order)
+        on_the_bus.sort(key=lambda item: (item[0], item[1]))
+        due_now = [item for item in on_the_bus if item[0] <= now]
+        on_the_bus = [item for item in on_the_bus if item[0] > now]
+        for _, _, action in due_now:
+            action(now)
+    for reader in range(members):
+        others = [index for index in range(members) if index != reader]
+        assert read_uses[reader] == pytest.approx(sum(sent_uses[i] for i in others))
+        expected = {
+            principal: sum(standing_of[i].get(principal, 0.0) for i in others)
+            for principal in principals
+        }
+        held = {principal: value for (_, principal), value in read_standings[reader].items()}
+        for principal in principals:
+            assert held.get(principal, 0.0) == pytest.approx(expected[principal])
