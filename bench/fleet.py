@@ -43,8 +43,9 @@ from config.fleet import FLEET_TOPIC_PREFIX
 from localkafka.cluster import KafkaCluster
 from localkafka.inprocess.wire import produce_request, record_batch
 from localkafka.proxy_process import RunningProxy, start_proxy
-from protocol.fleet_records import Publication, decode, encode
+from protocol.fleet_records import Publication, decode, decode_totals, encode, encode_totals
 from proxy.enforcement.fleet import FleetMember
+from proxy.enforcement.fleet_owners import FOLDS, PARTITIONS, Owning
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
@@ -128,15 +129,92 @@ def bus(principals: int, members: int, intervals: int) -> BusCost:
     )
 
 
+def bus_through_owners(principals: int, members: int, intervals: int) -> BusCost:
+    """bus() with owners (proxy/enforcement/fleet_owners.py): partitions assigned round
+    robin; the members publish staggered over FOLDS slots of each interval, and every owner
+    publishes its totals at every slot. A member reads what is not a use of every member's,
+    its partitions' contributions and every owner's totals. Read is the average member's;
+    CPU, member 0's."""
+    limit = 1_000_000.0
+    limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): limit}}
+    engines = [QuotaEngine(QuotaConfig(limits=limits)) for _ in range(members)]
+    names = [f"member-{index}" for index in range(members)]
+    fleet = [
+        Owning(FleetMember(name, SYNC_MS), index, PARTITIONS) for index, name in enumerate(names)
+    ]
+    owner_of = [partition % members for partition in range(PARTITIONS)]
+    for index, member in enumerate(fleet):
+        member.assign(names, [p for p, o in enumerate(owner_of) if o == index], 0)
+    clients = [f"client-{index:05d}" for index in range(principals)]
+    per_member = [
+        float(round(demand(rank, principals) * limit * SYNC_MS / 1000 / members))
+        for rank in range(1, principals + 1)
+    ]
+    published = read = publish_cpu = read_cpu = 0.0
+    uses = 0
+    for interval in range(WARM_INTERVALS + intervals):
+        measured = interval >= WARM_INTERVALS
+        for each in engines:
+            now = interval * SYNC_MS + 1
+            produce = each.produce
+            for client, value in zip(clients, per_member, strict=True):
+                sensors = produce.sensors_for("", client, now)
+                produce.record_and_get_throttle_time_ms(sensors, value, now)
+        for slot in range(FOLDS):
+            now = interval * SYNC_MS + (slot + 1) * SYNC_MS // FOLDS
+            broadcasts, contributions, totals = [], [], []
+            for index, (member, each) in enumerate(zip(fleet, engines, strict=True)):
+                started = time.process_time()
+                if index % FOLDS == slot:
+                    member.assign(names, list(member.folds), now)
+                    broadcast, sends = member.publish(each, now, now)
+                    if broadcast is not None:
+                        broadcasts.append(encode(broadcast))
+                    contributions += [(index, p, encode(c)) for p, c in sends.items()]
+                    if measured:
+                        sent = [broadcast] if broadcast is not None else []
+                        uses += sum(map(_entries, [*sent, *sends.values()]))
+                totals += [encode_totals(t) for t in member.totals()]
+                if index == 0 and measured:
+                    publish_cpu += time.process_time() - started
+            everyone = sum(map(len, broadcasts)) + sum(map(len, totals))
+            for index, (member, each) in enumerate(zip(fleet, engines, strict=True)):
+                started = time.process_time()
+                for record in broadcasts:
+                    member.fleet.receive(decode(record), each, now)
+                owned_bytes = 0
+                for writer, partition, record in contributions:
+                    if owner_of[partition] == index:
+                        member.contribution(writer, partition, decode(record))
+                        owned_bytes += len(record)
+                for record in totals:
+                    member.read_totals(decode_totals(record), each, now)
+                if measured:
+                    if index == 0:
+                        read_cpu += time.process_time() - started
+                    read += everyone + owned_bytes
+            if measured:
+                published += everyone + sum(len(record) for _, _, record in contributions)
+    seconds = intervals * SYNC_MS / 1000
+    return BusCost(
+        published / members / seconds,
+        read / members / seconds,
+        publish_cpu / seconds,
+        read_cpu / seconds,
+        uses / members / intervals,
+    )
+
+
 def _entries(publication: Publication) -> int:
     """Its uses and standings (a tree of --against may have no standings)."""
     return len(publication.uses) + len(getattr(publication, "standings", None) or ())
 
 
-def bus_table(intervals: int) -> list[tuple[int, int, BusCost]]:
+def bus_table(intervals: int, owners: bool = False) -> list[tuple[int, int, BusCost]]:
     _collect_as_the_proxy_does()
+    run = bus_through_owners if owners else bus
     return [
-        (principals, members, bus(principals, members, intervals))
+        (principals, members, run(principals, members, intervals))
         for principals in (1_000, 10_000)
         for members in (3, 20)
     ]
@@ -170,6 +248,7 @@ def print_bus(intervals: int, against: str | None) -> None:
             (f"at {against}", [(p, m, BusCost(**c)) for p, m, c in json.loads(done.stdout)])
         )
     legs.append(("this tree", bus_table(intervals)))
+    legs.append(("owners", bus_table(intervals, owners=True)))
     print("| fleet | principals | members | published | read | CPU publish + read | entries |")
     print("|---|---|---|---|---|---|---|")
     for name, table in legs:

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from localkafka.inprocess.harness import VirtualClock, proxy_context
-from protocol.fleet_records import decode, encode
+from protocol.fleet_records import decode, decode_totals, encode, encode_totals
 from proxy.enforcement import Enforcement
 from proxy.enforcement.fleet import FleetMember
+from proxy.enforcement.fleet_owners import FOLDS, PARTITIONS, Owning
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity
 from quotas.settings import QuotaConfig, QuotaLimits, QuotaSettings
@@ -50,10 +51,10 @@ class Bus:
     loss: float = 0.0
     #: from this second of the run on, nothing is delivered
     cut_at_s: int | None = None
-    #: a member that every other member's publications reach the rest through, at its own
-    #: next sync (an owner of the principal that publishes what it heard: issue 51's design
-    #: question); None for every publication straight to every member
-    relay: int | None = None
+    #: the members send their use to its owner and read the owners' totals
+    #: (proxy/enforcement/fleet_owners.py; the partitions assigned round robin); False for
+    #: every publication straight to every member
+    owners: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,33 +111,72 @@ def simulate_fleet(
     def delivery(recipient: int, record: bytes) -> Callable[[], None]:
         return lambda: deliver(recipient, record)
 
-    #: (recipient, record) the relay has heard and publishes again at its next sync
-    heard: list[tuple[int, bytes]] = []
+    names = [member.member for member in fleet]
+    owning = [Owning(member, index) for index, member in enumerate(fleet)]
+    owned = [list(range(index, PARTITIONS, members)) for index in range(members)]
 
-    def relayed(recipient: int, record: bytes) -> Callable[[], None]:
-        return lambda: heard.append((recipient, record))
+    def fold(writer: int, partition: int, record: bytes) -> Callable[[], None]:
+        owner = owning[partition % members]
+        return lambda: owner.contribution(writer, partition, decode(record))
+
+    def totalled(recipient: int, record: bytes) -> Callable[[], None]:
+        def read() -> None:
+            engine = contexts[recipient].quotas.engine
+            owning[recipient].read_totals(decode_totals(record), engine, clock.now_ms())
+
+        return read
 
     def sync(index: int) -> None:
         now_ms = clock.now_ms()
         member, context = fleet[index], contexts[index]
-        publication = member.publish(context.quotas.engine, now_ms, now_ms)
-        if bus.cut_at_s is not None and now_ms >= bus.cut_at_s * 1000:
-            pass  # cut: written nowhere, and the member is not told (a partition)
-        elif chance.random() < bus.loss:
-            member.lost(publication, now_ms)
+        if bus.owners:
+            publish_to_owners(index, now_ms)
+            publish_totals(index)
+            for part in range(1, FOLDS):
+                clock.call_later(bus.sync_interval_ms * MS * part // FOLDS, totalling(index))
         else:
-            record = encode(publication)
-            for recipient in range(members):
-                if bus.relay in (None, index, recipient) or recipient == index:
+            publication = member.publish(context.quotas.engine, now_ms, now_ms)
+            if bus.cut_at_s is not None and now_ms >= bus.cut_at_s * 1000:
+                pass  # cut: written nowhere, and the member is not told (a partition)
+            elif chance.random() < bus.loss:
+                member.lost(publication, now_ms)
+            else:
+                record = encode(publication)
+                for recipient in range(members):
                     clock.call_later(bus.delay_ms * MS, delivery(recipient, record))
-                else:
-                    clock.call_later(bus.delay_ms * MS, relayed(recipient, record))
-        if index == bus.relay:
-            for recipient, record in heard:
-                clock.call_later(bus.delay_ms * MS, delivery(recipient, record))
-            heard.clear()
         context.share_budgets(member.membership.share(now_ms))
         clock.call_later(bus.sync_interval_ms * MS, syncing(index))
+
+    def publish_to_owners(index: int, now_ms: int) -> None:
+        member = owning[index]
+        member.assign(names, owned[index], now_ms)
+        broadcast, sends = member.publish(contexts[index].quotas.engine, now_ms, now_ms)
+        delay = bus.delay_ms * MS
+        if broadcast is not None:
+            if chance.random() < bus.loss:
+                member.fleet.lost(broadcast, now_ms)
+            else:
+                record = encode(broadcast)
+                for recipient in range(members):
+                    clock.call_later(delay, delivery(recipient, record))
+        for partition, contribution in sends.items():
+            if chance.random() < bus.loss:
+                member.routes.lost(partition)
+            else:
+                clock.call_later(delay, fold(index, partition, encode(contribution)))
+
+    def publish_totals(index: int) -> None:
+        member, delay = owning[index], bus.delay_ms * MS
+        for each in member.totals():
+            if chance.random() < bus.loss:
+                member.folds[each.partition].lost(each)
+            else:
+                record = encode_totals(each)
+                for recipient in range(members):
+                    clock.call_later(delay, totalled(recipient, record))
+
+    def totalling(index: int) -> Callable[[], None]:
+        return lambda: publish_totals(index)
 
     def syncing(index: int) -> Callable[[], None]:
         return lambda: sync(index)
@@ -182,13 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-ms", type=int, default=20)
     parser.add_argument("--loss", type=float, default=0.0)
     parser.add_argument(
-        "--relay", type=int, help="the member every other member's publications go through"
+        "--owners", action="store_true", help="each member's use through its owner's totals"
     )
     args = parser.parse_args(argv)
-    bus = Bus(args.sync_ms, args.delay_ms, args.loss, relay=args.relay)
+    bus = Bus(args.sync_ms, args.delay_ms, args.loss, owners=args.owners)
     placement = tuple(int(served) for served in args.placement.split(","))
     print(f"clients per member {args.placement}, sync {args.sync_ms} ms,", end=" ")
-    print(f"delay {args.delay_ms} ms, loss {args.loss}, relay {args.relay}")
+    print(f"delay {args.delay_ms} ms, loss {args.loss}, owners {args.owners}")
     print("| quota | windows | client | fleet / quota |")
     print("|---|---|---|---|")
     for workload in WORKLOADS:

@@ -17,6 +17,8 @@ clients on one member and one on another, -5.7 % to +2.2 %.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from protocol.fleet_records import (
@@ -84,6 +86,28 @@ def test_clients_placed_unevenly(
     result = simulate_fleet(workload, BEHAVIOURS[2], windows, Bus(SYNC_MS, 20), placement)
     tolerance = 0.015 if placement == (1, 0, 0) else 0.05
     assert abs(result.fleet - 1) <= tolerance, result
+
+
+@pytest.mark.parametrize(
+    "bus",
+    [Bus(250, 20), Bus(250, 100), Bus(1000, 200), Bus(250, 20, loss=0.1)],
+    ids=lambda b: f"{b.sync_interval_ms}ms+{b.delay_ms}ms,loss{b.loss}",
+)
+@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.quota_type.key)
+def test_through_owners_the_bound_holds(workload: Workload, bus: Bus) -> None:
+    """Each member's use reaches the others through its owner's totals
+    (fleet_owners.py): a hop more, held within the same bound."""
+    result = simulate_fleet(workload, BEHAVIOURS[5], (11, 1), replace(bus, owners=True))
+    assert abs(result.fleet - 1) <= bound(bus), result
+
+
+@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.quota_type.key)
+def test_through_owners_clients_placed_unevenly_within_5_percent(workload: Workload) -> None:
+    """Two clients on one member and one on another, the owner one of the two (a Fetch's
+    lumpy use feels the owner's hop most)."""
+    bus = Bus(SYNC_MS, 20, owners=True)
+    result = simulate_fleet(workload, BEHAVIOURS[2], (11, 1), bus, (2, 1, 0))
+    assert abs(result.fleet - 1) <= 0.05, result
 
 
 @pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.quota_type.key)
