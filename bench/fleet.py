@@ -43,9 +43,8 @@ from config.fleet import FLEET_TOPIC_PREFIX
 from localkafka.cluster import KafkaCluster
 from localkafka.inprocess.wire import produce_request, record_batch
 from localkafka.proxy_process import RunningProxy, start_proxy
-from protocol.fleet_records import Publication, decode, decode_totals, encode, encode_totals
+from protocol.fleet_records import Publication, decode, encode
 from proxy.enforcement.fleet import FleetMember
-from proxy.enforcement.fleet_owners import FOLDS, PARTITIONS, Owning
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
@@ -135,6 +134,10 @@ def bus_through_owners(principals: int, members: int, intervals: int) -> BusCost
     publishes its totals at every slot. A member reads what is not a use of every member's,
     its partitions' contributions and every owner's totals. Read is the average member's;
     CPU, member 0's."""
+    # here, not at the top: the leg of --against runs this file in a tree from before owners
+    from protocol.fleet_records import decode_totals, encode_totals
+    from proxy.enforcement.fleet_owners import FOLDS, PARTITIONS, Owning
+
     limit = 1_000_000.0
     limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): limit}}
     engines = [QuotaEngine(QuotaConfig(limits=limits)) for _ in range(members)]
@@ -144,7 +147,7 @@ def bus_through_owners(principals: int, members: int, intervals: int) -> BusCost
     ]
     owner_of = [partition % members for partition in range(PARTITIONS)]
     for index, member in enumerate(fleet):
-        member.assign(names, [p for p, o in enumerate(owner_of) if o == index], 0)
+        member.assign(names, [p for p, o in enumerate(owner_of) if o == index], 0, 0)
     clients = [f"client-{index:05d}" for index in range(principals)]
     per_member = [
         float(round(demand(rank, principals) * limit * SYNC_MS / 1000 / members))
@@ -166,7 +169,7 @@ def bus_through_owners(principals: int, members: int, intervals: int) -> BusCost
             for index, (member, each) in enumerate(zip(fleet, engines, strict=True)):
                 started = time.process_time()
                 if index % FOLDS == slot:
-                    member.assign(names, list(member.folds), now)
+                    member.assign(names, list(member.folds), 0, now)
                     broadcast, sends = member.publish(each, now, now)
                     if broadcast is not None:
                         broadcasts.append(encode(broadcast))
@@ -181,11 +184,11 @@ def bus_through_owners(principals: int, members: int, intervals: int) -> BusCost
             for index, (member, each) in enumerate(zip(fleet, engines, strict=True)):
                 started = time.process_time()
                 for record in broadcasts:
-                    member.fleet.receive(decode(record), each, now)
+                    member.receive(decode(record), each, now)
                 owned_bytes = 0
                 for writer, partition, record in contributions:
                     if owner_of[partition] == index:
-                        member.contribution(writer, partition, decode(record))
+                        member.contribution(writer, partition, 0, decode(record))
                         owned_bytes += len(record)
                 for record in totals:
                     member.read_totals(decode_totals(record), each, now)

@@ -86,7 +86,7 @@ _HEAD = struct.Struct(">IQHII")
 _U32 = struct.Struct(">I")
 _USE = struct.Struct(">BHHd")
 _IDS_HEAD = struct.Struct(">HI")
-_TOTALS_HEAD = struct.Struct(">HIBHII")
+_TOTALS_HEAD = struct.Struct(">HIIBHII")
 #: the most names one record holds (its indices are u16)
 MAX_NAMES: Final = (1 << 16) - 1
 
@@ -118,7 +118,10 @@ class Totals(NamedTuple):
 
     owner: str
     partition: int
-    #: counts the owner's totals of the partition, for a reader to tell one it missed
+    #: the group's generation the owner folded in (a member's place in the group is of one
+    #: generation), and its totals of the partition in it, counted from 0: totals 0 name
+    #: every standing the owner holds, and no other (a new owner)
+    generation: int
     round: int
     #: the members whose contributions these totals add, by their place in the group, and
     #: how many of each (1 to MOST_FOLDED: a member keeps no more unfolded)
@@ -242,6 +245,7 @@ def encode_totals(totals: Totals) -> bytes:
             _string(totals.owner),
             _TOTALS_HEAD.pack(
                 totals.partition,
+                totals.generation,
                 totals.round,
                 len(bitmap),
                 len(names),
@@ -261,7 +265,7 @@ def decode_totals(data: bytes) -> Totals:
         if not data or data[0] != TOTALS:
             raise ValueError(f"not an owner's totals: version {data[:1]!r}")
         owner, pos = _read_string(data, 1)
-        partition, round_, bitmap_size, name_count, use_count, standing_count = (
+        partition, generation, round_, bitmap_size, name_count, use_count, standing_count = (
             _TOTALS_HEAD.unpack_from(data, pos)
         )
         pos += _TOTALS_HEAD.size
@@ -286,7 +290,9 @@ def decode_totals(data: bytes) -> Totals:
         ]
     except (UnicodeDecodeError, struct.error, IndexError) as exc:
         raise ValueError(f"not an owner's totals: {exc}") from exc
-    return Totals(owner, partition, round_, folded, entries[:use_count], entries[use_count:])
+    return Totals(
+        owner, partition, generation, round_, folded, entries[:use_count], entries[use_count:]
+    )
 
 
 def _read_string(data: bytes, pos: int) -> tuple[str, int]:

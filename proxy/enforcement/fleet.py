@@ -443,12 +443,9 @@ class FleetMember:
         joined = self.membership.heard(member, now_ms, reads)
         self.gaps.heard(member, publication.sequence, joined)
         if standings is None:
-            self._forget_standings(member)
+            self.forget_standings(member)
         skipped = self.record_others(member, uses, standings, engine, now_ms)
-        producer_ids = engine.producer_ids
-        if producer_ids.enabled:
-            for user, ids in publication.producer_ids.items():
-                producer_ids.remember((user, ""), ids, now_ms)
+        remember_producer_ids(publication, engine, now_ms)
         return skipped
 
     def record_others(
@@ -460,8 +457,8 @@ class FleetMember:
         now_ms: int,
     ) -> list[Use]:
         """Another member's uses and standings, or an owner's totals of the others'
-        (fleet_owners.py, which name a partition as the member): what is not a use of a
-        quota type this member knows is returned."""
+        (fleet_owners.py: a partition as the member): what is not a use of a quota type
+        this member knows is returned."""
         shares = self._shares_of(engine, now_ms)
         managers = self._managers
         coolings: dict[int, Callable[[ClientSensors, float, int], bool]] = {}
@@ -496,29 +493,17 @@ class FleetMember:
                 share = _watch(manager, by_tags, sensors)
             _settle(manager, share, now_ms)
             _record_elsewhere(manager, share, value, now_ms)
-        for quota_type, user, client_id, value in standings or ():
-            if not 0 <= quota_type < len(shares) or not managers[quota_type].enabled:
-                continue
-            by_tags = shares[quota_type]
-            share = by_tags.get((user, client_id))
-            if share is None:
-                if not value:
-                    continue
-                manager = managers[quota_type]
-                sensors = manager.sensors_of_tags((user, client_id), now_ms)
-                if sensors.limit == UNLIMITED:
-                    continue
-                share = _watch(manager, by_tags, sensors)
-            share.stand(member, value)
+        if standings and _stand(member, standings, managers, shares, now_ms):
             self._standing.add(member)
         return skipped
 
     def _gone(self, member: str) -> None:
         self.gaps.gone(member)
-        self._forget_standings(member)
+        self.forget_standings(member)
 
-    def _forget_standings(self, member: str) -> None:
-        """A member gone, or writing records without standings: its standings end here."""
+    def forget_standings(self, member: str) -> None:
+        """A member gone, or writing records without standings, or a partition with a new
+        owner (fleet_owners.py): its standings end here."""
         if member not in self._standing:
             return
         self._standing.discard(member)
@@ -588,6 +573,42 @@ def _merged(lost: Publication, publication: Publication) -> Publication:
         producer_ids=producer_ids,
         standings=standings,
     )
+
+
+def remember_producer_ids(publication: Publication, engine: QuotaEngine, now_ms: int) -> None:
+    """The producer ids another member admitted (KIP-936): not charged again here."""
+    producer_ids = engine.producer_ids
+    if producer_ids.enabled:
+        for user, ids in publication.producer_ids.items():
+            producer_ids.remember((user, ""), ids, now_ms)
+
+
+def _stand(
+    member: str,
+    standings: list[Use],
+    managers: Sequence[QuotaManager],
+    shares: list[dict[MetricTags, _Share]],
+    now_ms: int,
+) -> bool:
+    """Another member's standings, each from the next interval on: whether any was
+    stood."""
+    stood = False
+    for quota_type, user, client_id, value in standings:
+        if not 0 <= quota_type < len(shares) or not managers[quota_type].enabled:
+            continue
+        by_tags = shares[quota_type]
+        share = by_tags.get((user, client_id))
+        if share is None:
+            if not value:
+                continue
+            manager = managers[quota_type]
+            sensors = manager.sensors_of_tags((user, client_id), now_ms)
+            if sensors.limit == UNLIMITED:
+                continue
+            share = _watch(manager, by_tags, sensors)
+        share.stand(member, value)
+        stood = True
+    return stood
 
 
 def _record_elsewhere(manager: QuotaManager, share: _Share, value: float, now_ms: int) -> None:

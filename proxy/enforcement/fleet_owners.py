@@ -34,8 +34,17 @@ from typing import Final
 
 import mmh3
 
-from protocol.fleet_records import MOST_FOLDED, SPECIAL, VERSION, Publication, Totals, Use
-from proxy.enforcement.fleet import FleetMember
+from protocol.fleet_records import (
+    MOST_FOLDED,
+    READS_NEWEST,
+    RESTATE_ASKED,
+    SPECIAL,
+    VERSION,
+    Publication,
+    Totals,
+    Use,
+)
+from proxy.enforcement.fleet import FleetMember, remember_producer_ids
 from quotas.engine import QuotaEngine
 from quotas.managers import SETTLED
 
@@ -45,6 +54,8 @@ Key = tuple[int, str, str]
 #: others up to an interval / FOLDS later than it would straight (the owner's hop), which a
 #: lumpy use split unevenly over the members feels most
 FOLDS: Final = 2
+#: what a publication says that is neither a use nor for fleet_counts.py
+_NOT_COUNTS: Final = frozenset({READS_NEWEST, RESTATE_ASKED})
 #: the partitions of an owners' bus (members own a share each; more members than partitions
 #: leave some owning none)
 PARTITIONS: Final = 64
@@ -57,19 +68,22 @@ def partition_of(user: str, client_id: str, partitions: int) -> int:
 
 
 class Fold:
-    """An owner's partition: the contributions it read since its previous totals."""
+    """An owner's partition: the contributions it read since its previous totals, in one
+    generation of the group."""
 
-    def __init__(self, owner: str, partition: int) -> None:
+    def __init__(self, owner: str, partition: int, generation: int) -> None:
         self.owner = owner
         self.partition = partition
+        self.generation = generation
         self._round = 0
         self._folded: dict[int, int] = {}
         self._uses: dict[Key, float] = {}
         #: per sensor, each member's last standing (by its place in the group)
         self._standings: dict[Key, dict[int, float]] = {}
         self._changed: set[Key] = set()
-        #: whether the next totals name every standing (a reader missed totals)
-        self.restate = False
+        #: whether the next totals name every standing: the first do, even if empty, for the
+        #: readers to drop what a previous owner named
+        self.restate = True
 
     def add(self, member: int, contribution: Publication) -> None:
         self._folded[member] = self._folded.get(member, 0) + 1
@@ -117,6 +131,7 @@ class Fold:
         totals = Totals(
             self.owner,
             self.partition,
+            self.generation,
             self._round,
             dict(self._folded),
             [(*key, value) for key, value in self._uses.items()],
@@ -137,9 +152,11 @@ class Routes:
     """A member's side: its publications split by partition, and the others' use in the
     totals of its owners."""
 
-    def __init__(self, member: int, partitions: int) -> None:
-        #: this member's place in the group (its bit in the totals)
+    def __init__(self, member: int, partitions: int, generation: int = 0) -> None:
+        #: this member's place in the group (its bits in the totals) and the group's
+        #: generation it holds in
         self.member = member
+        self.generation = generation
         self.partitions = partitions
         self._partition: dict[tuple[str, str], int] = {}
         #: per partition: the contributions sent and not yet folded, oldest first, and what
@@ -197,9 +214,37 @@ class Routes:
             waiting = self._waiting.get(partition)
             self._waiting[partition] = lost if waiting is None else merged(lost, waiting)
 
+    def rebalance(self, member: int, generation: int) -> None:
+        """A new generation of the group: a new place in it, new owners that know none of
+        this member's standings (it names them again), and every contribution not yet
+        folded sent again to them. An old owner may have folded one too, in totals still
+        on their way: that use then counts twice, on the safe side."""
+        self.member, self.generation = member, generation
+        self._standings.clear()
+        for partition, in_flight in self._in_flight.items():
+            for _, contribution in reversed(in_flight):
+                waiting = self._waiting.get(partition)
+                self._waiting[partition] = (
+                    contribution if waiting is None else merged(contribution, waiting)
+                )
+            in_flight.clear()
+
+    def oldest_unfolded_ms(self) -> int | None:
+        """When the oldest contribution still unfolded was sent: an owner that folds none
+        for long is lost."""
+        return min(
+            (in_flight[0][0] for in_flight in self._in_flight.values() if in_flight), default=None
+        )
+
     def others(self, totals: Totals, now_ms: int) -> tuple[list[Use], list[Use]]:
         """The others' use and standings in an owner's totals: the totals less this
-        member's contribution, if they folded it, and less its standings."""
+        member's contribution, if they folded it, and less its standings. Totals of
+        another generation are read whole, on the safe side (this member's own use in them,
+        if any, counts twice); an older generation's standings not at all (its owner's
+        successor names them), a newer one's as the others' (its owner holds none of this
+        member's before it sends them in the generation)."""
+        if totals.generation != self.generation:
+            return totals.uses, (totals.standings if totals.generation > self.generation else [])
         mine: dict[Key, float] = {}
         in_flight = self._in_flight.get(totals.partition)
         for _ in range(totals.folded.get(self.member, 0)):
@@ -263,25 +308,49 @@ class Owning:
     the partitions it owns folded, and the owners' totals recorded as the others' use.
 
     Membership is the group's, not what the bus shows (a member that says nothing publishes
-    nothing): the caller assigns it every interval while the group holds, and a member whose
-    group lapses stops being told so, and falls to its share as one whose bus is down."""
+    nothing): the caller assigns it every interval while the group holds. A member stops
+    counting its bus up (and holds its share of every budget, as with the bus lost) while a
+    contribution of its own stays unfolded for GONE_AFTER intervals (its owner is lost),
+    until the group's next generation gives the partition an owner that folds it."""
 
     def __init__(self, fleet: FleetMember, member: int, partitions: int = PARTITIONS) -> None:
         self.fleet = fleet
         self.routes = Routes(member, partitions)
         self.folds: dict[int, Fold] = {}
+        #: contributions sent in a generation this member has not reached yet, by it
+        self._early: dict[int, list[tuple[int, int, Publication]]] = {}
 
-    def assign(self, group: Sequence[str], owned: Sequence[int], now_ms: int) -> None:
-        """The group's members, and the partitions this member owns."""
-        membership = self.fleet.membership
-        for name in group:
-            if name != self.fleet.member:
-                membership.heard(name, now_ms, VERSION)
-        membership.heard_self(now_ms)
+    def assign(
+        self, group: Sequence[str], owned: Sequence[int], generation: int, now_ms: int
+    ) -> None:
+        """The group's members in their order (a member's place is its bits in the
+        totals), the partitions this member owns, and the group's generation."""
+        fleet = self.fleet
+        rebalanced = generation != self.routes.generation
+        if rebalanced:
+            self.routes.rebalance(group.index(fleet.member), generation)
+            self.folds = {}
+            fleet.gaps.restate = True  # the new owners learn every standing
         self.folds = {
-            partition: self.folds.get(partition) or Fold(self.fleet.member, partition)
+            partition: self.folds.get(partition) or Fold(fleet.member, partition, generation)
             for partition in owned
         }
+        if rebalanced:
+            for member, partition, contribution in self._early.pop(generation, ()):
+                self.contribution(member, partition, generation, contribution)
+            self._early = {g: early for g, early in self._early.items() if g > generation}
+        membership = fleet.membership
+        for name in group:
+            if name != fleet.member:
+                membership.heard(name, now_ms, VERSION)
+        if not self.silent_owner(now_ms):
+            membership.heard_self(now_ms)
+
+    def silent_owner(self, now_ms: int) -> bool:
+        """Whether a contribution of this member's has waited GONE_AFTER intervals for its
+        owner."""
+        oldest = self.routes.oldest_unfolded_ms()
+        return oldest is not None and now_ms - oldest > self.fleet.membership.gone_after_ms
 
     def publish(
         self, engine: QuotaEngine, now_ms: int, wall_ms: int
@@ -296,10 +365,32 @@ class Owning:
         totals = [fold.totals() for fold in self.folds.values()]
         return [each for each in totals if each is not None]
 
-    def contribution(self, member: int, partition: int, contribution: Publication) -> None:
+    def contribution(
+        self, member: int, partition: int, generation: int, contribution: Publication
+    ) -> None:
+        """A contribution read from a partition, sent in a generation of the group: folded
+        if this member owns the partition in it; one of an older generation went to another
+        owner, and is sent again to this one; one of a newer, kept until this member
+        reaches it."""
+        if generation > self.routes.generation:
+            self._early.setdefault(generation, []).append((member, partition, contribution))
+            return
         fold = self.folds.get(partition)
-        if fold is not None:
+        if fold is not None and fold.generation == generation:
             fold.add(member, contribution)
+
+    def receive(self, publication: Publication, engine: QuotaEngine, now_ms: int) -> list[Use]:
+        """What every member reads of a member's publication (its own too): another's
+        producer ids remembered, an ask for every standing heeded by the partitions this
+        member owns, and what is not a use returned (fleet_counts.py). Who is in the fleet
+        is the group's to say, not this: a member reads its own back for nothing else."""
+        uses = publication.uses
+        if publication.member != self.fleet.member:
+            if any(use[0] == RESTATE_ASKED for use in uses):
+                for fold in self.folds.values():
+                    fold.restate = True
+            remember_producer_ids(publication, engine, now_ms)
+        return [use for use in uses if use[0] in SPECIAL and use[0] not in _NOT_COUNTS]
 
     def read_totals(self, totals: Totals, engine: QuotaEngine, now_ms: int) -> None:
         routes = self.routes
@@ -307,4 +398,7 @@ class Owning:
         if routes.delay_ms is not None:
             # the others' use comes back as late as this member's own
             self.fleet.delay_ms = routes.delay_ms
-        self.fleet.record_others(f"partition {totals.partition}", uses, standings, engine, now_ms)
+        name = f"partition {totals.partition}"
+        if totals.round == 0 and totals.generation >= routes.generation:
+            self.fleet.forget_standings(name)  # a new owner's: it names all it holds
+        self.fleet.record_others(name, uses, standings, engine, now_ms)

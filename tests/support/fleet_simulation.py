@@ -55,6 +55,11 @@ class Bus:
     #: (proxy/enforcement/fleet_owners.py; the partitions assigned round robin); False for
     #: every publication straight to every member
     owners: bool = False
+    #: (member, second): the member is killed then (it stops publishing, folding and reading;
+    #: its clients, if any, go on through it unshared), and the group's next generation,
+    #: without it, comes `session_s` later (Kafka's session timeout)
+    killed: tuple[int, int] | None = None
+    session_s: int = 6
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class FleetResult:
     fleet: float
     #: once the bus is cut: each client's own rate over the rest of the run, to quota
     members_after_cut: tuple[float, ...]
+    #: the fleet's use in each second from the clients' start, to quota
+    per_second: tuple[float, ...] = ()
 
 
 def simulate_fleet(
@@ -111,22 +118,46 @@ def simulate_fleet(
     def delivery(recipient: int, record: bytes) -> Callable[[], None]:
         return lambda: deliver(recipient, record)
 
-    names = [member.member for member in fleet]
-    owning = [Owning(member, index) for index, member in enumerate(fleet)]
-    owned = [list(range(index, PARTITIONS, members)) for index in range(members)]
-
-    def fold(writer: int, partition: int, record: bytes) -> Callable[[], None]:
-        owner = owning[partition % members]
-        return lambda: owner.contribution(writer, partition, decode(record))
-
-    def totalled(recipient: int, record: bytes) -> Callable[[], None]:
+    def broadcast_to(recipient: int, record: bytes) -> Callable[[], None]:
         def read() -> None:
-            engine = contexts[recipient].quotas.engine
-            owning[recipient].read_totals(decode_totals(record), engine, clock.now_ms())
+            if recipient not in dead:
+                engine = contexts[recipient].quotas.engine
+                owning[recipient].receive(decode(record), engine, clock.now_ms())
 
         return read
 
+    owning = [Owning(member, index) for index, member in enumerate(fleet)]
+    #: the group: its members in order, and its generation; the partitions round robin
+    group = list(range(members))
+    generation = [0]
+    dead: set[int] = set()
+
+    def fold(writer: int, partition: int, sent_in: int, record: bytes) -> Callable[[], None]:
+        def read() -> None:  # by the partition's owner when the record arrives
+            owner = group[partition % len(group)]
+            if owner not in dead:
+                owning[owner].contribution(writer, partition, sent_in, decode(record))
+
+        return read
+
+    def totalled(recipient: int, record: bytes) -> Callable[[], None]:
+        def read() -> None:
+            if recipient not in dead:
+                engine = contexts[recipient].quotas.engine
+                owning[recipient].read_totals(decode_totals(record), engine, clock.now_ms())
+
+        return read
+
+    def kill(index: int) -> None:
+        dead.add(index)
+
+    def rebalance(index: int) -> None:
+        group.remove(index)
+        generation[0] += 1
+
     def sync(index: int) -> None:
+        if index in dead:
+            return
         now_ms = clock.now_ms()
         member, context = fleet[index], contexts[index]
         if bus.owners:
@@ -149,7 +180,10 @@ def simulate_fleet(
 
     def publish_to_owners(index: int, now_ms: int) -> None:
         member = owning[index]
-        member.assign(names, owned[index], now_ms)
+        names = [fleet[each].member for each in group]
+        place = group.index(index)
+        owned = list(range(place, PARTITIONS, len(group)))
+        member.assign(names, owned, generation[0], now_ms)
         broadcast, sends = member.publish(contexts[index].quotas.engine, now_ms, now_ms)
         delay = bus.delay_ms * MS
         if broadcast is not None:
@@ -158,12 +192,14 @@ def simulate_fleet(
             else:
                 record = encode(broadcast)
                 for recipient in range(members):
-                    clock.call_later(delay, delivery(recipient, record))
+                    clock.call_later(delay, broadcast_to(recipient, record))
         for partition, contribution in sends.items():
             if chance.random() < bus.loss:
                 member.routes.lost(partition)
             else:
-                clock.call_later(delay, fold(index, partition, encode(contribution)))
+                # the record names its writer's place in the group and the generation
+                place, sent_in = member.routes.member, member.routes.generation
+                clock.call_later(delay, fold(place, partition, sent_in, encode(contribution)))
 
     def publish_totals(index: int) -> None:
         member, delay = owning[index], bus.delay_ms * MS
@@ -183,6 +219,10 @@ def simulate_fleet(
 
     for index in range(members):  # staggered over one interval, as independent processes are
         clock.call_later(bus.sync_interval_ms * MS * index // members, syncing(index))
+    if bus.killed is not None:
+        killed, at_s = bus.killed
+        clock.call_later(at_s * SECOND, lambda: kill(killed))
+        clock.call_later((at_s + bus.session_s) * SECOND, lambda: rebalance(killed))
     # the clients come once the members have read their own publications back (a proxy
     # serves once its bus is up: proxy/control/fleet_bus.py), on a whole second
     warm_s = -(-(2 * bus.sync_interval_ms + bus.delay_ms) // 1000)
@@ -208,7 +248,8 @@ def simulate_fleet(
             workload.rate(sum(seconds_used[settled : settled + rest]), rest) / workload.quota
             for seconds_used in per_client
         )
-    return FleetResult(fleet_rate, after)
+    per_second = tuple(workload.rate(second, 1) / workload.quota for second in used)
+    return FleetResult(fleet_rate, after, per_second)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,11 @@ from protocol.fleet_records import (
     decode_totals,
     encode_totals,
 )
-from proxy.enforcement.fleet_owners import Fold, Routes, partition_of
+from proxy.enforcement.fleet import FleetMember
+from proxy.enforcement.fleet_owners import Fold, Owning, Routes, partition_of
+from quotas.engine import QuotaEngine
+from quotas.entities import DEFAULT, QuotaEntity, QuotaType
+from quotas.settings import QuotaConfig
 
 PARTITIONS = 4
 
@@ -31,6 +35,7 @@ def test_totals_round_trip_with_how_many_of_each_member_they_fold() -> None:
     totals = Totals(
         "member-7",
         5,
+        3,
         912,
         {0: 1, 3: 3, 19: 2},
         [(0, "alice", "app", 1.5), (2, "", "app", -0.25)],
@@ -63,7 +68,9 @@ def test_what_is_not_a_use_and_producer_ids_go_to_every_member() -> None:
 
 
 def test_an_owner_that_folded_nothing_publishes_nothing() -> None:
-    fold = Fold("member-0", 1)
+    fold = Fold("member-0", 1, 0)
+    first = fold.totals()  # a new owner's first totals, which name every standing it holds
+    assert first is not None and first.round == 0 and not first.folded
     assert fold.totals() is None
     fold.add(2, publication([(0, "alice", "app", 4.0)]))
     totals = fold.totals()
@@ -76,7 +83,7 @@ def test_a_member_keeps_at_most_most_folded_unfolded_and_the_rest_waits() -> Non
     for now in range(MOST_FOLDED + 2):
         _, sends = routes.route(publication([(0, "alice", "app", 1.0)]), now)
         assert bool(sends) == (now < MOST_FOLDED)
-    fold = Fold("member-1", 0)
+    fold = Fold("member-1", 0, 0)
     fold.add(0, publication([(0, "alice", "app", 1.0)]))
     totals = fold.totals()
     assert totals is not None
@@ -97,7 +104,9 @@ def test_each_member_reads_exactly_the_others_use_and_standings(seed: int) -> No
     chance = random.Random(seed)
     members, partitions = 3, 2
     routes = [Routes(index, partitions) for index in range(members)]
-    folds = {partition: Fold(f"member-{partition}", partition) for partition in range(partitions)}
+    folds = {
+        partition: Fold(f"member-{partition}", partition, 0) for partition in range(partitions)
+    }
     principals = [("", f"app-{index}") for index in range(6)]
     sent_uses = [0.0] * members
     standing_of: list[dict[tuple[str, str], float]] = [{} for _ in range(members)]
@@ -176,3 +185,61 @@ def test_each_member_reads_exactly_the_others_use_and_standings(seed: int) -> No
         held = {principal: value for (_, principal), value in read_standings[reader].items()}
         for principal in principals:
             assert held.get(principal, 0.0) == pytest.approx(expected[principal])
+
+
+def test_totals_of_another_generation_are_read_whole() -> None:
+    """Whole: this member's own use in them, if any, counts twice, on the safe side; an
+    older owner's standings not at all (its successor names them), a newer one's as the
+    others' (it holds none of this member's yet)."""
+    routes = Routes(0, 1, generation=1)
+    use, standing = (0, "alice", "app", 5.0), (0, "alice", "app", 3.0)
+    old = Totals("member-1", 0, 0, 7, {0: 1}, [use], [standing])
+    assert routes.others(old, 0) == ([use], [])
+    assert routes.others(old._replace(generation=2), 0) == ([use], [standing])
+
+
+def test_a_rebalance_sends_every_unfolded_contribution_again_to_the_new_owners() -> None:
+    routes = Routes(0, 1)
+    for now in (0, 1):
+        routes.route(publication([(0, "alice", "app", 2.0)], [(0, "alice", "app", 1.0)]), now)
+    assert routes.oldest_unfolded_ms() == 0
+    routes.rebalance(1, 1)
+    assert routes.oldest_unfolded_ms() is None
+    _, sends = routes.route(publication([]), 5)
+    assert sends[0].uses == [(0, "alice", "app", 4.0)]
+    assert sends[0].standings == [(0, "alice", "app", 1.0)]
+    assert routes.oldest_unfolded_ms() == 5
+
+
+def owning(name: str, place: int) -> tuple[Owning, QuotaEngine]:
+    limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
+    return Owning(FleetMember(name, 250), place, 1), QuotaEngine(QuotaConfig(limits=limits))
+
+
+def test_a_contribution_of_a_generation_the_owner_has_not_reached_waits_for_it() -> None:
+    owner, _ = owning("member-0", 0)
+    owner.assign(["member-0", "member-1"], [0], 0, 0)
+    owner.contribution(0, 0, 1, publication([(0, "alice", "app", 2.0)]))
+    first = owner.totals()
+    assert [each.folded for each in first] == [{}]  # a new owner's first: nothing folded
+    owner.assign(["member-1", "member-0"], [0], 1, 250)
+    (totals,) = owner.totals()
+    assert totals.generation == 1 and totals.folded == {0: 1}
+    assert totals.uses == [(0, "alice", "app", 2.0)]
+
+
+def test_a_member_whose_owner_folds_nothing_for_gone_after_holds_its_share() -> None:
+    member, engine = owning("member-0", 0)
+    member.assign(["member-0", "member-1"], [], 0, 0)
+    member.publish(engine, 0, 0)  # the lines are set: half the limit over two members
+    engine.produce.record_and_get_throttle_time_ms(
+        engine.produce.sensors_for("alice", "app", 10), 20_000.0, 10
+    )
+    _, sends = member.publish(engine, 250, 250)
+    assert sends  # watched from its first use past the line, and sent to the owner
+    membership = member.fleet.membership
+    member.assign(["member-0", "member-1"], [], 0, 1150)
+    assert membership.bus_up(1150) and not member.silent_owner(1150)
+    member.assign(["member-0", "member-1"], [], 0, 1350)
+    assert member.silent_owner(1350)
+    assert not membership.bus_up(2200) and membership.share(2200) == 1 / 2
