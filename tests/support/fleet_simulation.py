@@ -118,13 +118,21 @@ def simulate_fleet(
     def delivery(recipient: int, record: bytes) -> Callable[[], None]:
         return lambda: deliver(recipient, record)
 
-    def broadcast_to(recipient: int, record: bytes) -> Callable[[], None]:
-        def read() -> None:
-            if recipient not in dead:
-                engine = contexts[recipient].quotas.engine
-                owning[recipient].receive(decode(record), engine, clock.now_ms())
+    def to_member(
+        recipient: int, read: Callable[[Owning, QuotaEngine, int], object]
+    ) -> Callable[[], None]:
+        """A record an owning member reads when it arrives, unless it was killed."""
 
-        return read
+        def arrive() -> None:
+            if recipient not in dead:
+                read(owning[recipient], contexts[recipient].quotas.engine, clock.now_ms())
+
+        return arrive
+
+    def broadcast_to(recipient: int, record: bytes) -> Callable[[], None]:
+        return to_member(
+            recipient, lambda member, engine, now: member.receive(decode(record), engine, now)
+        )
 
     owning = [Owning(member, index) for index, member in enumerate(fleet)]
     #: the group: its members in order, and its generation; the partitions round robin
@@ -141,12 +149,10 @@ def simulate_fleet(
         return read
 
     def totalled(recipient: int, record: bytes) -> Callable[[], None]:
-        def read() -> None:
-            if recipient not in dead:
-                engine = contexts[recipient].quotas.engine
-                owning[recipient].read_totals(decode_totals(record), engine, clock.now_ms())
-
-        return read
+        return to_member(
+            recipient,
+            lambda member, engine, now: member.read_totals(decode_totals(record), engine, now),
+        )
 
     def kill(index: int) -> None:
         dead.add(index)
