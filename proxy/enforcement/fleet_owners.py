@@ -81,11 +81,18 @@ class Fold:
         #: per sensor, each member's last standing (by its place in the group)
         self._standings: dict[Key, dict[int, float]] = {}
         self._changed: set[Key] = set()
+        #: per member, the sequence of its last contribution folded: one read again is a
+        #: send its member was told failed that the bus wrote after all, sent again
+        self._sequences: dict[int, int] = {}
         #: whether the next totals name every standing: the first do, even if empty, for the
-        #: readers to drop what a previous owner named
+        #: readers to drop what a previous owner named; and the round of the last that did
         self.restate = True
+        self._restated: int | None = None
 
     def add(self, member: int, contribution: Publication) -> None:
+        if contribution.sequence <= self._sequences.get(member, -1):
+            return
+        self._sequences[member] = contribution.sequence
         self._folded[member] = self._folded.get(member, 0) + 1
         uses = self._uses
         for quota_type, user, client_id, value in contribution.uses:
@@ -105,7 +112,10 @@ class Fold:
             self._changed.add(key)
 
     def lost(self, totals: Totals) -> None:
-        """Totals the bus did not take: what they added goes out with the next."""
+        """Totals the bus did not take: what they added goes out with the next (which name
+        every standing again if these did)."""
+        if totals.round == self._restated:
+            self.restate = True
         for member, count in totals.folded.items():
             self._folded[member] = self._folded.get(member, 0) + count
         uses = self._uses
@@ -115,12 +125,6 @@ class Fold:
         self._changed.update(
             (quota_type, user, client_id) for quota_type, user, client_id, _ in totals.standings
         )
-
-    def gone(self, member: int) -> None:
-        """A member left the group: its standings end."""
-        for key, by_member in self._standings.items():
-            if by_member.pop(member, None) is not None:
-                self._changed.add(key)
 
     def totals(self) -> Totals | None:
         """What was added since the previous totals; None when nothing was."""
@@ -140,6 +144,8 @@ class Fold:
         for key in named:
             if not standings.get(key, True):
                 del standings[key]
+        if self.restate:
+            self._restated = self._round
         self._round += 1
         self._folded.clear()
         self._uses.clear()
@@ -165,8 +171,12 @@ class Routes:
         #: how long the last contribution folded took to come back in its totals
         self.delay_ms: int | None = None
         self._waiting: dict[int, Publication] = {}
-        #: this member's standings as the owners hold them
+        #: per partition, the last contribution sent, which the caller was told the bus did
+        #: not take: sent again as it is (the bus may have written it after all)
+        self._resend: dict[int, Publication] = {}
+        #: this member's standings as the owners hold them, and as it named them since
         self._standings: dict[Key, float] = {}
+        self._named: dict[Key, float] = {}
 
     def route(
         self, publication: Publication, now_ms: int
@@ -176,7 +186,20 @@ class Routes:
         partition."""
         rest: list[Use] = []
         by_partition: dict[int, tuple[list[Use], list[Use]]] = {}
-        for entries, place in ((publication.uses, 0), (publication.standings or (), 1)):
+        named = self._named
+        if publication.standings is None:
+            # a publication of whole use (its bus down, an older member heard): every
+            # standing named ends with it, as a reader of such a record ends them
+            standings: list[Use] = [(*key, 0.0) for key in named]
+            named.clear()
+        else:
+            standings = publication.standings
+            for quota_type, user, client_id, value in standings:
+                if value:
+                    named[quota_type, user, client_id] = value
+                else:
+                    named.pop((quota_type, user, client_id), None)
+        for entries, place in ((publication.uses, 0), (standings, 1)):
             for use in entries:
                 if use[0] in SPECIAL:
                     rest.append(use)
@@ -192,8 +215,11 @@ class Routes:
             self._waiting[partition] = (
                 contribution if waiting is None else merged(waiting, contribution)
             )
-        sends = {}
+        sends = dict(self._resend)
+        self._resend.clear()
         for partition in list(self._waiting):
+            if partition in sends:
+                continue
             in_flight = self._in_flight.get(partition)
             if in_flight is None:
                 in_flight = self._in_flight[partition] = deque()
@@ -205,14 +231,13 @@ class Routes:
         return None, sends
 
     def lost(self, partition: int) -> None:
-        """The last contribution sent the bus did not take: it waits again, before what
-        came since (the bus takes a partition's records in order: what it refused, it
-        refused last)."""
+        """The caller was told the last contribution sent to a partition failed: it is sent
+        again as it is, before anything newer, and keeps its place among those unfolded;
+        its owner folds it once, whether the bus wrote it or not (the caller sends a
+        partition's contributions one at a time, each written or failed before the next)."""
         in_flight = self._in_flight.get(partition)
         if in_flight:
-            lost = in_flight.pop()[1]
-            waiting = self._waiting.get(partition)
-            self._waiting[partition] = lost if waiting is None else merged(lost, waiting)
+            self._resend[partition] = in_flight[-1][1]
 
     def rebalance(self, member: int, generation: int) -> None:
         """A new generation of the group: a new place in it, new owners that know none of
@@ -221,6 +246,8 @@ class Routes:
         on their way: that use then counts twice, on the safe side."""
         self.member, self.generation = member, generation
         self._standings.clear()
+        self._named.clear()
+        self._resend.clear()
         for partition, in_flight in self._in_flight.items():
             for _, contribution in reversed(in_flight):
                 waiting = self._waiting.get(partition)
@@ -317,6 +344,8 @@ class Owning:
         self.fleet = fleet
         self.routes = Routes(member, partitions)
         self.folds: dict[int, Fold] = {}
+        #: per partition, the newest generation whose totals this member read
+        self._newest: dict[int, int] = {}
         #: contributions sent in a generation this member has not reached yet, by it
         self._early: dict[int, list[tuple[int, int, Publication]]] = {}
 
@@ -398,7 +427,14 @@ class Owning:
         if routes.delay_ms is not None:
             # the others' use comes back as late as this member's own
             self.fleet.delay_ms = routes.delay_ms
-        name = f"partition {totals.partition}"
-        if totals.round == 0 and totals.generation >= routes.generation:
-            self.fleet.forget_standings(name)  # a new owner's: it names all it holds
+        partition = totals.partition
+        name = f"partition {partition}"
+        newest = self._newest.get(partition, -1)
+        if totals.generation > newest:
+            # the first totals read of an owner of a new generation name every standing it
+            # holds (its first do, and the next if those were lost): the previous owner's end
+            self._newest[partition] = totals.generation
+            self.fleet.forget_standings(name)
+        elif totals.generation < newest:
+            standings = []  # a previous owner's, late: its successor names them
         self.fleet.record_others(name, uses, standings, engine, now_ms)

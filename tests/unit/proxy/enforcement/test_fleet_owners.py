@@ -5,6 +5,7 @@ tests/support/fleet_simulation.py's (Bus(owners=True))."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 
@@ -27,8 +28,12 @@ from quotas.settings import QuotaConfig
 PARTITIONS = 4
 
 
+#: a publication's sequence, which only ever grows (an owner folds a member's once)
+_SEQUENCES = itertools.count(1)
+
+
 def publication(uses: list[Use], standings: list[Use] | None = None) -> Publication:
-    return Publication("m", 1, 0, uses, {}, standings)
+    return Publication("m", next(_SEQUENCES), 0, uses, {}, standings)
 
 
 def test_totals_round_trip_with_how_many_of_each_member_they_fold() -> None:
@@ -98,9 +103,9 @@ def test_a_member_keeps_at_most_most_folded_unfolded_and_the_rest_waits() -> Non
 def test_each_member_reads_exactly_the_others_use_and_standings(seed: int) -> None:
     """Three members, two partitions owned by members 0 and 1; contributions and totals
     reach their readers late and in any order across partitions, and the bus refuses some
-    of each (their writers are told). Every member's reading of the others, summed, is
-    what the others sent: uses to the byte, and each member's standing as it last named
-    it."""
+    of each (their writers are told; some contributions it wrote after all). Every
+    member's reading of the others, summed, is what the others sent: uses to the byte, and
+    each member's standing as it last named it."""
     chance = random.Random(seed)
     members, partitions = 3, 2
     routes = [Routes(index, partitions) for index in range(members)]
@@ -150,9 +155,12 @@ def test_each_member_reads_exactly_the_others_use_and_standings(seed: int) -> No
                     standing_of[index][user, client_id] = standing
             _, sends = routes[index].route(publication(uses, standings), now)
             for partition, contribution in sends.items():
-                if chance.random() < 0.1:
+                refused = chance.random()
+                if refused < 0.15:
+                    # told it failed: not written, or (a time-out) written after all
                     routes[index].lost(partition)
-                    continue
+                    if refused >= 0.05:
+                        continue
                 order += 1
                 at = due(0, index, partition, now)
                 on_the_bus.append((at, order, folding(index, partition, contribution)))
@@ -243,3 +251,62 @@ def test_a_member_whose_owner_folds_nothing_for_gone_after_holds_its_share() -> 
     member.assign(["member-0", "member-1"], [], 0, 1350)
     assert member.silent_owner(1350)
     assert not membership.bus_up(2200) and membership.share(2200) == 1 / 2
+
+
+def test_a_contribution_told_failed_that_the_bus_wrote_is_folded_once() -> None:
+    """It is sent again as it is, and its owner skips what it already folded: the member's
+    unfolded contributions and the owner's counts stay in step."""
+    routes, fold = Routes(0, 1), Fold("member-1", 0, 0)
+    fold.totals()
+    _, sends = routes.route(publication([(0, "", "app", 1.0)]), 0)
+    fold.add(0, sends[0])  # written
+    routes.lost(0)  # yet its writer was told it failed (a time-out)
+    _, sends = routes.route(publication([(0, "", "app", 2.0)]), 1)
+    assert sends[0].uses == [(0, "", "app", 1.0)]  # the same contribution, again
+    fold.add(0, sends[0])
+    fold.add(1, publication([(0, "", "app", 10.0)]))
+    totals = fold.totals()
+    assert totals is not None and totals.folded == {0: 1, 1: 1}
+    assert routes.others(totals, 2) == ([(0, "", "app", 10.0)], [])
+    _, sends = routes.route(publication([]), 3)
+    assert sends[0].uses == [(0, "", "app", 2.0)]
+
+
+def test_a_publication_of_whole_use_ends_every_standing_named() -> None:
+    """Whole use (the bus down, an older member heard) is what a standing stood for: a
+    reader of straight records ends the standings of such a record's writer, and so does
+    an owner, told by zeros."""
+    routes = Routes(0, 1)
+    routes.route(publication([], [(0, "", "app", 200.0), (0, "", "web", 50.0)]), 0)
+    routes.route(publication([], [(0, "", "web", 0.0)]), 1)
+    _, sends = routes.route(publication([(0, "", "app", 40.0)], None), 2)
+    assert sends[0].standings == [(0, "", "app", 0.0)]
+    assert sends[0].uses == [(0, "", "app", 40.0)]
+
+
+def test_a_new_owners_first_totals_refused_the_next_name_every_standing() -> None:
+    fold = Fold("member-1", 0, 1)
+    fold.add(0, publication([], [(0, "", "app", 30.0)]))
+    first = fold.totals()
+    assert first is not None
+    fold.lost(first)
+    again = fold.totals()
+    assert again is not None and again.round == 1
+    assert again.standings == [(0, "", "app", 30.0)] and again.folded == {0: 1}
+
+
+def test_a_previous_owners_late_totals_name_no_standing() -> None:
+    """Read after the new owner's first, by a member that has not reached the new
+    generation yet: its standings are stale (the new owner names them), its uses are still
+    use."""
+    member, engine = owning("member-0", 0)
+    member.assign(["member-0", "member-1", "member-2"], [], 0, 0)
+    member.publish(engine, 0, 0)  # the lines are set
+    new = Totals("member-1", 0, 1, 0, {}, [], [])
+    late = Totals("member-2", 0, 0, 9, {}, [(0, "", "app", 20_000.0)], [(0, "", "app", 50.0)])
+    member.read_totals(new, engine, 10)
+    member.read_totals(late, engine, 20)
+    assert member.fleet.watched() == 1  # its use recorded
+    assert not any(
+        share.standings for by_tags in member.fleet._shares for share in by_tags.values()
+    )
