@@ -7,19 +7,19 @@ principal spread over them. Instead each sensor (its metric tags) falls, by mmh3
 the bus's partitions, and each partition has one owner among the members. A member sends
 what it would publish of a sensor (protocol/fleet_records.py's uses and standings) to the
 partition's owner only, as a contribution; the owner adds up the contributions it read and
-publishes the totals once an interval, on the partition every member reads, naming the
-members whose contribution it added (a bit each). A member subtracts its own contribution
-from the totals and records the rest as the others' use, as it would have recorded each
-other member's. Its read bytes are then its partitions' contributions and the totals: about
-twice what the principals near their limit say, whatever the members.
+publishes the totals FOLDS times an interval, on the partition every member reads. A member
+subtracts its own contributions from the totals and records the rest as the others' use, as
+it would have recorded each other member's. Its read bytes are then its partitions'
+contributions and the totals: about twice what the principals near their limit say,
+whatever the members.
 
 A member sends a partition at most one contribution an interval, and keeps at most
 MOST_FOLDED unfolded (what it would send next waits and adds up meanwhile); the owner's
 totals say how many of each member's they add (two bits a member), and contributions of one
 member reach its owner in order, so a member knows which of its own the totals hold without
-the owner naming any sequence. The totals of
-a standing are its sum over the members (each member's last standing, as the owner read
-it); a member subtracts its own, as the owner holds it. An owner that adds nothing in an
+the totals naming any sequence. The totals of a standing are its sum over the members (each
+member's last standing, as the owner read it); a member subtracts its own, as the owner
+holds it. An owner that adds nothing in an
 interval publishes nothing: a principal whose use stands still costs nothing.
 
 Sans-IO: which member owns which partition is the caller's (Kafka's group assignment on the
