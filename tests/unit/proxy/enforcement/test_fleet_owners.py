@@ -26,6 +26,8 @@ from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
 
 PARTITIONS = 4
+#: the partitions of test_through_rebalances_every_member_ends_holding_the_others_standings
+PARTITIONS_OF_TEST = 4
 
 
 #: a publication's sequence, which only ever grows (an owner folds a member's once)
@@ -219,9 +221,10 @@ def test_a_rebalance_sends_every_unfolded_contribution_again_to_the_new_owners()
     assert routes.oldest_unfolded_ms() == 5
 
 
-def owning(name: str, place: int) -> tuple[Owning, QuotaEngine]:
+def owning(name: str, place: int, partitions: int = 1) -> tuple[Owning, QuotaEngine]:
     limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): 1000.0}}
-    return Owning(FleetMember(name, 250), place, 1), QuotaEngine(QuotaConfig(limits=limits))
+    member = Owning(FleetMember(name, 250), place, partitions)
+    return member, QuotaEngine(QuotaConfig(limits=limits))
 
 
 def test_a_contribution_of_a_generation_the_owner_has_not_reached_waits_for_it() -> None:
@@ -310,3 +313,101 @@ def test_a_previous_owners_late_totals_name_no_standing() -> None:
     assert not any(
         share.standings for by_tags in member.fleet._shares for share in by_tags.values()
     )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_through_rebalances_every_member_ends_holding_the_others_standings(seed: int) -> None:
+    """Four members join and leave at random (one that leaves is gone, and comes back as a
+    process anew), so that owners change generation after generation; each reaches a new
+    generation at its own next interval, and records reach their readers late (in order
+    within a partition). Once the group holds still, every member in it holds, for each
+    principal, the sum of the others' standings as each last named it: nothing of a member
+    gone, nothing of an old owner."""
+    chance = random.Random(seed)
+    names = [f"member-{index}" for index in range(4)]
+    members = {name: owning(name, 0, PARTITIONS_OF_TEST) for name in names}
+    group, generation = list(names[:3]), 0
+    standing_of: dict[str, dict[str, float]] = {name: {} for name in names}
+    principals = [f"app-{index}" for index in range(5)]
+    on_the_bus: list[tuple[int, int, Callable[[], None]]] = []
+    order = 0
+    last_due: dict[tuple[str, str, int], int] = {}
+
+    def later(kind: str, source: str, target: int, now: int, act: Callable[[], None]) -> None:
+        nonlocal order
+        order += 1
+        at = max(now + chance.randint(0, 2), last_due.get((kind, source, target), 0))
+        last_due[kind, source, target] = at
+        on_the_bus.append((at, order, act))
+
+    def folding(
+        writer: int, partition: int, sent_in: int, contribution: Publication
+    ) -> Callable[[], None]:
+        def read() -> None:  # by the partition's owner when it arrives
+            owner = group[partition % len(group)]
+            members[owner][0].contribution(writer, partition, sent_in, contribution)
+
+        return read
+
+    def reading(reader: str, totals: Totals, now: int) -> Callable[[], None]:
+        def read() -> None:
+            if reader in group:
+                member, engine = members[reader]
+                member.read_totals(totals, engine, now)
+
+        return read
+
+    def place(name: str) -> tuple[list[str], list[int]]:
+        owned = [p for p in range(PARTITIONS_OF_TEST) if group[p % len(group)] == name]
+        return list(group), owned
+
+    for now in range(0, 600):
+        if now < 400 and chance.random() < 0.03:  # a member joins or leaves
+            outside = [name for name in names if name not in group]
+            if outside and (len(group) < 2 or chance.random() < 0.5):
+                joins = chance.choice(outside)
+                members[joins] = owning(joins, 0, PARTITIONS_OF_TEST)  # a process anew
+                group.append(joins)
+            elif len(group) > 1:
+                gone = chance.choice(group)
+                group.remove(gone)
+                standing_of[gone].clear()  # its standings end with it
+            generation += 1
+        for name in group:
+            member = members[name][0]
+            if chance.random() < 0.7:  # each at its own interval
+                continue
+            reached = member.routes.generation
+            member.assign(*place(name), generation, now)
+            standings = []
+            if member.routes.generation != reached or now == 0:
+                # named again for the new owners, as FleetMember does at a rebalance
+                standings = [
+                    (0, "", client_id, value) for client_id, value in standing_of[name].items()
+                ]
+            if now < 400 and chance.random() < 0.5:
+                client_id = chance.choice(principals)
+                value = float(chance.choice([0, 100, 200]))
+                standing_of[name][client_id] = value
+                if not value:
+                    del standing_of[name][client_id]
+                standings.append((0, "", client_id, value))
+            _, sends = member.routes.route(publication([], standings), now)
+            for partition, contribution in sends.items():
+                sent_in, writer = member.routes.generation, member.routes.member
+                later("c", name, partition, now, folding(writer, partition, sent_in, contribution))
+            for totals in member.totals():
+                for reader in list(group):
+                    later("t", name, names.index(reader), now, reading(reader, totals, now))
+        on_the_bus.sort(key=lambda item: (item[0], item[1]))
+        while on_the_bus and on_the_bus[0][0] <= now:
+            on_the_bus.pop(0)[2]()
+    for name in group:
+        fleet = members[name][0].fleet
+        held: dict[str, float] = {}
+        for by_tags in fleet._shares:
+            for (_, client_id), share in by_tags.items():
+                held[client_id] = held.get(client_id, 0.0) + sum((share.standings or {}).values())
+        for client_id in principals:
+            others = sum(standing_of[o].get(client_id, 0.0) for o in group if o != name)
+            assert held.get(client_id, 0.0) == pytest.approx(others), (name, client_id)
