@@ -157,8 +157,8 @@ def bus_through_owners(principals: int, members: int, intervals: int) -> BusCost
     uses = 0
     for interval in range(WARM_INTERVALS + intervals):
         measured = interval >= WARM_INTERVALS
+        now = interval * SYNC_MS + 1
         for each in engines:
-            now = interval * SYNC_MS + 1
             produce = each.produce
             for client, value in zip(clients, per_member, strict=True):
                 sensors = produce.sensors_for("", client, now)

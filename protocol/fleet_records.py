@@ -37,6 +37,15 @@ client-id name) since its writer's previous record, and LOGIN_ACCEPTED, one that
 (proxy/enforcement/failed_logins.py); CEILING_USED, CEILING_FIXED and CEILING_WEIGHT, its
 writer's Load of a broker's ceiling (the ceiling's quota key as the user name, the node id as
 the client-id name; quotas/ceilings.py), whole.
+
+An owner's totals (TOTALS as the first byte; proxy/enforcement/fleet_owners.py) have a
+layout of their own, which no member of version 3 or older reads:
+
+    4 u8 | owner str | partition u16 | generation u32 | round u32 | bitmap size u8 |
+        names u16 | uses u32 | standings u32 | bitmap | name str ... | use ... | standing ...
+
+The bitmap holds two bits a member, by its place in the group: how many of its
+contributions the totals add (0 to MOST_FOLDED).
 """
 
 from __future__ import annotations
@@ -119,8 +128,8 @@ class Totals(NamedTuple):
     owner: str
     partition: int
     #: the group's generation the owner folded in (a member's place in the group is of one
-    #: generation), and its totals of the partition in it, counted from 0: totals 0 name
-    #: every standing the owner holds, and no other (a new owner)
+    #: generation), and its totals of the partition in it, counted from 0 (a new owner's
+    #: first totals name every standing it holds, and so do the next if those were lost)
     generation: int
     round: int
     #: the members whose contributions these totals add, by their place in the group, and

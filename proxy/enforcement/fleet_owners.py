@@ -36,7 +36,6 @@ import mmh3
 
 from protocol.fleet_records import (
     MOST_FOLDED,
-    READS_NEWEST,
     RESTATE_ASKED,
     SPECIAL,
     VERSION,
@@ -54,8 +53,6 @@ Key = tuple[int, str, str]
 #: others up to an interval / FOLDS later than it would straight (the owner's hop), which a
 #: lumpy use split unevenly over the members feels most
 FOLDS: Final = 2
-#: what a publication says that is neither a use nor for fleet_counts.py
-_NOT_COUNTS: Final = frozenset({READS_NEWEST, RESTATE_ASKED})
 #: the partitions of an owners' bus (members own a share each; more members than partitions
 #: leave some owning none)
 PARTITIONS: Final = 64
@@ -419,7 +416,7 @@ class Owning:
                 for fold in self.folds.values():
                     fold.restate = True
             remember_producer_ids(publication, engine, now_ms)
-        return [use for use in uses if use[0] in SPECIAL and use[0] not in _NOT_COUNTS]
+        return [use for use in uses if use[0] in SPECIAL and use[0] != RESTATE_ASKED]
 
     def read_totals(self, totals: Totals, engine: QuotaEngine, now_ms: int) -> None:
         routes = self.routes

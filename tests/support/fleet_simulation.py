@@ -4,10 +4,12 @@ real connection core and enforcement of its own, and a simulated bus between the
 The clients, brokers and workloads are the fidelity table's (tests/support/fidelity.py); each member
 publishes every sync interval (members staggered over the interval) what its sensors recorded,
 and the bus delivers each publication to every member, the publisher included, after a delay,
-losing some with a given probability, or none at all once cut. What the principal got, over
-whole echo periods, is what the fleet held it to; the unit tests assert it and its bound
-(tests/unit/proxy/enforcement/test_fleet.py), and `python -m tests.support.fleet_simulation` prints
-the table.
+losing some with a given probability, or none at all once cut; or, through owners
+(Bus(owners=True), `--owners`), each contribution to its partition's owner and each owner's
+totals to every member, with an owner killed and the group's next generation if asked. What
+the principal got, over whole echo periods, is what the fleet held it to; the unit tests
+assert it and its bound (tests/unit/proxy/enforcement/test_fleet.py), and `python -m
+tests.support.fleet_simulation` prints the table.
 """
 
 from __future__ import annotations
@@ -55,9 +57,9 @@ class Bus:
     #: (proxy/enforcement/fleet_owners.py; the partitions assigned round robin); False for
     #: every publication straight to every member
     owners: bool = False
-    #: (member, second): the member is killed then (it stops publishing, folding and reading;
-    #: its clients, if any, go on through it unshared), and the group's next generation,
-    #: without it, comes `session_s` later (Kafka's session timeout)
+    #: through owners, (member, second): the member is killed then (it stops publishing,
+    #: folding and reading; its clients, if any, go on through it unshared), and the group's
+    #: next generation, without it, comes `session_s` later (Kafka's session timeout)
     killed: tuple[int, int] | None = None
     session_s: int = 6
 
@@ -208,6 +210,8 @@ def simulate_fleet(
                 clock.call_later(delay, fold(place, partition, sent_in, encode(contribution)))
 
     def publish_totals(index: int) -> None:
+        if index in dead:
+            return  # its totalling scheduled before it was killed
         member, delay = owning[index], bus.delay_ms * MS
         for each in member.totals():
             if chance.random() < bus.loss:
