@@ -25,7 +25,7 @@ from localkafka.cluster import Broker, KafkaCluster
 from localkafka.fleet import confluent_fleet, fleet_rate, fleet_timelines
 from localkafka.load import Timeline, aiokafka_flood
 from localkafka.proxy_process import start_proxy
-from localkafka.scrape import scrape, total
+from localkafka.scrape import scrape, total, wait_for_metric
 from protocol.log_dirs import DESCRIBE_LOG_DIRS, VOLUME_VERSION, describe_body, read_log_dirs
 from proxy.control.cluster import ClusterClient
 
@@ -152,11 +152,15 @@ async def test_in_shadow_mode_the_same_writer_fills_the_disk(
 ) -> None:
     """Shown, then stopped: from where the guarded run left the volume, under its soft
     limit, the writer (as fast as it goes: nothing slows it) takes it past the hard limit by
-    a third of it, and is killed there before the volume is full."""
+    a third of it, and is killed there before the volume is full. It starts once the guard
+    has read the volume: unguarded, it wrote 30 MB in the half second before the first
+    reading, and crossed a third past the hard limit before a Produce was judged."""
     small = broker(cluster, SMALL)
     cluster.create_topic("disk-shadow", 2, replicas=[[SMALL]] * 2)
     proxy = start_proxy(tmp_path, cluster.bootstrap_servers, 3, guard_config(True), "shadow")
     try:
+        await wait_for_metric(proxy.metrics_url, lambda samples: total(
+            samples, "kafka_quota_proxy_disk_usable_bytes", broker=str(SMALL)) > 0)  # fmt: skip
         with confluent_fleet(proxy.bootstrap, "filler", "disk-shadow", SECONDS, 1):
             deadline = time.monotonic() + SECONDS
             lowest = await usable(small.address)
