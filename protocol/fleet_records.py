@@ -96,6 +96,7 @@ _U32 = struct.Struct(">I")
 _USE = struct.Struct(">BHHd")
 _IDS_HEAD = struct.Struct(">HI")
 _TOTALS_HEAD = struct.Struct(">HIIBHII")
+_KEY = struct.Struct(">HI")
 #: the most names one record holds (its indices are u16)
 MAX_NAMES: Final = (1 << 16) - 1
 
@@ -302,6 +303,38 @@ def decode_totals(data: bytes) -> Totals:
     return Totals(
         owner, partition, generation, round_, folded, entries[:use_count], entries[use_count:]
     )
+
+
+def contribution_key(place: int, generation: int) -> bytes:
+    """A contribution's record key: its writer's place in the group, in a generation."""
+    return _KEY.pack(place, generation)
+
+
+def read_contribution_key(key: bytes | None) -> tuple[int, int]:
+    """(place, generation); ValueError for what is not a contribution's key."""
+    if key is None or len(key) != _KEY.size:
+        raise ValueError(f"not a contribution's key: {key!r}")
+    place, generation = _KEY.unpack(key)
+    return place, generation
+
+
+def encode_member(name: str, owned: list[int]) -> bytes:
+    """What a member tells the group's leader when it joins: its name in the fleet, and the
+    partitions it owns (the leader leaves them where they are as far as it can)."""
+    return _string(name) + _U16.pack(len(owned)) + b"".join(map(_U16.pack, owned))
+
+
+def decode_member(data: bytes) -> tuple[str, list[int]]:
+    """ValueError for what encode_member did not write."""
+    try:
+        name, pos = _read_string(data, 0)
+        (count,) = _U16.unpack_from(data, pos)
+        owned = [each for (each,) in _U16.iter_unpack(data[pos + 2 : pos + 2 + 2 * count])]
+    except (UnicodeDecodeError, struct.error) as exc:
+        raise ValueError(f"not a fleet member's metadata: {exc}") from exc
+    if len(owned) != count:
+        raise ValueError("a fleet member's metadata cut short")
+    return name, owned
 
 
 def _read_string(data: bytes, pos: int) -> tuple[str, int]:

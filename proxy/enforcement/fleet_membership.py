@@ -39,6 +39,8 @@ class Membership:
         #: the members alive when the bus was last up: the budget is shared among them
         #: while it is down
         self._members_when_up = 1
+        #: when a member sharing its use the other way (owners, or straight) was last heard
+        self._other_kind_ms: int | None = None
 
     def heard_self(self, now_ms: int) -> None:
         """This member's own publication came back: its bus is up."""
@@ -53,6 +55,17 @@ class Membership:
         if reads < VERSION:
             self._older[member] = (reads, now_ms)
         return joined
+
+    def heard_other_kind(self, member: str, now_ms: int) -> bool:
+        """A member that shares its use the other way (through owners, or straight:
+        docs/fleet.md#owners). Neither reads the other's use, so while one is heard, and
+        OLDER_FOR_MS after, this member's bus is down: it holds its share of every budget,
+        that member counted. True if none was heard lately."""
+        last = self._other_kind_ms
+        self._other_kind_ms = now_ms
+        self.heard(member, now_ms, VERSION)
+        self._members_when_up = max(self._members_when_up, self.members(now_ms))
+        return last is None or now_ms - last > OLDER_FOR_MS
 
     def oldest_read(self, now_ms: int) -> int:
         """The oldest record version a member heard in the last OLDER_FOR_MS reads: what
@@ -77,7 +90,9 @@ class Membership:
         return 1 + len(self._heard)
 
     def bus_up(self, now_ms: int) -> bool:
-        own = self._own_ms
+        own, other_kind = self._own_ms, self._other_kind_ms
+        if other_kind is not None and now_ms - other_kind <= OLDER_FOR_MS:
+            return False
         return own is not None and now_ms - own <= self.gone_after_ms
 
     def share(self, now_ms: int) -> float:

@@ -29,15 +29,17 @@ bus; a fixed list in the simulations).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import mmh3
 
 from protocol.fleet_records import (
     MOST_FOLDED,
+    READS_NEWEST,
     RESTATE_ASKED,
     SPECIAL,
+    TOTALS,
     VERSION,
     Publication,
     Totals,
@@ -53,6 +55,10 @@ Key = tuple[int, str, str]
 #: others up to an interval / FOLDS later than it would straight (the owner's hop), which a
 #: lumpy use split unevenly over the members feels most
 FOLDS: Final = 2
+#: the first use of what a member of owners publishes to every member: it reads totals
+#: (READS_NEWEST names the record version a writer reads; TOTALS is none a straight member
+#: reads)
+OWNERS_MARK: Final = (READS_NEWEST, "", "", float(TOTALS))
 #: the partitions of an owners' bus (members own a share each; more members than partitions
 #: leave some owning none)
 PARTITIONS: Final = 64
@@ -62,6 +68,35 @@ def partition_of(user: str, client_id: str, partitions: int) -> int:
     """Every quota type of a principal's tags falls in one partition: the owner of a
     principal's request time also holds its bytes."""
     return int(mmh3.hash(f"{user}\x00{client_id}", signed=False)) % partitions
+
+
+def through_owners(publication: Publication) -> bool:
+    """Whether a publication's writer shares its use through owners: a member that shares
+    it straight cannot read what it does, nor it a straight member's (docs/fleet.md#owners)."""
+    uses = publication.uses
+    return bool(uses) and uses[0] == OWNERS_MARK
+
+
+def owners(held: Mapping[str, Sequence[int]], partitions: int) -> dict[str, list[int]]:
+    """Which member owns which partition, given what each held before (the group leader's
+    assignment): as even as the members allow, and each member keeps what it held up to its
+    share, since a partition that moves costs its standings named again to the new owner."""
+    names = sorted(held, key=lambda name: (-len(held[name]), name))
+    base, extra = divmod(partitions, len(names))
+    room = {name: base + (place < extra) for place, name in enumerate(names)}
+    owned: dict[str, list[int]] = {name: [] for name in sorted(held)}
+    taken: set[int] = set()
+    for name in sorted(held):
+        for partition in sorted(set(held[name])):
+            fits = len(owned[name]) < room[name] and 0 <= partition < partitions
+            if fits and partition not in taken:
+                taken.add(partition)
+                owned[name].append(partition)
+    free = (partition for partition in range(partitions) if partition not in taken)
+    for name in sorted(held):
+        while len(owned[name]) < room[name]:
+            owned[name].append(next(free))
+    return owned
 
 
 class Fold:
@@ -383,8 +418,18 @@ class Owning:
     ) -> tuple[Publication | None, dict[int, Publication]]:
         """What every member reads of this member's publication (None: nothing), and its
         contributions by partition."""
-        publication = self.fleet.publish(engine, now_ms, wall_ms)
-        return self.routes.route(publication, now_ms)
+        return self.route(self.fleet.publish(engine, now_ms, wall_ms), now_ms)
+
+    def route(
+        self, publication: Publication, now_ms: int
+    ) -> tuple[Publication | None, dict[int, Publication]]:
+        """A publication made (and added to: fleet_counts.py), split as publish does; what
+        every member reads carries OWNERS_MARK first."""
+        broadcast, sends = self.routes.route(publication, now_ms)
+        if broadcast is not None:
+            rest = [use for use in broadcast.uses if use[0] != READS_NEWEST]
+            broadcast = broadcast._replace(uses=[OWNERS_MARK, *rest])
+        return broadcast, sends
 
     def totals(self) -> list[Totals]:
         """The totals of the partitions this member owns that folded anything."""

@@ -13,14 +13,28 @@ import pytest
 
 from protocol.fleet_records import (
     MOST_FOLDED,
+    VERSION,
     Publication,
     Totals,
     Use,
+    contribution_key,
+    decode_member,
     decode_totals,
+    encode_member,
     encode_totals,
+    read_contribution_key,
 )
 from proxy.enforcement.fleet import FleetMember
-from proxy.enforcement.fleet_owners import Fold, Owning, Routes, partition_of
+from proxy.enforcement.fleet_membership import OLDER_FOR_MS, Membership
+from proxy.enforcement.fleet_owners import (
+    OWNERS_MARK,
+    Fold,
+    Owning,
+    Routes,
+    owners,
+    partition_of,
+    through_owners,
+)
 from quotas.engine import QuotaEngine
 from quotas.entities import DEFAULT, QuotaEntity, QuotaType
 from quotas.settings import QuotaConfig
@@ -411,3 +425,57 @@ def test_through_rebalances_every_member_ends_holding_the_others_standings(seed:
         for client_id in principals:
             others = sum(standing_of[o].get(client_id, 0.0) for o in group if o != name)
             assert held.get(client_id, 0.0) == pytest.approx(others), (name, client_id)
+
+
+def test_the_leader_spreads_the_partitions_evenly_and_leaves_each_where_it_was() -> None:
+    first = owners({"a": [], "b": [], "c": []}, 64)
+    assert sorted(len(owned) for owned in first.values()) == [21, 21, 22]
+    assert sorted(p for owned in first.values() for p in owned) == list(range(64))
+    # c leaves: a and b keep all they owned and share c's
+    second = owners({"a": first["a"], "b": first["b"]}, 64)
+    assert [len(owned) for owned in second.values()] == [32, 32]
+    assert set(first["a"]) <= set(second["a"]) and set(first["b"]) <= set(second["b"])
+    # d joins: it takes only what the others give up to make room
+    third = owners({"a": second["a"], "b": second["b"], "d": []}, 64)
+    assert set(third["a"]) <= set(second["a"]) and set(third["b"]) <= set(second["b"])
+    assert sorted(len(owned) for owned in third.values()) == [21, 21, 22]
+    # what two members both say they own, or no partition the topic has, goes to one
+    claims = owners({"a": [0, 1, 99], "b": [1, 2]}, 4)
+    assert sorted(p for owned in claims.values() for p in owned) == [0, 1, 2, 3]
+
+
+def test_a_member_of_owners_marks_what_every_member_reads() -> None:
+    member = Owning(FleetMember("m0", 250), 0, PARTITIONS)
+    counts = (254, "alice", "", 3.0)
+    broadcast, _ = member.route(publication([(0, "alice", "app", 1.0), counts]), 0)
+    assert broadcast is not None and broadcast.uses == [OWNERS_MARK, counts]
+    assert through_owners(broadcast) and not through_owners(publication([counts]))
+    assert member.route(publication([(0, "alice", "app", 1.0)]), 250)[0] is None
+
+
+def test_a_member_sharing_the_other_way_holds_every_member_to_its_share() -> None:
+    membership = Membership(250, lambda _: None)
+    membership.heard("b", 0, VERSION)
+    membership.heard_self(0)
+    assert membership.bus_up(0) and membership.share(0) == 1.0
+    assert membership.heard_other_kind("straight", 100)  # first heard: logged
+    assert not membership.heard_other_kind("straight", 200)
+    assert not membership.bus_up(300) and membership.share(300) == pytest.approx(1 / 3)
+    membership.heard_self(300)  # its own still come back: down while the other is heard
+    assert not membership.bus_up(200 + OLDER_FOR_MS)
+    membership.heard_self(OLDER_FOR_MS + 300)
+    assert membership.bus_up(OLDER_FOR_MS + 300)
+
+
+def test_a_contributions_key_and_a_members_metadata_round_trip() -> None:
+    assert read_contribution_key(contribution_key(19, 70_000)) == (19, 70_000)
+    with pytest.raises(ValueError, match="key"):
+        read_contribution_key(b"\x00")
+    with pytest.raises(ValueError, match="key"):
+        read_contribution_key(None)
+    assert decode_member(encode_member("host:9092/w0/17", [0, 5, 63])) == (
+        "host:9092/w0/17",
+        [0, 5, 63],
+    )
+    with pytest.raises(ValueError, match="metadata"):
+        decode_member(encode_member("host", [1, 2])[:-1])
