@@ -10,6 +10,8 @@ from quotas.validation import legal_topic
 
 #: a fleet's bus is this topic, suffixed with the fleet's name
 FLEET_TOPIC_PREFIX = "kafka-quota-proxy-fleet."
+#: the owners' topic of a fleet of owners is its bus's, suffixed
+OWNERS_SUFFIX = ".owners"
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,9 @@ class FleetSettings:
     name: str = ""
     #: how often each member publishes the use it charged
     sync_interval_ms: int = 250
+    #: each member's use through the owners of its principals, not to every member
+    #: (docs/fleet.md#owners); every member of a fleet sets it alike
+    owners: bool = False
 
 
 #: bounds of sync_interval_ms: below, the bus costs more than it buys; above, the fleet's
@@ -30,13 +35,15 @@ SYNC_INTERVAL_MS = (10, 10_000)
 
 
 def parse_fleet(section: dict[str, Any], problems: list[str]) -> FleetSettings:
-    values = typed_values("fleet", section, {"name": (str,), "sync_interval_ms": (int,)}, problems)
+    values = typed_values(
+        "fleet", section, {"name": (str,), "sync_interval_ms": (int,), "owners": (bool,)}, problems
+    )
     name = values.get("name", "")
-    if name and not legal_topic(FLEET_TOPIC_PREFIX + name):
+    topic = FLEET_TOPIC_PREFIX + "<name>" + (OWNERS_SUFFIX if values.get("owners") else "")
+    if name and not legal_topic(topic.replace("<name>", name)):
         problems.append(
             f"[fleet] key 'name': {name!r} cannot name a Kafka topic "
-            f"({FLEET_TOPIC_PREFIX}<name>: up to {249 - len(FLEET_TOPIC_PREFIX)} of "
-            "a-z A-Z 0-9 . _ -)"
+            f"({topic}: up to {249 - len(topic) + len('<name>')} of a-z A-Z 0-9 . _ -)"
         )
         values.pop("name")
     low, high = SYNC_INTERVAL_MS

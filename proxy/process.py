@@ -147,6 +147,7 @@ class ProxyProcess:
             config.cluster,
             config.proxy.upstream_bootstrap_servers,
             self.context.stats.fleet,
+            config.fleet.owners,
         )
 
     async def start(self) -> None:

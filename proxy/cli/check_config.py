@@ -8,7 +8,7 @@ from pathlib import Path
 
 from config.effective_quotas import effective_quotas
 from config.errors import ConfigError, StartupError
-from config.fleet import FLEET_TOPIC_PREFIX
+from config.fleet import FLEET_TOPIC_PREFIX, OWNERS_SUFFIX
 from config.loader import load_config
 from config.proxy_protocol import HeaderMode
 from config.tls import describe
@@ -60,6 +60,12 @@ def check_config(path: Path, offline: bool = False) -> int:
             f"fleet: {config.fleet_name}, one budget per quota entity through the topic "
             f"{FLEET_TOPIC_PREFIX}{config.fleet_name}, published every "
             f"{config.fleet.sync_interval_ms} ms"
+            + (
+                f", each principal's use through its owner ({FLEET_TOPIC_PREFIX}"
+                f"{config.fleet_name}{OWNERS_SUFFIX})"
+                if config.fleet.owners
+                else ""
+            )
         )
     if config.shadow:
         keys = ", ".join(quota_type.key for quota_type in QuotaType if quota_type in config.shadow)

@@ -26,24 +26,26 @@ from config.fleet import FLEET_TOPIC_PREFIX
 from protocol.fleet_records import (
     RESTATING,
     STANDINGLESS,
+    TOTALS,
     VERSION,
     Publication,
     decode,
+    decode_totals,
     encode,
     split,
 )
-from proxy.control.own_topic import UNREACHABLE, OwnTopic
+from proxy.control.own_topic import RETRY_S, UNREACHABLE, OwnTopic
+from proxy.control.owners_link import OwnersLink
 from proxy.enforcement.fleet import FleetMember
 from proxy.enforcement.fleet_counts import FleetCounts
 from proxy.enforcement.fleet_membership import GONE_AFTER, OLDER_FOR_MS
+from proxy.enforcement.fleet_owners import Owning, through_owners
 from proxy.runtime.clock import Clock, wall_ms
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.counters import FleetStats
 
 log = logging.getLogger(__name__)
 
-#: how long a bus that failed is left before it is opened again
-RETRY_S: Final = 1.0
 #: how long the topic keeps publications: only the last few intervals are ever read
 _TOPIC_CONFIGS: Final = {
     "cleanup.policy": "delete",
@@ -58,10 +60,13 @@ _WRITTEN_FOR: Final = {
 #: one record stays under Kafka's default message.max.bytes (a use or a standing is 13 bytes
 #: and its names)
 USES_PER_RECORD: Final = 5_000
+#: the first byte of an owner's totals
+_TOTALS: Final = bytes([TOTALS])
 
 
 class FleetUnreachable(Exception):
-    """The bus could not be read at start-up: the proxy does not serve without it."""
+    """The bus could not be read at start-up, or a member heard there shares its use the
+    other way (owners, or straight): the proxy does not serve without it."""
 
 
 def member_id(bootstrap_port: int, worker: int) -> str:
@@ -78,6 +83,7 @@ class FleetBus:
         cluster: ClusterSettings,
         servers: Sequence[str],
         stats: FleetStats,
+        owners: bool = False,
     ) -> None:
         self.member = member
         #: what the members tell each other besides use: connection counts, logins
@@ -105,6 +111,14 @@ class FleetBus:
         self._others: frozenset[str] = frozenset()
         self._failure = "its own publications stopped coming back"
         self._sends: set[asyncio.Task[None]] = set()
+        #: the members' use through owners ([fleet] owners; docs/fleet.md#owners)
+        self._owners: OwnersLink | None = None
+        if owners:
+            link = OwnersLink(Owning(member, 0), self._own, context, cluster, list(servers),
+                              _TOPIC_CONFIGS, stats)  # fmt: skip
+            self._owners = link
+        #: the last member heard that shares its use the other way (owners, or straight)
+        self._other_kind: str | None = None
 
     @property
     def topic(self) -> str:
@@ -115,6 +129,8 @@ class FleetBus:
         recent use), then publish once and read that back: the bus is up."""
         try:
             await asyncio.wait_for(self._open(history=True), timeout_s)
+            if self._owners is not None:
+                await asyncio.wait_for(self._owners.join(), timeout_s)
             await asyncio.wait_for(self._until_up(), timeout_s)
         except UNREACHABLE as exc:
             await self.close()
@@ -130,6 +146,9 @@ class FleetBus:
         again then)."""
         loop = asyncio.get_running_loop()
         publishing = loop.create_task(self._publish_every_interval())
+        if self._owners is not None:
+            owning = loop.create_task(self._owners.run())
+            publishing.add_done_callback(lambda _: owning.cancel())
         opened = loop.time()
         try:
             while True:
@@ -157,11 +176,15 @@ class FleetBus:
     def renew(self, cluster: ClusterSettings) -> None:
         """Followed with the reloaded [cluster] from the next turn on, from its end."""
         self._own.renew(cluster)
+        if self._owners is not None:
+            self._owners.renew(cluster)
 
     async def close(self) -> None:
         for task in list(self._sends):
             task.cancel()
         await asyncio.gather(*self._sends, return_exceptions=True)
+        if self._owners is not None:
+            await self._owners.close()
         await self._own.close()
 
     async def _open(self, history: bool = False) -> None:
@@ -179,6 +202,15 @@ class FleetBus:
     async def _until_up(self) -> None:
         self._publish()
         while not self.member.membership.bus_up(self._clock.now_ms()):
+            if self._other_kind is not None:
+                owners = self._owners is not None
+                raise FleetUnreachable(
+                    f"[fleet] name {self.name}: member {self._other_kind} shares its use "
+                    f"{'straight' if owners else 'through owners'} and this one "
+                    f"{'through owners' if owners else 'straight'} ([fleet] owners = "
+                    f"{str(owners).lower()}): neither reads the other's. Set [fleet] owners "
+                    "alike on every member (docs/fleet.md#owners)"
+                )
             await self._follow()
 
     async def _publish_every_interval(self) -> None:
@@ -189,10 +221,16 @@ class FleetBus:
     def _publish(self) -> None:
         now_ms = self._clock.now_ms()
         started = time.thread_time()
-        engine = self._context.quotas.engine
-        publication = self.member.publish(engine, now_ms, wall_ms())
-        self._counts.publish(publication, engine, now_ms)
+        engine, owners = self._context.quotas.engine, self._owners
+        if owners is not None:
+            owners.assign(now_ms)
+        made = self.member.publish(engine, now_ms, wall_ms())
+        self._counts.publish(made, engine, now_ms)
+        publication = made if owners is None else owners.route(made, now_ms)
         self._stats.cpu_seconds += time.thread_time() - started
+        if publication is None:
+            self._report()
+            return
         if self._own.is_open:
             task = asyncio.get_running_loop().create_task(self._send(publication))
             self._sends.add(task)
@@ -219,10 +257,14 @@ class FleetBus:
         records = await self._own.read(int(self.member.sync_interval_ms))
         engine = self._context.quotas.engine
         started = time.thread_time()
+        owners = self._owners
         for record in records:
             value = record.value or b""
             self._stats.bytes_read += len(value)
             try:
+                if value[:1] == _TOTALS:
+                    self._read_totals(value)
+                    continue
                 publication = decode(value)
             except ValueError as exc:
                 log.warning(
@@ -231,11 +273,36 @@ class FleetBus:
                 self.member.gaps.missed()
                 continue
             now_ms = self._clock.now_ms()
-            skipped = self.member.receive(publication, engine, now_ms)
+            writer = publication.member
+            if writer != self.member.member and through_owners(publication) != bool(owners):
+                self._heard_other_kind(writer)
+                continue
+            reader = self.member if owners is None else owners.owning
+            skipped = reader.receive(publication, engine, now_ms)
             self._counts.receive(publication, skipped, engine, now_ms)
         self._stats.cpu_seconds += time.thread_time() - started
         if records:
             self._report()
+
+    def _read_totals(self, value: bytes) -> None:
+        """An owner's totals: the others' use, or a member of owners heard by a straight
+        one."""
+        if self._owners is not None:
+            self._owners.read_totals(value, self._clock.now_ms())
+        else:
+            self._heard_other_kind(decode_totals(value).owner)
+
+    def _heard_other_kind(self, member: str) -> None:
+        self._other_kind = member
+        if self.member.membership.heard_other_kind(member, self._clock.now_ms()):
+            log.error(
+                "fleet %s: member %s shares its use the other way (through owners, or "
+                "straight: [fleet] owners differs, or a release before owners): neither "
+                "reads the other's, and each holds its share of every budget while the other "
+                "is heard (docs/fleet.md#owners)",
+                self.name,
+                member,
+            )
 
     def _report(self) -> None:
         """The budget share in force, the metrics, and a log line when the bus changes."""
@@ -260,7 +327,7 @@ class FleetBus:
                 "the bus is back",
                 self.name,
                 self.topic,
-                self._failure,
+                self._owners.failure(now_ms) if self._owners is not None else self._failure,
                 round(1 / share),
             )
         self._up = up

@@ -24,6 +24,8 @@ from config.secrets import SecretError
 UNREACHABLE: Final = (KafkaError, OSError, TimeoutError, SecretError)
 #: replicas of the topic when the cluster has the brokers for them
 _REPLICAS: Final = 3
+#: how long a topic that failed is left before it is opened again
+RETRY_S: Final = 1.0
 
 _Client = TypeVar("_Client")
 
@@ -78,7 +80,7 @@ class OwnTopic:
         common = {"bootstrap_servers": self._servers, "client_id": self._client_id, **options}
         admin = self._admin = AIOKafkaAdminClient(**common)
         await admin.start()
-        created = await self._create(admin)
+        created = await create_topic(admin, self.topic, 1, self._configs)
         producer = self._producer = AIOKafkaProducer(**common, **self._producer_options)
         await producer.start()
         consumer = self._consumer = AIOKafkaConsumer(**common, enable_auto_commit=False)
@@ -95,25 +97,6 @@ class OwnTopic:
             await producer.stop()
         if admin is not None:
             await admin.close()
-
-    async def _create(self, admin: AIOKafkaAdminClient) -> bool:
-        if self.topic in await admin.list_topics():
-            return False
-        brokers = len((await admin.describe_cluster())["brokers"])
-        topic = NewTopic(
-            self.topic,
-            num_partitions=1,
-            replication_factor=max(1, min(_REPLICAS, brokers)),
-            topic_configs=self._configs,
-        )
-        response = await admin.create_topics([topic])
-        for _name, code, *message in response.topic_errors:
-            if code == TopicAlreadyExistsError.errno:  # another instance made it first
-                return False
-            if code:
-                error = for_code(code)
-                raise error(f"creating the topic {self.topic}: {message[0] if message else ''}")
-        return True
 
     async def exists(self) -> bool:
         return self.topic in await self._opened(self._admin).list_topics()
@@ -168,3 +151,27 @@ class OwnTopic:
         if client is None:
             raise KafkaError(f"the topic {self.topic} is not open")
         return client
+
+
+async def create_topic(
+    admin: AIOKafkaAdminClient, topic: str, partitions: int, configs: Mapping[str, str]
+) -> bool:
+    """The topic made, of this many partitions, if it is missing; True when this call made
+    it (another instance may have made it first)."""
+    if topic in await admin.list_topics():
+        return False
+    brokers = len((await admin.describe_cluster())["brokers"])
+    new = NewTopic(
+        topic,
+        num_partitions=partitions,
+        replication_factor=max(1, min(_REPLICAS, brokers)),
+        topic_configs=dict(configs),
+    )
+    response = await admin.create_topics([new])
+    for _name, code, *message in response.topic_errors:
+        if code == TopicAlreadyExistsError.errno:  # another instance made it first
+            return False
+        if code:
+            error = for_code(code)
+            raise error(f"creating the topic {topic}: {message[0] if message else ''}")
+    return True

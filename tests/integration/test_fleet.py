@@ -52,18 +52,21 @@ NEIGHBOUR_RATE = QUOTA / 2
 EXPLAINED_APART = 0.2
 
 
-def fleet_config(name: str) -> str:
+def fleet_config(name: str, owners: bool) -> str:
     return (
         SHORT_QUOTA_WINDOWS
         + f'[clients."{FLEET}"]\nproducer_byte_rate = {QUOTA}\n'
         + f'[clients."{NEIGHBOUR}"]\nproducer_byte_rate = {2 * QUOTA}\n'
-        + f'[fleet]\nname = "{name}"\n'
+        + f'[fleet]\nname = "{name}"\nowners = {str(owners).lower()}\n'
     )
 
 
-def start_fleet(kafka: KafkaCluster, tmp: Path, name: str) -> list[RunningProxy]:
+def start_fleet(
+    kafka: KafkaCluster, tmp: Path, name: str, owners: bool = False
+) -> list[RunningProxy]:
+    config = fleet_config(name, owners)
     return [
-        start_proxy(tmp, kafka.bootstrap_servers, 3, fleet_config(name), name=f"{name}-{index}")
+        start_proxy(tmp, kafka.bootstrap_servers, 3, config, name=f"{name}-{index}")
         for index in range(3)
     ]
 
@@ -82,14 +85,28 @@ def fleet(
     stop_all(instances)
 
 
+@pytest.fixture(scope="module")
+def owners_fleet(
+    kafka3: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[RunningProxy]]:
+    """The same, sharing their use through owners (docs/fleet.md#owners)."""
+    instances = start_fleet(kafka3, tmp_path_factory.mktemp("owners"), "owned", owners=True)
+    yield instances
+    stop_all(instances)
+
+
+@pytest.mark.parametrize("sharing", ["fleet", "owners_fleet"])
 async def test_three_instances_hold_a_principal_as_one(
-    kafka3: KafkaCluster, fleet: list[RunningProxy]
+    kafka3: KafkaCluster, sharing: str, request: pytest.FixtureRequest
 ) -> None:
+    fleet: list[RunningProxy] = request.getfixturevalue(sharing)
     watch = Watch([instance.metrics_url for instance in fleet])
     bootstraps = [instance.bootstrap for instance in fleet]  # one instance per process
-    run = await run_held(kafka3, bootstraps, "fleet-held", "fleet-neighbour", NEIGHBOUR_RATE, watch)
+    topic = f"{sharing}-held"
+    run = await run_held(kafka3, bootstraps, topic, f"{sharing}-neighbour", NEIGHBOUR_RATE, watch)
     print(
-        f"3 instances: {run.rate:,.0f} B/s over {MEASURED_S:.0f} s ({run.rate / QUOTA:.3f} x);"
+        f"3 instances ({sharing}): {run.rate:,.0f} B/s over {MEASURED_S:.0f} s "
+        f"({run.rate / QUOTA:.3f} x);"
         f" local rates seen: {', '.join(f'{local:,.0f}' for local in watch.local)} B/s"
     )
     assert 0 < run.rate < BOUND * QUOTA
@@ -107,18 +124,24 @@ async def test_three_instances_hold_a_principal_as_one(
           f"{', '.join(f'{m:.3f}' for m in means)} x the quota; one round's members apart "
           f"by {apart[0]:.3f} to {apart[-1]:.3f}, median {apart[len(apart) // 2]:.3f}")  # fmt: skip
     assert len(rounds) >= 10 and max(means) - min(means) <= EXPLAINED_APART
-    assert_stored_once(kafka3, "fleet-held", run.timelines)
-    assert_stored_once(kafka3, "fleet-neighbour", [run.neighbour])
+    assert_stored_once(kafka3, topic, run.timelines)
+    assert_stored_once(kafka3, f"{sharing}-neighbour", [run.neighbour])
 
 
 KILL_AT_S = 10.0
 
 
+@pytest.mark.parametrize("owners", [False, True], ids=["straight", "owners"])
 async def test_an_instance_killed_mid_run_leaves_the_others_holding_the_principal(
-    kafka3: KafkaCluster, tmp_path: Path
+    kafka3: KafkaCluster, tmp_path: Path, owners: bool
 ) -> None:
-    instances = await asyncio.to_thread(start_fleet, kafka3, tmp_path, "killed")
-    kafka3.create_topic("fleet-killed", partitions=PARTITIONS)
+    """Through owners, the one killed owns about a third of the partitions: their
+    contributions wait, its survivors hold their shares until the group's next generation
+    gives the partitions to them (SESSION_TIMEOUT_MS)."""
+    name = "killed-owners" if owners else "killed"
+    instances = await asyncio.to_thread(start_fleet, kafka3, tmp_path, name, owners)
+    topic = f"fleet-{name}"
+    kafka3.create_topic(topic, partitions=PARTITIONS)
     seconds = FIRST_WINDOW_S + MEASURED_S
     # every process knows every instance, its own first, as clients behind a load balancer
     # or a DNS name of several addresses do
@@ -127,7 +150,7 @@ async def test_an_instance_killed_mid_run_leaves_the_others_holding_the_principa
     idempotent = {"enable.idempotence": "true"}  # a send cut by the kill is retried once
     try:
         with confluent_fleet(
-            bootstraps, FLEET, "fleet-killed", seconds, PROCESSES, idempotent, IN_FLIGHT
+            bootstraps, FLEET, topic, seconds, PROCESSES, idempotent, IN_FLIGHT
         ) as processes:
             await asyncio.sleep(KILL_AT_S)
             serving = [
@@ -148,13 +171,18 @@ async def test_an_instance_killed_mid_run_leaves_the_others_holding_the_principa
     rate = fleet_rate(timelines, FIRST_WINDOW_S, FIRST_WINDOW_S + MEASURED_S)
     after = [sum(1 for at, _ in t.events if at > killed_at + 5) for t in timelines]
     print(
-        f"one of 3 instances killed at {KILL_AT_S:.0f} s (it served {max(serving):.0f} of"
+        f"{name}: one of 3 instances killed at {KILL_AT_S:.0f} s (it served {max(serving):.0f} of"
         f" {sum(serving):.0f} connections): {rate:,.0f} B/s ({rate / QUOTA:.3f} x); records"
         f" acknowledged per process from 5 s after the kill: {after}"
     )
     assert 0 < rate < BOUND * QUOTA
     assert all(after), "a process made no progress after the kill"
-    stored = [seq_of(value) for value in read_all(kafka3.bootstrap_servers, "fleet-killed")]
+    if owners:  # the survivors fell to their shares, and the next generation took them back
+        for survivor in (instance for instance in instances if instance is not victim):
+            log = survivor.log()
+            lost = log.index("an owner has folded none of this member's use")
+            assert "one budget per quota entity" in log[lost:]
+    stored = [seq_of(value) for value in read_all(kafka3.bootstrap_servers, topic)]
     acked = [seq for t in timelines for seq in t.seqs]
     assert len(stored) == len(set(stored)), "a record was stored twice"
     assert set(acked) <= set(stored), "an acknowledged record is missing"

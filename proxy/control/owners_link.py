@@ -1,0 +1,205 @@
+"""A fleet bus's owners (issue 51; docs/fleet.md#owners): the asyncio shell of Owning
+(proxy/enforcement/fleet_owners.py) around the owners' topic (owners_topic.py).
+
+A member's contributions go to the partitions' owners on the owners' topic, each partition's
+one at a time (Routes.lost counts on it: each is written or failed before the next); the
+totals of the partitions it owns go FOLDS times an interval to the bus's topic, which every
+member reads. The bus is up while the group holds an assignment and no owner is silent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from config.cluster import ClusterSettings
+from config.fleet import OWNERS_SUFFIX
+from protocol.fleet_records import (
+    Publication,
+    Totals,
+    contribution_key,
+    decode,
+    decode_totals,
+    encode,
+    encode_totals,
+    read_contribution_key,
+)
+from proxy.control.own_topic import RETRY_S, UNREACHABLE, OwnTopic
+from proxy.control.owners_topic import OwnersTopic
+from proxy.enforcement.fleet_membership import GONE_AFTER
+from proxy.enforcement.fleet_owners import FOLDS, Owning
+from proxy.runtime.context import ProxyContext
+from proxy.runtime.counters import FleetStats
+
+log = logging.getLogger(__name__)
+
+
+class OwnersLink:
+    def __init__(
+        self,
+        owning: Owning,
+        bus: OwnTopic,
+        context: ProxyContext,
+        cluster: ClusterSettings,
+        servers: list[str],
+        configs: dict[str, str],
+        stats: FleetStats,
+    ) -> None:
+        self.owning = owning
+        self._bus = bus
+        self._context = context
+        self._stats = stats
+        interval_ms = owning.fleet.sync_interval_ms
+        self._interval_s = interval_ms / 1000
+        self.topic = OwnersTopic(
+            bus.topic + OWNERS_SUFFIX,
+            owning.fleet.member,
+            cluster,
+            servers,
+            configs,
+            read_back_ms=GONE_AFTER * interval_ms,
+        )
+        #: per partition, the send of its last contribution: the next waits for it
+        self._sending: dict[int, asyncio.Task[None]] = {}
+        self._generation: int | None = None
+
+    async def join(self) -> None:
+        """Open the owners' topic and read it until the group assigns this member."""
+        if not self.topic.is_open:
+            await self.topic.open()
+        while self.topic.group is None:
+            await self._fold()
+
+    async def run(self) -> None:
+        """Fold the contributions to the partitions this member owns, and publish their
+        totals FOLDS times an interval; open the topic again when it fails."""
+        totalling = asyncio.get_running_loop().create_task(self._total_every_fold())
+        try:
+            while True:
+                try:
+                    await self.join()
+                    await self._fold()
+                except UNREACHABLE as exc:
+                    log.warning("fleet: the owners' topic %s failed: %r", self.topic.topic, exc)
+                    await self.topic.close()
+                    await asyncio.sleep(RETRY_S)
+        finally:
+            totalling.cancel()
+            await asyncio.gather(totalling, return_exceptions=True)
+
+    def renew(self, cluster: ClusterSettings) -> None:
+        self.topic.renew(cluster)
+
+    async def close(self) -> None:
+        for task in list(self._sending.values()):
+            task.cancel()
+        await asyncio.gather(*self._sending.values(), return_exceptions=True)
+        await self.topic.close()
+
+    def assign(self, now_ms: int) -> None:
+        """The group as last assigned, if it holds (else the bus falls down after
+        GONE_AFTER intervals, and this member holds its share)."""
+        group = self.topic.group
+        if group is None:
+            return
+        if group.generation != self._generation:
+            self._generation = group.generation
+            log.info(
+                "fleet: generation %d of the owners' group: %d members, %d partitions owned here",
+                group.generation,
+                len(group.order),
+                len(group.owned),
+            )
+        self.owning.assign(group.order, group.owned, group.generation, now_ms)
+
+    def failure(self, now_ms: int) -> str:
+        """Why the bus is down, as far as the owners go."""
+        if self.topic.group is None:
+            return f"the owners' group on {self.topic.topic} has not assigned this member"
+        if self.owning.silent_owner(now_ms):
+            return (
+                f"an owner has folded none of this member's use for "
+                f"{self.owning.fleet.membership.gone_after_ms} ms: the group's next generation "
+                "gives its partitions to another"
+            )
+        return "a member sharing its use the other way is heard, or the bus's topic failed"
+
+    def route(self, publication: Publication, now_ms: int) -> Publication | None:
+        """Send a publication's contributions to their owners; what every member reads of
+        it is returned (None: nothing)."""
+        broadcast, sends = self.owning.route(publication, now_ms)
+        routes = self.owning.routes
+        key = contribution_key(routes.member, routes.generation)
+        loop = asyncio.get_running_loop()
+        for partition, contribution in sends.items():
+            previous = self._sending.get(partition)
+            self._sending[partition] = loop.create_task(
+                self._send(partition, key, contribution, previous)
+            )
+        return broadcast
+
+    def read_totals(self, value: bytes, now_ms: int) -> None:
+        """ValueError for what is not an owner's totals."""
+        totals = decode_totals(value)
+        self.owning.read_totals(totals, self._context.quotas.engine, now_ms)
+
+    async def _send(
+        self,
+        partition: int,
+        key: bytes,
+        contribution: Publication,
+        previous: asyncio.Task[None] | None,
+    ) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        started = time.thread_time()
+        record = encode(contribution)
+        self._stats.cpu_seconds += time.thread_time() - started
+        try:
+            await self.topic.send(partition, key, record)
+            self._stats.bytes_published += len(record)
+        except UNREACHABLE:
+            self.owning.routes.lost(partition)
+            self._stats.publications_lost += 1
+        finally:
+            if self._sending.get(partition) is asyncio.current_task():
+                del self._sending[partition]
+
+    async def _fold(self) -> None:
+        records = await self.topic.read(int(self.owning.fleet.sync_interval_ms))
+        started = time.thread_time()
+        for record in records:
+            value = record.value or b""
+            self._stats.bytes_read += len(value)
+            try:
+                place, generation = read_contribution_key(record.key)
+                contribution = decode(value)
+            except ValueError as exc:
+                log.warning(
+                    "fleet: the contribution at %d/%d skipped: %s",
+                    record.partition,
+                    record.offset,
+                    exc,
+                )
+                continue
+            self.owning.contribution(place, record.partition, generation, contribution)
+        self._stats.cpu_seconds += time.thread_time() - started
+
+    async def _total_every_fold(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s / FOLDS)
+            await asyncio.gather(*map(self._publish_totals, self.owning.totals()))
+
+    async def _publish_totals(self, totals: Totals) -> None:
+        started = time.thread_time()
+        record = encode_totals(totals)
+        self._stats.cpu_seconds += time.thread_time() - started
+        try:
+            await self._bus.send(record)
+            self._stats.bytes_published += len(record)
+        except UNREACHABLE:
+            fold = self.owning.folds.get(totals.partition)
+            if fold is not None:
+                fold.lost(totals)
+            self._stats.publications_lost += 1
