@@ -128,7 +128,9 @@ class OwnersLink:
     def route(self, publication: Publication, now_ms: int) -> Publication | None:
         """Send a publication's contributions to their owners; what every member reads of
         it is returned (None: nothing)."""
-        broadcast, sends = self.owning.route(publication, now_ms)
+        # the connection guard's escrow hears every member after a gap (fleet_counts.py)
+        always = self._context.quotas.engine.connections.enabled
+        broadcast, sends = self.owning.route(publication, now_ms, always)
         routes = self.owning.routes
         key = contribution_key(routes.member, routes.generation)
         loop = asyncio.get_running_loop()

@@ -421,11 +421,15 @@ class Owning:
         return self.route(self.fleet.publish(engine, now_ms, wall_ms), now_ms)
 
     def route(
-        self, publication: Publication, now_ms: int
+        self, publication: Publication, now_ms: int, always: bool = False
     ) -> tuple[Publication | None, dict[int, Publication]]:
         """A publication made (and added to: fleet_counts.py), split as publish does; what
-        every member reads carries OWNERS_MARK first."""
+        every member reads carries OWNERS_MARK first. `always`: every member reads one
+        from this member every interval, if only the mark (the connection guard's escrow
+        waits, after a gap, until it has read one of every member: fleet_counts.py)."""
         broadcast, sends = self.routes.route(publication, now_ms)
+        if broadcast is None and always:
+            broadcast = publication._replace(uses=[], standings=[], producer_ids={})
         if broadcast is not None:
             rest = [use for use in broadcast.uses if use[0] != READS_NEWEST]
             broadcast = broadcast._replace(uses=[OWNERS_MARK, *rest])

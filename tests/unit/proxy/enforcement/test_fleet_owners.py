@@ -451,6 +451,9 @@ def test_a_member_of_owners_marks_what_every_member_reads() -> None:
     assert broadcast is not None and broadcast.uses == [OWNERS_MARK, counts]
     assert through_owners(broadcast) and not through_owners(publication([counts]))
     assert member.route(publication([(0, "alice", "app", 1.0)]), 250)[0] is None
+    # with a connection quota, every member hears each member every interval
+    heartbeat, _ = member.route(publication([(0, "alice", "app", 1.0)]), 500, always=True)
+    assert heartbeat is not None and heartbeat.uses == [OWNERS_MARK]
 
 
 def test_a_member_sharing_the_other_way_holds_every_member_to_its_share() -> None:
