@@ -14,11 +14,12 @@ from typing import Final
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 from aiokafka.structs import ConsumerRecord
 
 from config.cluster import ClusterSettings
-from config.fleet import FLEET_TOPIC_PREFIX
-from protocol.fleet_records import Publication, decode
+from config.fleet import FLEET_TOPIC_PREFIX, OWNERS_SUFFIX
+from protocol.fleet_records import TOTALS, Publication, Totals, decode, decode_member, decode_totals
 from proxy.control.own_topic import UNREACHABLE
 from proxy.top.view import LiveView
 from quotas.admin import Changes
@@ -35,12 +36,17 @@ log = logging.getLogger(__name__)
 class Update:
     samples: list[UsageSample] = field(default_factory=list)
     publications: list[Publication] = field(default_factory=list)
+    totals: list[Totals] = field(default_factory=list)
+    #: the members of a fleet of owners' group, when it was described (None: not now)
+    members: list[str] | None = None
     #: records of any topic that could not be read (malformed), skipped
     skipped: int = 0
     #: quota records were read: the store changed
     quotas: bool = False
 
 
+#: how often the owners' group is described: more often than a member is gone (GONE_MS)
+DESCRIBE_EVERY_MS: Final = 2_000
 #: how a running count of malformed records reads in the problems
 _SKIPPED: Final = " records skipped: not what their topic's writer writes"
 
@@ -70,6 +76,8 @@ class LiveFeed:
         #: principal's detail explains with
         self.settings = QuotaSettings() if settings is None else settings
         self.config_file = config_file
+        #: when the owners' group was last described (the reader's clock, ms)
+        self._described_ms: int | None = None
         #: how far back the samples are read at the start: the span the rates average over
         #: and one sampling interval
         self.read_back_s = read_back_s
@@ -162,6 +170,33 @@ class LiveFeed:
                 found[topic["topic"]] = [p["partition"] for p in topic["partitions"]]
         return found
 
+    async def _owners_group(self) -> list[str]:
+        """The members of the fleet's owners' group, which an idle member of owners is known
+        by (it publishes nothing): none for a straight fleet, or when the group cannot be
+        described."""
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=self.servers,
+            client_id="kafka-quota-proxy-top",
+            **self._cluster.aiokafka_options(),
+        )
+        try:
+            await admin.start()
+            described = await admin.describe_consumer_groups([self.fleet_topic + OWNERS_SUFFIX])
+        except UNREACHABLE:
+            return []
+        finally:
+            await admin.close()
+        names = []
+        for response in described:
+            for group in response.groups:
+                for member in group[5]:  # ..., metadata, assignment (in every version)
+                    try:
+                        metadata = ConsumerProtocolMemberMetadata.decode(member[-2])
+                        names.append(decode_member(metadata.user_data)[0])
+                    except (ValueError, TypeError, IndexError):
+                        continue
+        return names
+
     async def caught_up(self) -> bool:
         """Whether every sample and quota that was there at the start has been read."""
         consumer = self._consumer
@@ -199,6 +234,11 @@ class LiveFeed:
         if changes:
             self.store.alter_many(ALTERED, changes, set_at)
             update.quotas = True
+        if self.fleet_topic and (
+            self._described_ms is None or now_ms() - self._described_ms >= DESCRIBE_EVERY_MS
+        ):
+            self._described_ms = now_ms()
+            update.members = await self._owners_group()
         if update.skipped:
             self._skipped(update.skipped)
         return update
@@ -225,7 +265,10 @@ class LiveFeed:
         elif topic == self.fleet_topic:
             if value is None:
                 raise ValueError("an empty publication")
-            update.publications.append(decode(value))
+            if value[:1] == bytes([TOTALS]):
+                update.totals.append(decode_totals(value))
+            else:
+                update.publications.append(decode(value))
         elif topic == self.quota_topic:
             entity, quota_key, number = record_change(record.key, value)
             changes.setdefault(entity, {})[quota_key] = number
@@ -258,4 +301,8 @@ def feed_view(view: LiveView, feed: LiveFeed, update: Update) -> None:
     received = now_ms()
     for publication in update.publications:
         view.add_publication(publication, received)
+    for totals in update.totals:
+        view.add_totals(totals, received)
+    if update.members is not None:
+        view.add_members(update.members, received)
     view.expire(int(time.time() * 1000), received)  # samples carry the wall clock

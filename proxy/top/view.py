@@ -24,7 +24,7 @@ from enum import Enum
 from typing import Final, NamedTuple
 
 from protocol.apis import REQUEST_QUOTA_EXEMPT, api_name
-from protocol.fleet_records import Publication
+from protocol.fleet_records import Publication, Totals, Use
 from quotas.entities import KAFKA_QUOTA_TYPES, EntityQuotas, QuotaEntity, QuotaType
 from quotas.topics import client_entities, topic_limit, topic_limits
 from quotas.usage_samples import UsageSample
@@ -236,13 +236,31 @@ class LiveView:
             if self._first_received_ms is None:
                 self._first_received_ms = received_ms
             return
-        uses = self._topic_uses
-        for quota_type, user, _, value in publication.uses:
+        self._add_topic_uses(publication.uses, received_ms)
+
+    def add_totals(self, totals: Totals, received_ms: int) -> None:
+        """An owner's totals (docs/fleet.md#owners): the owner is a member, and the topics'
+        bytes every member charged in its partition since its previous totals."""
+        self.members[totals.owner] = received_ms
+        if self._first_received_ms is None:
+            self._first_received_ms = received_ms
+        self._add_topic_uses(totals.uses, received_ms)
+
+    def add_members(self, members: Iterable[str], received_ms: int) -> None:
+        """The members of a fleet of owners' group: each is a member whether or not it
+        publishes anything (an idle one does not)."""
+        for member in members:
+            self.members[member] = received_ms
+
+    def _add_topic_uses(self, uses: Iterable[Use], received_ms: int) -> None:
+        """A topic's use is published whole, never as a standing (proxy/enforcement/fleet.py)."""
+        topic_uses = self._topic_uses
+        for quota_type, topic, _, value in uses:
             measure = TOPIC_USES.get(quota_type)
             if measure is not None:
-                uses.append((received_ms, user, measure, value))
-        while uses and uses[0][0] <= received_ms - self.span_ms:
-            uses.popleft()
+                topic_uses.append((received_ms, topic, measure, value))
+        while topic_uses and topic_uses[0][0] <= received_ms - self.span_ms:
+            topic_uses.popleft()
 
     def topic_rows(self, measure: Measure, now_ms: int) -> list[TopicRow]:
         """Topics under a quota, by the bytes written (PRODUCE) or read (FETCH) into them

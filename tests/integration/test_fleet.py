@@ -13,8 +13,11 @@ acknowledged record is lost or doubled. Last, the bus's topic is deleted under t
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -126,6 +129,15 @@ async def test_three_instances_hold_a_principal_as_one(
     assert len(rounds) >= 10 and max(means) - min(means) <= EXPLAINED_APART
     assert_stored_once(kafka3, topic, run.timelines)
     assert_stored_once(kafka3, f"{sharing}-neighbour", [run.neighbour])
+    if sharing == "owners_fleet":  # idle members of owners publish nothing: top finds them
+        once = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "proxy", "top", "--config", str(fleet[0].config_path),
+             "--usage-topic", "none", "--once", "--json"],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        shown = json.loads(once.stdout)
+        assert len(shown["members"]) == 3 and shown["bus"].endswith(".owned"), shown
 
 
 KILL_AT_S = 10.0

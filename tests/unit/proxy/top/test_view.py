@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from localkafka.inprocess import samples
-from protocol.fleet_records import Publication
+from protocol.fleet_records import Publication, Totals
 from protocol.quota_records import read_record
 from proxy.top.view import DEMAND, LiveView, Measure, UserClient, ranked, snapshot
 from quotas.entities import DEFAULT, KAFKA_QUOTA_TYPES, QuotaEntity, QuotaType
@@ -273,6 +273,21 @@ def test_topics_under_a_quota_are_ranked_from_the_buss_publications() -> None:
     ]
     assert rows[0].share == 1.2 and set(view.members) == {"a", "b"}
     assert view.topic_rows(Measure.REQUEST, 9_000) == []
+
+
+def test_a_fleet_of_owners_topics_come_from_the_totals_and_its_members_from_the_group() -> None:
+    """An owner's totals add up every member's use of its partition's topics; an idle
+    member publishes nothing, and the owners' group names it."""
+    view = LiveView(span_ms=5_000)
+    view.set_quotas({QuotaType.PRODUCE: {QuotaEntity(topic="clicks"): 1_000_000.0}})
+    produce = len(KAFKA_QUOTA_TYPES)
+    for second in range(10):
+        uses = [(produce, "clicks", "", 1_200_000.0), (0, "app", "", 9e9)]
+        view.add_totals(Totals("a", 7, 2, second, {0: 1, 1: 1}, uses, []), second * 1000)
+    view.add_members(["a", "b", "idle"], 9_000)
+    rows = view.topic_rows(Measure.PRODUCE, 9_000)
+    assert [(r.topic, r.rate) for r in rows] == [("clicks", 1_200_000.0)]
+    assert set(view.members) == {"a", "b", "idle"}
 
 
 def test_a_proxy_gone_quiet_and_a_member_gone_silent_are_forgotten() -> None:
