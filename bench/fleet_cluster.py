@@ -14,7 +14,8 @@ rate over that span against their quota (median and worst); then one member kill
 the same load: how long the survivors took to count two members, and the HEAVY principals'
 rate together, second by second and over every span of Kafka's default quota windows (11 x
 1 s), before and after the kill. With `--against REV` the same run on REV's proxies (a git
-worktree), first, on the same cluster. With `--mixed REV`, a fleet mid-roll as well: member 0
+worktree), first, on the same cluster. With `--owners`, this tree's proxies through owners
+([fleet] owners = true) as well. With `--mixed REV`, a fleet mid-roll as well: member 0
 on REV, the others on this tree, and what their logs said of the record versions (member 0
 is the one killed, and the others are then alone on this tree's).
 """
@@ -183,10 +184,12 @@ def _reading(proxy: RunningProxy) -> tuple[float, float, float, float | None]:
 
 @contextmanager
 def fleet(
-    cluster: KafkaCluster, work: Path, trees: Sequence[Path], name: str
+    cluster: KafkaCluster, work: Path, trees: Sequence[Path], name: str, owners: bool
 ) -> Iterator[list[RunningProxy]]:
     """A member per tree, each running that tree's code."""
-    quotas = f'[clients."<default>"]\nproducer_byte_rate = {LIMIT}\n[fleet]\nname = "{name}"\n'
+    quotas = f'[clients."<default>"]\nproducer_byte_rate = {LIMIT}\n[fleet]\nname = "{name}"\n' + (
+        "owners = true\n" if owners else ""
+    )
     proxies = []
     try:
         for index, tree in enumerate(trees):
@@ -200,10 +203,12 @@ def fleet(
             proxy.stop()
 
 
-def leg(cluster: KafkaCluster, work: Path, trees: Sequence[Path], name: str) -> None:
+def leg(
+    cluster: KafkaCluster, work: Path, trees: Sequence[Path], name: str, owners: bool = False
+) -> None:
     topic = f"bench-fleet-cluster-{name}"
     cluster.create_topic(topic, partitions=MEMBERS)
-    with fleet(cluster, work, trees, name) as proxies:
+    with fleet(cluster, work, trees, name, owners) as proxies:
         paths = routes(cluster, topic, proxies)
         start = time.time() + 5  # the load processes are spawned meanwhile
         measured_end = start + WARM_S + MEASURED_S
@@ -236,10 +241,7 @@ def leg(cluster: KafkaCluster, work: Path, trees: Sequence[Path], name: str) -> 
         os.kill(victim.process.pid, signal.SIGKILL)
         killed = time.monotonic()
         victim.process.wait()
-        while any(
-            value(scrape(proxy.metrics_url), "kafka_quota_proxy_fleet_members") != MEMBERS - 1
-            for proxy in proxies[1:]
-        ):
+        while not all(map(_converged, proxies[1:])):
             time.sleep(0.1)
         converged_s = time.monotonic() - killed
         acked: dict[int, list[int]] = {}
@@ -271,6 +273,16 @@ def leg(cluster: KafkaCluster, work: Path, trees: Sequence[Path], name: str) -> 
             )
 
 
+def _converged(survivor: RunningProxy) -> bool:
+    """It counts the members left, with its bus up (through owners, once the group's next
+    generation gave the partitions the killed member owned to the others)."""
+    samples = scrape(survivor.metrics_url)
+    return (
+        value(samples, "kafka_quota_proxy_fleet_members") == MEMBERS - 1
+        and value(samples, "kafka_quota_proxy_fleet_bus_up") == 1.0
+    )
+
+
 def report(
     name: str, members: Sequence[Member], acked: dict[int, list[int]], converged_s: float
 ) -> None:
@@ -295,7 +307,7 @@ def report(
     ]
     before, after = together[:MEASURED_S], together[MEASURED_S:]
     print(
-        f"  member 0 killed -9: the survivors counted {MEMBERS - 1} members"
+        f"  member 0 killed -9: the survivors counted {MEMBERS - 1} members, bus up,"
         f" {converged_s:.1f} s later; the {HEAVY} together, x their quotas, each second after:"
         f" {', '.join(f'{x:.2f}' for x in after)}"
     )
@@ -313,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fleet_cluster", description=__doc__)
     parser.add_argument("--against", metavar="REV", help="the same run on REV's proxies, first")
     parser.add_argument("--mixed", metavar="REV", help="and a run with member 0 on REV")
+    parser.add_argument(
+        "--owners", action="store_true", help="and a run through owners ([fleet] owners)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-fleet-cluster-") as tmp:
         work = Path(tmp)
@@ -324,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                     leg(cluster, work, [tree] * MEMBERS, f"at-{args.against}")
             with checkout(None) as tree:
                 leg(cluster, work, [tree] * MEMBERS, "this-tree")
+                if args.owners:
+                    leg(cluster, work, [tree] * MEMBERS, "owners", owners=True)
                 if args.mixed is not None:
                     with checkout(args.mixed) as old:
                         trees = [old, *[tree] * (MEMBERS - 1)]
