@@ -200,18 +200,29 @@ class FleetBus:
             self.member.gaps.missed()
 
     async def _until_up(self) -> None:
+        """The topic read to its end (a member sharing its use the other way is refused
+        before this one publishes anything it would hear), then this member's publication
+        read back (straight), or its group assigned (owners)."""
+        end = await self._own.end_offset()
+        while await self._own.position() < end:
+            await self._follow()
+            self._refuse_other_kind()
         self._publish()
         while not self.member.membership.bus_up(self._clock.now_ms()):
-            if self._other_kind is not None:
-                owners = self._owners is not None
-                raise FleetUnreachable(
-                    f"[fleet] name {self.name}: member {self._other_kind} shares its use "
-                    f"{'straight' if owners else 'through owners'} and this one "
-                    f"{'through owners' if owners else 'straight'} ([fleet] owners = "
-                    f"{str(owners).lower()}): neither reads the other's. Set [fleet] owners "
-                    "alike on every member (docs/fleet.md#owners)"
-                )
             await self._follow()
+            self._refuse_other_kind()
+
+    def _refuse_other_kind(self) -> None:
+        if self._other_kind is None:
+            return
+        owners = self._owners is not None
+        raise FleetUnreachable(
+            f"[fleet] name {self.name}: member {self._other_kind} shares its use "
+            f"{'straight' if owners else 'through owners'} and this one "
+            f"{'through owners' if owners else 'straight'} ([fleet] owners = "
+            f"{str(owners).lower()}): neither reads the other's. Set [fleet] owners "
+            "alike on every member (docs/fleet.md#owners)"
+        )
 
     async def _publish_every_interval(self) -> None:
         while True:

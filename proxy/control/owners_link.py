@@ -106,10 +106,10 @@ class OwnersLink:
         if group.generation != self._generation:
             self._generation = group.generation
             log.info(
-                "fleet: generation %d of the owners' group: %d members, %d partitions owned here",
+                "fleet: generation %d of the owners' group: %d members; partitions owned here: %s",
                 group.generation,
                 len(group.order),
-                len(group.owned),
+                ", ".join(map(str, group.owned)) or "none",
             )
         self.owning.assign(group.order, group.owned, group.generation, now_ms)
 

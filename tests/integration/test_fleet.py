@@ -33,6 +33,8 @@ from localkafka.load import (
 )
 from localkafka.proxy_process import SHORT_QUOTA_WINDOWS, RunningProxy, start_proxy
 from localkafka.scrape import scrape, total, value
+from proxy.enforcement.fleet_owners import PARTITIONS as OWNED
+from proxy.enforcement.fleet_owners import partition_of
 from tests.integration.support.held import (
     BOUND,
     FIRST_WINDOW_S,
@@ -140,7 +142,34 @@ async def test_three_instances_hold_a_principal_as_one(
         assert len(shown["members"]) == 3 and shown["bus"].endswith(".owned"), shown
 
 
+async def test_a_member_of_owners_refuses_to_join_a_straight_fleet(
+    kafka3: KafkaCluster, fleet: list[RunningProxy], tmp_path: Path
+) -> None:
+    """Neither reads the other's use (docs/fleet.md#owners): the member that would share it
+    through owners refuses to start, with the line that says why and what to do, and the
+    fleet it would have joined never hears it."""
+    with pytest.raises(RuntimeError) as refused:
+        await asyncio.to_thread(
+            start_proxy, tmp_path, kafka3.bootstrap_servers, 3, fleet_config("held", True)
+        )
+    assert (
+        "[fleet] name held: member " in str(refused.value)
+        and "shares its use straight and this one through owners ([fleet] owners = true): "
+        "neither reads the other's. Set [fleet] owners alike on every member"
+        in str(refused.value)
+    ), refused.value
+    await asyncio.sleep(1)
+    assert not any("the other way" in member.log() for member in fleet)
+
+
 KILL_AT_S = 10.0
+
+
+def owns(instance: RunningProxy, partition: int) -> bool:
+    """Whether an instance owns the partition in the latest generation its log names."""
+    lines = [line for line in instance.log().splitlines() if "partitions owned here: " in line]
+    owned = lines[-1].rpartition("partitions owned here: ")[2] if lines else "none"
+    return owned != "none" and partition in {int(each) for each in owned.split(", ")}
 
 
 @pytest.mark.parametrize("owners", [False, True], ids=["straight", "owners"])
@@ -172,7 +201,13 @@ async def test_an_instance_killed_mid_run_leaves_the_others_holding_the_principa
                 )
                 for instance in instances
             ]
-            victim = instances[serving.index(max(serving))]
+            # through owners, the owner of the principal's partition (as its generation's
+            # line in the log says); straight, the one serving the most
+            victim = (
+                next(i for i in instances if owns(i, partition_of("", FLEET, OWNED)))
+                if owners
+                else instances[serving.index(max(serving))]
+            )
             killed_at = time.monotonic()
             os.kill(victim.process.pid, signal.SIGKILL)
             victim.process.wait()
