@@ -61,7 +61,7 @@ FOLDS: Final = 2
 OWNERS_MARK: Final = (READS_NEWEST, "", "", float(TOTALS))
 #: the partitions of an owners' bus (members own a share each; more members than partitions
 #: leave some owning none)
-PARTITIONS: Final = 64
+PARTITIONS: Final = 16
 
 
 def partition_of(user: str, client_id: str, partitions: int) -> int:
