@@ -145,10 +145,9 @@ class FleetBus:
         when this member's publications stop coming back (a topic deleted under it is made
         again then)."""
         loop = asyncio.get_running_loop()
-        publishing = loop.create_task(self._publish_every_interval())
+        beside = [loop.create_task(self._publish_every_interval())]
         if self._owners is not None:
-            owning = loop.create_task(self._owners.run())
-            publishing.add_done_callback(lambda _: owning.cancel())
+            beside.append(loop.create_task(self._owners.run()))
         opened = loop.time()
         try:
             while True:
@@ -170,8 +169,9 @@ class FleetBus:
                     await self._own.close()
                     await asyncio.sleep(RETRY_S)
         finally:
-            publishing.cancel()
-            await asyncio.gather(publishing, return_exceptions=True)
+            for task in beside:
+                task.cancel()
+            await asyncio.gather(*beside, return_exceptions=True)
 
     def renew(self, cluster: ClusterSettings) -> None:
         """Followed with the reloaded [cluster] from the next turn on, from its end."""
