@@ -60,7 +60,7 @@ class OwnersLink:
             configs,
             read_back_ms=GONE_AFTER * interval_ms,
         )
-        #: per partition, the send of its last contribution: the next waits for it
+        #: per partition, the send of its contribution in flight
         self._sending: dict[int, asyncio.Task[None]] = {}
         self._generation: int | None = None
 
@@ -130,15 +130,12 @@ class OwnersLink:
         it is returned (None: nothing)."""
         # the connection guard's escrow hears every member after a gap (fleet_counts.py)
         always = self._context.quotas.engine.connections.enabled
-        broadcast, sends = self.owning.route(publication, now_ms, always)
+        broadcast, sends = self.owning.route(publication, now_ms, always, self._sending)
         routes = self.owning.routes
         key = contribution_key(routes.member, routes.generation)
         loop = asyncio.get_running_loop()
         for partition, contribution in sends.items():
-            previous = self._sending.get(partition)
-            self._sending[partition] = loop.create_task(
-                self._send(partition, key, contribution, previous)
-            )
+            self._sending[partition] = loop.create_task(self._send(partition, key, contribution))
         return broadcast
 
     def read_totals(self, value: bytes, now_ms: int) -> None:
@@ -146,15 +143,9 @@ class OwnersLink:
         totals = decode_totals(value)
         self.owning.read_totals(totals, self._context.quotas.engine, now_ms)
 
-    async def _send(
-        self,
-        partition: int,
-        key: bytes,
-        contribution: Publication,
-        previous: asyncio.Task[None] | None,
-    ) -> None:
-        if previous is not None:
-            await asyncio.gather(previous, return_exceptions=True)
+    async def _send(self, partition: int, key: bytes, contribution: Publication) -> None:
+        """One partition's one contribution in flight: Routes.route gives a partition none
+        while it is here."""
         started = time.thread_time()
         record = encode(contribution)
         self._stats.cpu_seconds += time.thread_time() - started
@@ -165,8 +156,7 @@ class OwnersLink:
             self.owning.routes.lost(partition)
             self._stats.publications_lost += 1
         finally:
-            if self._sending.get(partition) is asyncio.current_task():
-                del self._sending[partition]
+            del self._sending[partition]
 
     async def _fold(self) -> None:
         records = await self.topic.read(int(self.owning.fleet.sync_interval_ms))

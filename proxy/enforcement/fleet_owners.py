@@ -29,7 +29,7 @@ bus; a fixed list in the simulations).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 import mmh3
@@ -211,11 +211,12 @@ class Routes:
         self._named: dict[Key, float] = {}
 
     def route(
-        self, publication: Publication, now_ms: int
+        self, publication: Publication, now_ms: int, sending: Collection[int] = ()
     ) -> tuple[Publication | None, dict[int, Publication]]:
         """What every member reads of a publication (what is not a use of a sensor, and
         producer ids; None when nothing is), and the contributions to send now, by
-        partition."""
+        partition. A partition whose last contribution is still `sending` takes none: its
+        contributions go one at a time, each written or failed before the next (lost)."""
         rest: list[Use] = []
         by_partition: dict[int, tuple[list[Use], list[Use]]] = {}
         named = self._named
@@ -247,10 +248,11 @@ class Routes:
             self._waiting[partition] = (
                 contribution if waiting is None else merged(waiting, contribution)
             )
-        sends = dict(self._resend)
-        self._resend.clear()
+        sends = {p: c for p, c in self._resend.items() if p not in sending}
+        for partition in sends:
+            del self._resend[partition]
         for partition in list(self._waiting):
-            if partition in sends:
+            if partition in sends or partition in sending:
                 continue
             in_flight = self._in_flight.get(partition)
             if in_flight is None:
@@ -421,13 +423,18 @@ class Owning:
         return self.route(self.fleet.publish(engine, now_ms, wall_ms), now_ms)
 
     def route(
-        self, publication: Publication, now_ms: int, always: bool = False
+        self,
+        publication: Publication,
+        now_ms: int,
+        always: bool = False,
+        sending: Collection[int] = (),
     ) -> tuple[Publication | None, dict[int, Publication]]:
         """A publication made (and added to: fleet_counts.py), split as publish does; what
         every member reads carries OWNERS_MARK first. `always`: every member reads one
         from this member every interval, if only the mark (the connection guard's escrow
-        waits, after a gap, until it has read one of every member: fleet_counts.py)."""
-        broadcast, sends = self.routes.route(publication, now_ms)
+        waits, after a gap, until it has read one of every member: fleet_counts.py).
+        `sending`: as Routes.route."""
+        broadcast, sends = self.routes.route(publication, now_ms, sending)
         if broadcast is None and always:
             broadcast = publication._replace(uses=[], standings=[], producer_ids={})
         if broadcast is not None:

@@ -482,3 +482,20 @@ def test_a_contributions_key_and_a_members_metadata_round_trip() -> None:
     )
     with pytest.raises(ValueError, match="metadata"):
         decode_member(encode_member("host", [1, 2])[:-1])
+
+
+def test_a_partition_whose_contribution_is_still_sending_takes_none_until_it_is_done() -> None:
+    """Routes.lost re-sends the last contribution sent: a second one sent meanwhile would
+    be taken for it, and the first never sent again."""
+    routes = Routes(0, 1)
+    _, sends = routes.route(publication([(0, "alice", "app", 1.0)]), 0)
+    assert list(sends) == [0]
+    _, sends = routes.route(publication([(0, "alice", "app", 2.0)]), 250, sending={0})
+    assert sends == {}
+    routes.lost(0)  # the first failed: it goes again, alone, before the second
+    _, sends = routes.route(publication([(0, "alice", "app", 4.0)]), 500, sending={0})
+    assert sends == {}
+    _, sends = routes.route(publication([]), 750)
+    assert sends[0].uses == [(0, "alice", "app", 1.0)]
+    _, sends = routes.route(publication([]), 1_000)
+    assert sends[0].uses == [(0, "alice", "app", 6.0)]
