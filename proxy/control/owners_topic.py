@@ -121,9 +121,8 @@ class OwnersTopic(ConsumerRebalanceListener):  # type: ignore[misc]
         self._state = _Assignment(name)
         #: the group as last assigned; None before it is joined
         self.group: Group | None = None
-        #: the partitions of an assignment not yet read back, and its generation
-        self._assigned: list[TopicPartition] | None = None
-        self._generation = 0
+        #: an assignment not yet read back: the group it makes, and its partitions
+        self._assigned: tuple[Group, list[TopicPartition]] | None = None
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
 
@@ -144,8 +143,8 @@ class OwnersTopic(ConsumerRebalanceListener):  # type: ignore[misc]
             **options,
         }
         admin = AIOKafkaAdminClient(**common)
-        await admin.start()
         try:
+            await admin.start()
             await create_topic(admin, self.topic, PARTITIONS, self._configs)
         finally:
             await admin.close()
@@ -179,7 +178,7 @@ class OwnersTopic(ConsumerRebalanceListener):  # type: ignore[misc]
         `timeout_ms` (the group's heartbeats and rebalances go on meanwhile)."""
         consumer = self._opened(self._consumer)
         if self._assigned is not None:
-            await self._read_back(consumer, self._assigned)
+            await self._read_back(consumer, *self._assigned)
         batches = await consumer.getmany(timeout_ms=timeout_ms)
         return [record for records in batches.values() for record in records]
 
@@ -188,17 +187,21 @@ class OwnersTopic(ConsumerRebalanceListener):  # type: ignore[misc]
             self.topic, value, key=key, partition=partition
         )
 
-    async def _read_back(self, consumer: AIOKafkaConsumer, assigned: list[TopicPartition]) -> None:
+    async def _read_back(
+        self, consumer: AIOKafkaConsumer, group: Group, assigned: list[TopicPartition]
+    ) -> None:
         """Each partition newly owned read from _read_back_ms ago (a contribution of the
-        generation may be there already); then the group holds."""
+        generation may be there already); then the group holds. An assignment that comes
+        meanwhile is read back at the next read, and a partition it took away is left."""
         since = wall_ms() - self._read_back_ms
         found = await consumer.offsets_for_times({tp: since for tp in assigned})
         ends = await consumer.end_offsets([tp for tp in assigned if found.get(tp) is None])
+        if self._assigned is None or self._assigned[0] is not group:
+            return
         for tp in assigned:
             offset = found.get(tp)
             consumer.seek(tp, ends[tp] if offset is None else offset.offset)
-        state = self._state
-        self.group = Group(list(state.order), list(state.owned), self._generation)
+        self.group = group
         self._assigned = None
 
     # ConsumerRebalanceListener: aiokafka waits for these within its rebalance, in which a
@@ -209,8 +212,11 @@ class OwnersTopic(ConsumerRebalanceListener):  # type: ignore[misc]
         owner that has left is sent again to the next one."""
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        self._generation = self._opened(self._consumer)._coordinator.generation
-        self._assigned = list(assigned)
+        """The assignor's state, the partitions and the generation, taken together."""
+        state = self._state
+        generation = self._opened(self._consumer)._coordinator.generation
+        group = Group(list(state.order), list(state.owned), generation)
+        self._assigned = (group, list(assigned))
 
     def _opened(self, client: Any) -> Any:
         if client is None:
