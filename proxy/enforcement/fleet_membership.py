@@ -47,6 +47,11 @@ class Membership:
         self._own_ms = now_ms
         self._members_when_up = self.members(now_ms)
 
+    def fell(self) -> None:
+        """This member's bus is down now, not GONE_AFTER intervals after it was last up
+        (fleet_owners.py: its owner adds up none of its use)."""
+        self._own_ms = None
+
     def heard(self, member: str, now_ms: int, reads: int) -> bool:
         """Another member's publication, of a member that reads records up to version
         `reads`; True if the member was not heard lately (it joined)."""

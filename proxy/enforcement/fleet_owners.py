@@ -406,7 +406,9 @@ class Owning:
         for name in group:
             if name != fleet.member:
                 membership.heard(name, now_ms, VERSION)
-        if not self.silent_owner(now_ms):
+        if self.silent_owner(now_ms):
+            membership.fell()
+        else:
             membership.heard_self(now_ms)
 
     def silent_owner(self, now_ms: int) -> bool:
