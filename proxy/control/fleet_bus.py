@@ -129,9 +129,13 @@ class FleetBus:
         recent use), then publish once and read that back: the bus is up."""
         try:
             await asyncio.wait_for(self._open(history=True), timeout_s)
+            await asyncio.wait_for(self._read_history(), timeout_s)
             if self._owners is not None:
                 await asyncio.wait_for(self._owners.join(), timeout_s)
             await asyncio.wait_for(self._until_up(), timeout_s)
+        except FleetUnreachable:
+            await self.close()  # a member refused leaves no trace: not even in the group
+            raise
         except UNREACHABLE as exc:
             await self.close()
             raise FleetUnreachable(
@@ -158,11 +162,7 @@ class FleetBus:
                         await self._open()
                         opened = loop.time()
                     await self._follow()
-                    silent_s = loop.time() - opened
-                    if (
-                        not self.member.membership.bus_up(self._clock.now_ms())
-                        and silent_s > self._reopen_s
-                    ):
+                    if self._lost(loop.time() - opened):
                         raise KafkaError("its own publications stopped coming back")
                 except UNREACHABLE as exc:
                     self._failure = repr(exc)
@@ -198,15 +198,32 @@ class FleetBus:
         else:
             await self._own.seek_to_end()
             self.member.gaps.missed()
+            if self._owners is not None:
+                self._owners.rejoin()
 
-    async def _until_up(self) -> None:
-        """The topic read to its end (a member sharing its use the other way is refused
-        before this one publishes anything it would hear), then this member's publication
-        read back (straight), or its group assigned (owners)."""
+    def _lost(self, open_s: float) -> bool:
+        """Whether the topic, open for `open_s`, is to be opened again (a topic deleted
+        under it is made again then): straight, this member's own publications have not
+        come back for GONE_AFTER intervals; through owners, whose bus falls for other
+        reasons too (a silent owner, a member of the other kind), its use has waited for
+        its owner past the session timeout (owners_link.py's stuck)."""
+        if open_s <= self._reopen_s:
+            return False
+        if self._owners is not None:
+            return self._owners.stuck()
+        return not self.member.membership.bus_up(self._clock.now_ms())
+
+    async def _read_history(self) -> None:
+        """The topic read to its end: a member sharing its use the other way is refused
+        before this one publishes, or joins the owners' group (neither would it hear)."""
         end = await self._own.end_offset()
         while await self._own.position() < end:
             await self._follow()
             self._refuse_other_kind()
+
+    async def _until_up(self) -> None:
+        """This member's publication read back (straight), or its group assigned
+        (owners)."""
         self._publish()
         while not self.member.membership.bus_up(self._clock.now_ms()):
             await self._follow()

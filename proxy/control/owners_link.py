@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Final
 
 from config.cluster import ClusterSettings
 from config.fleet import OWNERS_SUFFIX
@@ -26,13 +27,17 @@ from protocol.fleet_records import (
     read_contribution_key,
 )
 from proxy.control.own_topic import RETRY_S, UNREACHABLE, OwnTopic
-from proxy.control.owners_topic import OwnersTopic
+from proxy.control.owners_topic import SESSION_TIMEOUT_MS, OwnersTopic
 from proxy.enforcement.fleet_membership import GONE_AFTER
 from proxy.enforcement.fleet_owners import FOLDS, Owning
 from proxy.runtime.context import ProxyContext
 from proxy.runtime.counters import FleetStats
 
 log = logging.getLogger(__name__)
+
+#: how long a contribution may wait for its owner before this member joins the group again:
+#: past the broker's session timeout (a dead owner's partitions have a new owner by then)
+STUCK_AFTER_MS: Final = 2 * SESSION_TIMEOUT_MS
 
 
 class OwnersLink:
@@ -63,6 +68,7 @@ class OwnersLink:
         #: per partition, the send of its contribution in flight
         self._sending: dict[int, asyncio.Task[None]] = {}
         self._generation: int | None = None
+        self._rejoin = False
 
     async def join(self) -> None:
         """Open the owners' topic and read it until the group assigns this member."""
@@ -80,6 +86,17 @@ class OwnersLink:
                 try:
                     await self.join()
                     await self._fold()
+                    if self._rejoin or self.stuck():
+                        log.warning(
+                            "fleet: the owners' group is joined again, for its next generation "
+                            "(%s)",
+                            "the bus was opened again"
+                            if self._rejoin
+                            else "a contribution of "
+                            f"this member's has waited over {STUCK_AFTER_MS} ms for its owner",
+                        )
+                        self._rejoin = False
+                        await self.topic.close()
                 except UNREACHABLE as exc:
                     log.warning("fleet: the owners' topic %s failed: %r", self.topic.topic, exc)
                     await self.topic.close()
@@ -87,6 +104,24 @@ class OwnersLink:
         finally:
             totalling.cancel()
             await asyncio.gather(totalling, return_exceptions=True)
+
+    def rejoin(self) -> None:
+        """The bus was opened again from its end: totals that counted this member's
+        contributions may be among what it skipped, and the group's next generation starts
+        the count again."""
+        self._rejoin = True
+
+    def stuck(self) -> bool:
+        """A contribution of this member's has waited past the session timeout and more:
+        had its owner died, the group would have a new generation by now. Its owner lives
+        but adds nothing up (its totals cannot be written), or this member missed totals
+        that counted its contributions; leaving and joining the group again makes a new
+        generation, in which every member sends what is not added up again."""
+        group, routes = self.topic.group, self.owning.routes
+        if group is None or group.generation != routes.generation:
+            return False  # a generation this member has not taken up yet starts afresh
+        oldest = routes.oldest_unfolded_ms()
+        return oldest is not None and self._context.clock.now_ms() - oldest > STUCK_AFTER_MS
 
     def renew(self, cluster: ClusterSettings) -> None:
         self.topic.renew(cluster)
@@ -184,12 +219,14 @@ class OwnersLink:
             await asyncio.gather(*map(self._publish_totals, self.owning.totals()))
 
     async def _publish_totals(self, totals: Totals) -> None:
-        started = time.thread_time()
-        record = encode_totals(totals)
-        self._stats.cpu_seconds += time.thread_time() - started
         try:
+            started = time.thread_time()
+            record = encode_totals(totals)
+            self._stats.cpu_seconds += time.thread_time() - started
             await self._bus.send(record)
             self._stats.bytes_published += len(record)
+        except ValueError as exc:  # the encoder's: the members' rejoin (stuck) mends it
+            log.error("fleet: totals of partition %d not written: %s", totals.partition, exc)
         except UNREACHABLE:
             fold = self.owning.folds.get(totals.partition)
             if fold is not None:
