@@ -152,6 +152,13 @@ class OwnersTopic(ConsumerRebalanceListener):  # type: ignore[misc]
             **common, acks=1, linger_ms=0, request_timeout_ms=5_000
         )
         await producer.start()
+        partitions = len(await producer.partitions_for(self.topic))
+        if partitions != PARTITIONS:
+            raise KafkaError(
+                f"the topic {self.topic} has {partitions} partitions, not {PARTITIONS}: delete "
+                "it with the fleet stopped (it holds nothing that outlives a few intervals), "
+                "and the first member makes it again"
+            )
         consumer = self._consumer = AIOKafkaConsumer(
             **common,
             group_id=self.topic,

@@ -7,6 +7,7 @@ only reads: nothing is made, committed or written, and a topic it cannot read is
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -193,7 +194,7 @@ class LiveFeed:
                     try:
                         metadata = ConsumerProtocolMemberMetadata.decode(member[-2])
                         names.append(decode_member(metadata.user_data)[0])
-                    except (ValueError, TypeError, IndexError):
+                    except (ValueError, TypeError, IndexError, struct.error):
                         continue
         return names
 

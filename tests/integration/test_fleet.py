@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
@@ -90,28 +91,14 @@ def fleet(
     stop_all(instances)
 
 
-@pytest.fixture(scope="module")
-def owners_fleet(
-    kafka3: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[RunningProxy]]:
-    """The same, sharing their use through owners (docs/fleet.md#owners)."""
-    instances = start_fleet(kafka3, tmp_path_factory.mktemp("owners"), "owned", owners=True)
-    yield instances
-    stop_all(instances)
-
-
-@pytest.mark.parametrize("sharing", ["fleet", "owners_fleet"])
 async def test_three_instances_hold_a_principal_as_one(
-    kafka3: KafkaCluster, sharing: str, request: pytest.FixtureRequest
+    kafka3: KafkaCluster, fleet: list[RunningProxy]
 ) -> None:
-    fleet: list[RunningProxy] = request.getfixturevalue(sharing)
     watch = Watch([instance.metrics_url for instance in fleet])
     bootstraps = [instance.bootstrap for instance in fleet]  # one instance per process
-    topic = f"{sharing}-held"
-    run = await run_held(kafka3, bootstraps, topic, f"{sharing}-neighbour", NEIGHBOUR_RATE, watch)
+    run = await run_held(kafka3, bootstraps, "fleet-held", "fleet-neighbour", NEIGHBOUR_RATE, watch)
     print(
-        f"3 instances ({sharing}): {run.rate:,.0f} B/s over {MEASURED_S:.0f} s "
-        f"({run.rate / QUOTA:.3f} x);"
+        f"3 instances: {run.rate:,.0f} B/s over {MEASURED_S:.0f} s ({run.rate / QUOTA:.3f} x);"
         f" local rates seen: {', '.join(f'{local:,.0f}' for local in watch.local)} B/s"
     )
     assert 0 < run.rate < BOUND * QUOTA
@@ -129,17 +116,8 @@ async def test_three_instances_hold_a_principal_as_one(
           f"{', '.join(f'{m:.3f}' for m in means)} x the quota; one round's members apart "
           f"by {apart[0]:.3f} to {apart[-1]:.3f}, median {apart[len(apart) // 2]:.3f}")  # fmt: skip
     assert len(rounds) >= 10 and max(means) - min(means) <= EXPLAINED_APART
-    assert_stored_once(kafka3, topic, run.timelines)
-    assert_stored_once(kafka3, f"{sharing}-neighbour", [run.neighbour])
-    if sharing == "owners_fleet":  # idle members of owners publish nothing: top finds them
-        once = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, "-m", "proxy", "top", "--config", str(fleet[0].config_path),
-             "--usage-topic", "none", "--once", "--json"],
-            capture_output=True, text=True, timeout=60, check=True,
-        )  # fmt: skip
-        shown = json.loads(once.stdout)
-        assert len(shown["members"]) == 3 and shown["bus"].endswith(".owned"), shown
+    assert_stored_once(kafka3, "fleet-held", run.timelines)
+    assert_stored_once(kafka3, "fleet-neighbour", [run.neighbour])
 
 
 async def test_a_member_of_owners_refuses_to_join_a_straight_fleet(
@@ -163,6 +141,17 @@ async def test_a_member_of_owners_refuses_to_join_a_straight_fleet(
 
 
 KILL_AT_S = 10.0
+
+
+async def top_once(instance: RunningProxy) -> dict[str, Any]:
+    once = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "proxy", "top", "--config", str(instance.config_path),
+         "--usage-topic", "none", "--once", "--json"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    shown: dict[str, Any] = json.loads(once.stdout)
+    return shown
 
 
 def owns(instance: RunningProxy, partition: int) -> bool:
@@ -212,6 +201,8 @@ async def test_an_instance_killed_mid_run_leaves_the_others_holding_the_principa
             os.kill(victim.process.pid, signal.SIGKILL)
             victim.process.wait()
             timelines = await asyncio.to_thread(fleet_timelines, processes, seconds + 120)
+        if owners:
+            shown = await top_once(instances[-1] if victim is instances[0] else instances[0])
     finally:
         stop_all(instances)
 
@@ -225,10 +216,13 @@ async def test_an_instance_killed_mid_run_leaves_the_others_holding_the_principa
     assert 0 < rate < BOUND * QUOTA
     assert all(after), "a process made no progress after the kill"
     if owners:  # the survivors fell to their shares, and the next generation took them back
-        for survivor in (instance for instance in instances if instance is not victim):
+        survivors = [instance for instance in instances if instance is not victim]
+        for survivor in survivors:
             log = survivor.log()
             lost = log.index("an owner has folded none of this member's use")
             assert "one budget per quota entity" in log[lost:]
+        # idle members of owners publish nothing: top finds them in the owners' group
+        assert len(shown["members"]) == 2 and shown["bus"].endswith(".killed-owners"), shown
     stored = [seq_of(value) for value in read_all(kafka3.bootstrap_servers, topic)]
     acked = [seq for t in timelines for seq in t.seqs]
     assert len(stored) == len(set(stored)), "a record was stored twice"
