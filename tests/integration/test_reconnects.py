@@ -186,8 +186,10 @@ async def test_clients_retry_a_crashed_broker_through_the_proxy_as_often_as_dire
     for client, (direct, proxied) in counts.items():
         assert direct > 0, f"{client} never tried the crashed broker"
         # the first connection is accepted and finds the upstream dead: allow 3 when a client
-        # tries once directly
-        assert proxied <= 3 * direct, f"{client}: {proxied} vs {direct} directly"
+        # tries once directly, and a couple more for the timing of a run this short (aiokafka
+        # once tried 4 times in 10 s through the proxy against once directly; issue 15 was
+        # thousands a second)
+        assert proxied <= 3 * direct + 2, f"{client}: {proxied} vs {direct} directly"
     # the other side: the proxy itself tries a dead broker once per accepted connection and
     # once per probe (PROBE_INTERVAL_S), not once per client attempt
     assert upstream <= accepted + down_s / PROBE_INTERVAL_S + 2
