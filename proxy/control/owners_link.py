@@ -155,7 +155,7 @@ class OwnersLink:
         if self.owning.silent_owner(now_ms):
             return (
                 f"an owner has folded none of this member's use for "
-                f"{self.owning.fleet.membership.gone_after_ms} ms: the group's next generation "
+                f"{self.owning.silent_after_ms} ms: the group's next generation "
                 "gives its partitions to another"
             )
         return "a member sharing its use the other way is heard, or the bus's topic failed"

@@ -59,6 +59,8 @@ FOLDS: Final = 2
 #: (READS_NEWEST names the record version a writer reads; TOTALS is none a straight member
 #: reads)
 OWNERS_MARK: Final = (READS_NEWEST, "", "", float(TOTALS))
+#: how many times GONE_AFTER intervals a contribution may wait for its owner's totals
+SILENT_AFTER: Final = 2
 #: the partitions of an owners' bus (members own a share each; more members than partitions
 #: leave some owning none)
 PARTITIONS: Final = 16
@@ -411,11 +413,18 @@ class Owning:
         else:
             membership.heard_self(now_ms)
 
+    @property
+    def silent_after_ms(self) -> int:
+        """How long a contribution may wait for its owner's totals: twice what a member's
+        own publication may take to come back straight, for the owner's hop (its read, its
+        wait for the next totals, their write); on a loaded machine one took over a second."""
+        return SILENT_AFTER * self.fleet.membership.gone_after_ms
+
     def silent_owner(self, now_ms: int) -> bool:
-        """Whether a contribution of this member's has waited GONE_AFTER intervals for its
+        """Whether a contribution of this member's has waited silent_after_ms for its
         owner."""
         oldest = self.routes.oldest_unfolded_ms()
-        return oldest is not None and now_ms - oldest > self.fleet.membership.gone_after_ms
+        return oldest is not None and now_ms - oldest > self.silent_after_ms
 
     def publish(
         self, engine: QuotaEngine, now_ms: int, wall_ms: int

@@ -253,7 +253,7 @@ def test_a_contribution_of_a_generation_the_owner_has_not_reached_waits_for_it()
     assert totals.uses == [(0, "alice", "app", 2.0)]
 
 
-def test_a_member_whose_owner_folds_nothing_for_gone_after_holds_its_share() -> None:
+def test_a_member_whose_owner_folds_nothing_for_twice_gone_after_holds_its_share() -> None:
     member, engine = owning("member-0", 0)
     member.assign(["member-0", "member-1"], [], 0, 0)
     member.publish(engine, 0, 0)  # the lines are set: half the limit over two members
@@ -263,12 +263,13 @@ def test_a_member_whose_owner_folds_nothing_for_gone_after_holds_its_share() -> 
     _, sends = member.publish(engine, 250, 250)
     assert sends  # watched from its first use past the line, and sent to the owner
     membership = member.fleet.membership
-    member.assign(["member-0", "member-1"], [], 0, 1150)
-    assert membership.bus_up(1150) and not member.silent_owner(1150)
-    member.assign(["member-0", "member-1"], [], 0, 1350)
-    assert member.silent_owner(1350)
+    # sent at 250: silent after twice GONE_AFTER intervals (the owner's hop)
+    member.assign(["member-0", "member-1"], [], 0, 2150)
+    assert membership.bus_up(2150) and not member.silent_owner(2150)
+    member.assign(["member-0", "member-1"], [], 0, 2350)
+    assert member.silent_owner(2350)
     # down at once, not GONE_AFTER intervals after it was last up
-    assert not membership.bus_up(1350) and membership.share(1350) == 1 / 2
+    assert not membership.bus_up(2350) and membership.share(2350) == 1 / 2
 
 
 def test_a_contribution_told_failed_that_the_bus_wrote_is_folded_once() -> None:
