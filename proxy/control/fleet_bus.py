@@ -24,21 +24,19 @@ from aiokafka.errors import KafkaError
 from config.cluster import ClusterSettings
 from config.fleet import FLEET_TOPIC_PREFIX
 from protocol.fleet_records import (
-    RESTATING,
-    STANDINGLESS,
     TOTALS,
-    VERSION,
     Publication,
     decode,
     decode_totals,
     encode,
     split,
 )
+from proxy.control.fleet_report import BusReport
 from proxy.control.own_topic import RETRY_S, UNREACHABLE, OwnTopic
 from proxy.control.owners_link import OwnersLink
 from proxy.enforcement.fleet import FleetMember
 from proxy.enforcement.fleet_counts import FleetCounts
-from proxy.enforcement.fleet_membership import GONE_AFTER, OLDER_FOR_MS
+from proxy.enforcement.fleet_membership import GONE_AFTER
 from proxy.enforcement.fleet_owners import Owning, through_owners
 from proxy.runtime.clock import Clock, wall_ms
 from proxy.runtime.context import ProxyContext
@@ -51,11 +49,6 @@ _TOPIC_CONFIGS: Final = {
     "cleanup.policy": "delete",
     "retention.ms": "300000",
     "segment.ms": "60000",
-}
-#: what a member writes for a member of an older record version, by the version it reads
-_WRITTEN_FOR: Final = {
-    STANDINGLESS: "its whole use, and no standings",
-    RESTATING: "every standing named again every few seconds",
 }
 #: one record stays under Kafka's default message.max.bytes (a use or a standing is 13 bytes
 #: and its names)
@@ -103,12 +96,8 @@ class FleetBus:
             _TOPIC_CONFIGS,
             {"acks": 1, "linger_ms": 0, "request_timeout_ms": 5_000},
         )
-        #: whether the bus was up when last reported, and why it last failed; the oldest
-        #: record version a member heard then reads
-        self._up = False
-        self._reads = VERSION
-        #: the other members heard when last reported
-        self._others: frozenset[str] = frozenset()
+        self._reporting = BusReport(member, context, stats, name, self._own.topic)
+        #: why the bus last failed
         self._failure = "its own publications stopped coming back"
         self._sends: set[asyncio.Task[None]] = set()
         #: the members' use through owners ([fleet] owners; docs/fleet.md#owners)
@@ -333,59 +322,7 @@ class FleetBus:
             )
 
     def _report(self) -> None:
-        """The budget share in force, the metrics, and a log line when the bus changes."""
-        now_ms = self._clock.now_ms()
-        up = self.member.membership.bus_up(now_ms)
-        share = self.member.membership.share(now_ms)
-        self._context.share_budgets(share)
-        self._stats.members = self.member.membership.members(now_ms)
-        self._stats.bus_up = up
-        self._stats.budget_share = share
-        self._stats.watched = self.member.watched()
-        if up and not self._up:
-            log.info(
-                "fleet %s: bus up on %s (members heard: %d): one budget per quota entity",
-                self.name,
-                self.topic,
-                self._stats.members,
-            )
-        elif self._up and not up:
-            log.warning(
-                "fleet %s: bus %s lost (%s): each budget is held as 1/%d of it here until "
-                "the bus is back",
-                self.name,
-                self.topic,
-                self._owners.failure(now_ms) if self._owners is not None else self._failure,
-                round(1 / share),
-            )
-        self._up = up
-        others = frozenset(self.member.membership.others(now_ms))
-        if others != self._others:
-            log.info(
-                "fleet %s: members heard: %d (joined: %s; gone, silent for %d ms: %s)",
-                self.name,
-                1 + len(others),
-                ", ".join(sorted(others - self._others)) or "none",
-                self.member.membership.gone_after_ms,
-                ", ".join(sorted(self._others - others)) or "none",
-            )
-            self._others = others
-        reads = self.member.membership.oldest_read(now_ms)
-        if reads != self._reads:
-            if reads < VERSION:
-                log.warning(
-                    "fleet %s: a member of record version %d is heard: every member writes "
-                    "records it reads (%s) until it is gone",
-                    self.name,
-                    reads,
-                    _WRITTEN_FOR[reads],
-                )
-            else:
-                log.info(
-                    "fleet %s: no member of an older record version heard for %d s: records "
-                    "of version %d again",
-                    self.name,
-                    OLDER_FOR_MS // 1000,
-                    VERSION,
-                )
-        self._reads = reads
+        self._reporting.report(self._clock.now_ms(), self._why_down)
+
+    def _why_down(self, now_ms: int) -> str:
+        return self._failure if self._owners is None else self._owners.failure(now_ms)
