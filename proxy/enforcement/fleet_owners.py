@@ -401,7 +401,8 @@ class Owning:
             for partition in owned
         }
         if rebalanced:
-            for member, partition, contribution in self._early.pop(generation, ()):
+            early = sorted(self._early.pop(generation, ()), key=lambda each: each[2].sequence)
+            for member, partition, contribution in early:  # in each member's order
                 self.contribution(member, partition, generation, contribution)
             self._early = {g: early for g, early in self._early.items() if g > generation}
         membership = fleet.membership
