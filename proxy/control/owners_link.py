@@ -69,6 +69,8 @@ class OwnersLink:
         self._sending: dict[int, asyncio.Task[None]] = {}
         self._generation: int | None = None
         self._rejoin = False
+        #: the partitions held when last assigned
+        self._held: frozenset[int] = frozenset()
 
     async def join(self) -> None:
         """Open the owners' topic and read it until the group assigns this member."""
@@ -146,17 +148,34 @@ class OwnersLink:
                 len(group.order),
                 ", ".join(map(str, group.owned)) or "none",
             )
-        self.owning.assign(group.order, group.owned, group.generation, now_ms)
+        owning = self.owning
+        owning.assign(group.order, group.owned, group.generation, now_ms)
+        held, before = owning.held, self._held
+        if held - before:
+            log.warning(
+                "fleet: partitions %s: their owner has folded none of this member's use for "
+                "%d ms: their principals are held here as 1/%d of each budget until it "
+                "folds again or the group's next generation",
+                ", ".join(map(str, sorted(held - before))),
+                owning.silent_after_ms,
+                owning.fleet.membership.members(now_ms),
+            )
+        if before - held:
+            log.info(
+                "fleet: partitions %s: folded again, or given a new owner: their principals "
+                "share the fleet's budget again",
+                ", ".join(map(str, sorted(before - held))),
+            )
+        self._held = held
+        self._stats.partitions_held = len(held)
 
     def failure(self, now_ms: int) -> str:
         """Why the bus is down, as far as the owners go."""
         if self.topic.group is None:
             return f"the owners' group on {self.topic.topic} has not assigned this member"
-        if self.owning.silent_owner(now_ms):
+        if self.owning.held & self.owning.folds.keys():
             return (
-                f"an owner has folded none of this member's use for "
-                f"{self.owning.silent_after_ms} ms: the group's next generation "
-                "gives its partitions to another"
+                f"this member has read none of its own totals for {self.owning.silent_after_ms} ms"
             )
         return "a member sharing its use the other way is heard, or the bus's topic failed"
 

@@ -23,6 +23,9 @@ what was anticipated for them, and what they did not report is withdrawn after
 ANTICIPATED_FOR intervals. A principal spread evenly is then held as one process holds it;
 one that uses a single member is weighted 1 there once a publication has shown it. The bound
 this leaves is stated and tested in tests/unit/proxy/enforcement/test_fleet.py (docs/fleet.md).
+A sensor whose others' report is late (fleet_owners.py: its owner's totals) withdraws nothing
+until the report comes; one held (its owner silent) is weighted by the members and keeps what
+it anticipated: this member's share of it.
 
 What is published follows the principals near their limit, not every principal (issue 51).
 Demarcation lines (Barbara and Garcia-Molina's protocol, or escrow): a sensor no member
@@ -274,6 +277,12 @@ class FleetMember:
         #: the engine's managers the shares are of, and per manager its sensors' shares
         self._managers: Sequence[QuotaManager] = ()
         self._shares: list[dict[MetricTags, _Share]] = []
+        #: whether the others' report of a sensor's use (by its tags) is late, and whether
+        #: it is held at this member's share though the bus is up, its others' use unheard
+        #: (fleet_owners.py: its owner's totals are late, or its owner is silent); None:
+        #: none is
+        self.awaiting: Callable[[str, str], bool] | None = None
+        self.holding: Callable[[str, str], bool] | None = None
 
     def publish(self, engine: QuotaEngine, now_ms: int, wall_ms: int) -> Publication:
         """What this member charged since its last publication of the sensors it watches,
@@ -296,6 +305,7 @@ class FleetMember:
         # the others' reports of an interval come at most an interval after it, and a bus
         # delay later: what they did not report by then, they did not use
         expired_ms = now_ms - ANTICIPATED_FOR * self.sync_interval_ms - self.delay_ms
+        awaiting, holding = self.awaiting, self.holding
         uses: list[Use] = []
         standings: list[Use] = []
         for index, (manager, by_tags) in enumerate(zip(self._managers, shares, strict=True)):
@@ -321,8 +331,15 @@ class FleetMember:
                     share.pending = 0.0
                     if standing_elsewhere:
                         _record_elsewhere(manager, share, standing_elsewhere, now_ms)
+                held = holding is not None and holding(*tags)
+                late = held or (awaiting is not None and awaiting(*tags))
                 anticipated = share.anticipated
-                if anticipated and anticipated[0][0] <= expired_ms:
+                if held:
+                    # unheard, the others may have used what it anticipated: it stays
+                    # charged, and no report heard later replaces it
+                    anticipated.clear()
+                elif anticipated and anticipated[0][0] <= expired_ms and not late:
+                    # (late: what the others did not report is known once their report is)
                     _withdraw(manager, share, expired_ms, now_ms)
                 local = share.unpublished
                 share.unpublished = 0.0
@@ -350,14 +367,20 @@ class FleetMember:
                     if local:
                         uses.append((index, tags[0], tags[1], local))
                 here, elsewhere = share.here, share.elsewhere
-                if here > SETTLED:
+                if held:
+                    # as if each other member used as much: this member's share
+                    sensors.weight = 1.0 + others
+                elif here > SETTLED:
                     ratio = elsewhere / here
                     sensors.weight = 1.0 + (others if ratio > others else max(ratio, 0.0))
                 else:
                     sensors.weight = 1.0 + others
                 share.here = here * DECAY + share.fresh
                 share.fresh = 0.0
-                share.elsewhere = elsewhere * DECAY
+                if not late:
+                    # late, the others' use is not heard, not gone: once heard again, this
+                    # member's weight starts from what they used before
+                    share.elsewhere = elsewhere * DECAY
                 if share.standings_total:
                     continue  # not left while the others name standings for it
                 share.cool = share.cool + 1 if cool(sensors, 0.0, now_ms) else 0

@@ -45,7 +45,7 @@ from protocol.fleet_records import (
     Totals,
     Use,
 )
-from proxy.enforcement.fleet import FleetMember, remember_producer_ids
+from proxy.enforcement.fleet import ANTICIPATED_FOR, FleetMember, remember_producer_ids
 from quotas.engine import QuotaEngine
 from quotas.managers import SETTLED
 
@@ -239,7 +239,7 @@ class Routes:
                 if use[0] in SPECIAL:
                     rest.append(use)
                     continue
-                partition = self._partition_of(use[1], use[2])
+                partition = self.partition(use[1], use[2])
                 parts = by_partition.get(partition)
                 if parts is None:
                     parts = by_partition[partition] = ([], [])
@@ -275,15 +275,21 @@ class Routes:
         if in_flight:
             self._resend[partition] = in_flight[-1][1]
 
-    def rebalance(self, member: int, generation: int) -> None:
+    def rebalance(self, member: int, generation: int, held: Collection[int] = ()) -> None:
         """A new generation of the group: a new place in it, new owners that know none of
         this member's standings (it names them again), and every contribution not yet
         folded sent again to them. An old owner may have folded one too, in totals still
-        on their way: that use then counts twice, on the safe side."""
+        on their way: that use then counts twice, on the safe side. The contributions of
+        the partitions `held` at this member's share are dropped: their use was held by the
+        shares, and would only throttle everyone at once if the others heard it now (as a
+        straight member drops what its bus lost for long: FleetMember.lost)."""
         self.member, self.generation = member, generation
         self._standings.clear()
         self._named.clear()
         self._resend.clear()
+        for partition in held:
+            self._in_flight.pop(partition, None)
+            self._waiting.pop(partition, None)
         for partition, in_flight in self._in_flight.items():
             for _, contribution in reversed(in_flight):
                 waiting = self._waiting.get(partition)
@@ -291,6 +297,14 @@ class Routes:
                     contribution if waiting is None else merged(contribution, waiting)
                 )
             in_flight.clear()
+
+    def silent(self, since_ms: int) -> frozenset[int]:
+        """The partitions whose oldest contribution unfolded was sent before `since_ms`."""
+        return frozenset(
+            partition
+            for partition, in_flight in self._in_flight.items()
+            if in_flight and in_flight[0][0] < since_ms
+        )
 
     def oldest_unfolded_ms(self) -> int | None:
         """When the oldest contribution still unfolded was sent: an owner that folds none
@@ -339,7 +353,8 @@ class Routes:
         ]
         return uses, standings
 
-    def _partition_of(self, user: str, client_id: str) -> int:
+    def partition(self, user: str, client_id: str) -> int:
+        """The partition a sensor's tags fall in."""
         partition = self._partition.get((user, client_id))
         if partition is None:
             partition = self._partition[user, client_id] = partition_of(
@@ -371,10 +386,19 @@ class Owning:
     the partitions it owns folded, and the owners' totals recorded as the others' use.
 
     Membership is the group's, not what the bus shows (a member that says nothing publishes
-    nothing): the caller assigns it every interval while the group holds. A member stops
-    counting its bus up (and holds its share of every budget, as with the bus lost) while a
-    contribution of its own stays unfolded for GONE_AFTER intervals (its owner is lost),
-    until the group's next generation gives the partition an owner that folds it."""
+    nothing): the caller assigns it every interval while the group holds.
+
+    An owner lost. A partition whose owner has folded none of this member's contributions
+    for silent_after_ms is held: its sensors are judged here as if each other member used
+    as much as this one (FleetMember.holding), which is this member's share of their
+    budgets, until the owner folds again or the group's next generation gives the
+    partition another owner. Only the principals of that partition are held; the others go
+    on sharing the whole budget. Held by weight rather than by a lower limit, the fleet's
+    use the sensors hold from before the loss ages out as this member's own takes its
+    place, instead of throttling the principal for twice its windows (Kafka's arithmetic
+    for use far over a limit). A member whose own partitions are silent (it cannot read
+    its own totals back: it is cut off) counts its bus down, and holds its share of every
+    budget, as with the bus lost."""
 
     def __init__(self, fleet: FleetMember, member: int, partitions: int = PARTITIONS) -> None:
         self.fleet = fleet
@@ -384,6 +408,10 @@ class Owning:
         self._newest: dict[int, int] = {}
         #: contributions sent in a generation this member has not reached yet, by it
         self._early: dict[int, list[tuple[int, int, Publication]]] = {}
+        #: the partitions whose owner's totals are late, and those whose owner is silent,
+        #: held at this member's share
+        self.late: frozenset[int] = frozenset()
+        self.held: frozenset[int] = frozenset()
 
     def assign(
         self, group: Sequence[str], owned: Sequence[int], generation: int, now_ms: int
@@ -391,11 +419,18 @@ class Owning:
         """The group's members in their order (a member's place is its bits in the
         totals), the partitions this member owns, and the group's generation."""
         fleet = self.fleet
+        held = self.routes.silent(now_ms - self.silent_after_ms)
         rebalanced = generation != self.routes.generation
         if rebalanced:
-            self.routes.rebalance(group.index(fleet.member), generation)
+            self.routes.rebalance(group.index(fleet.member), generation, held)
+            held = frozenset()
             self.folds = {}
             fleet.gaps.restate = True  # the new owners learn every standing
+        # late once the others' report of an interval would have come straight (the
+        # anticipation's withdrawal waits for it: FleetMember.publish)
+        late = self.routes.silent(
+            now_ms - ANTICIPATED_FOR * fleet.sync_interval_ms - fleet.delay_ms
+        )
         self.folds = {
             partition: self.folds.get(partition) or Fold(fleet.member, partition, generation)
             for partition in owned
@@ -409,10 +444,19 @@ class Owning:
         for name in group:
             if name != fleet.member:
                 membership.heard(name, now_ms, VERSION)
-        if self.silent_owner(now_ms):
+        self.late, self.held = late | held, held
+        fleet.awaiting = self._awaiting if self.late else None
+        fleet.holding = self._holding if held else None
+        if held & self.folds.keys():
             membership.fell()
         else:
             membership.heard_self(now_ms)
+
+    def _awaiting(self, user: str, client_id: str) -> bool:
+        return self.routes.partition(user, client_id) in self.late
+
+    def _holding(self, user: str, client_id: str) -> bool:
+        return self.routes.partition(user, client_id) in self.held
 
     @property
     def silent_after_ms(self) -> int:
@@ -420,12 +464,6 @@ class Owning:
         own publication may take to come back straight, for the owner's hop (its read, its
         wait for the next totals, their write); on a loaded machine one took over a second."""
         return SILENT_AFTER * self.fleet.membership.gone_after_ms
-
-    def silent_owner(self, now_ms: int) -> bool:
-        """Whether a contribution of this member's has waited silent_after_ms for its
-        owner."""
-        oldest = self.routes.oldest_unfolded_ms()
-        return oldest is not None and now_ms - oldest > self.silent_after_ms
 
     def publish(
         self, engine: QuotaEngine, now_ms: int, wall_ms: int

@@ -473,6 +473,15 @@ PROXY_FAMILIES: tuple[Family, ...] = (
         _fleet(lambda fleet: fleet.budget_share),
     ),
     Family(
+        "kafka_quota_proxy_fleet_partitions_held",
+        _GAUGE,
+        "Through owners: the bus's partitions whose owner has folded none of this member's "
+        "use lately; their principals are held here at 1 / fleet_members of each budget "
+        "until the owner folds again or the owners' group has its next generation",
+        (),
+        _fleet(lambda fleet: fleet.partitions_held),
+    ),
+    Family(
         "kafka_quota_proxy_fleet_watched",
         _GAUGE,
         "Quota sensors this member watches, whose use it shares on the bus (every interval, "

@@ -52,6 +52,9 @@ class FleetStats:
     budget_share: float = 1.0
     #: sensors this member watches: past their line, shared on the bus
     watched: int = 0
+    #: through owners, the partitions whose owner is silent: their principals held here
+    #: at this member's share (proxy/enforcement/fleet_owners.py)
+    partitions_held: int = 0
     bytes_published: int = 0
     bytes_read: int = 0
     #: CPU of the fleet's own work: publishing, encoding, decoding and recording the others'

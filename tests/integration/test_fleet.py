@@ -166,8 +166,8 @@ async def test_an_instance_killed_mid_run_leaves_the_others_holding_the_principa
     kafka3: KafkaCluster, tmp_path: Path, owners: bool
 ) -> None:
     """Through owners, the one killed owns about a third of the partitions: their
-    contributions wait, its survivors hold their shares until the group's next generation
-    gives the partitions to them (SESSION_TIMEOUT_MS)."""
+    contributions wait, its survivors hold those partitions' principals at their shares
+    until the group's next generation gives the partitions to them (SESSION_TIMEOUT_MS)."""
     name = "killed-owners" if owners else "killed"
     instances = await asyncio.to_thread(start_fleet, kafka3, tmp_path, name, owners)
     topic = f"fleet-{name}"
@@ -216,15 +216,15 @@ async def test_an_instance_killed_mid_run_leaves_the_others_holding_the_principa
     assert 0 < rate < BOUND * QUOTA
     assert all(after), "a process made no progress after the kill"
     if owners:
-        # a survivor with use in the killed owner's partitions fell to its shares, and each
-        # that fell was back on one budget in the next generation, of the two left
+        # a survivor with use in the killed owner's partitions held their principals at its
+        # share, and each that held shared the budget again after, of the two left
         logs = [instance.log() for instance in instances if instance is not victim]
-        fell = "an owner has folded none of this member's use"
-        assert any(fell in log for log in logs), "no survivor noticed its owner gone"
+        held = "their owner has folded none of this member's use"
+        assert any(held in log for log in logs), "no survivor noticed its owner gone"
         for log in logs:
             assert "of the owners' group: 2 members" in log
-            if fell in log:
-                assert "one budget per quota entity" in log[log.rindex(fell) :]
+            if held in log:
+                assert "share the fleet's budget again" in log[log.rindex(held) :]
         # idle members of owners publish nothing: top finds them in the owners' group
         assert len(shown["members"]) == 2 and shown["bus"].endswith(".killed-owners"), shown
     stored = [seq_of(value) for value in read_all(kafka3.bootstrap_servers, topic)]

@@ -253,21 +253,96 @@ def test_a_contribution_of_a_generation_the_owner_has_not_reached_waits_for_it()
     assert totals.uses == [(0, "alice", "app", 2.0)]
 
 
-def test_a_member_whose_owner_folds_nothing_for_twice_gone_after_holds_its_share() -> None:
-    member, engine = owning("member-0", 0)
-    member.assign(["member-0", "member-1"], [], 0, 0)
+def silent_alice(owned: list[int]) -> tuple[Owning, QuotaEngine, int]:
+    """A member of two, owning `owned` of 4 partitions, whose contribution of alice's use
+    (sent at 250) no owner folds; and alice's partition."""
+    member, engine = owning("member-0", 0, PARTITIONS)
+    member.assign(["member-0", "member-1"], owned, 0, 0)
     member.publish(engine, 0, 0)  # the lines are set: half the limit over two members
     engine.produce.record_and_get_throttle_time_ms(
         engine.produce.sensors_for("alice", "app", 10), 20_000.0, 10
     )
     _, sends = member.publish(engine, 250, 250)
-    assert sends  # watched from its first use past the line, and sent to the owner
-    membership = member.fleet.membership
+    alice = partition_of("", "app", PARTITIONS)  # tagged by client id, as its quota is
+    assert list(sends) == [alice]  # watched from its first use past the line
+    return member, engine, alice
+
+
+def test_a_partition_whose_owner_folds_nothing_for_twice_gone_after_is_held() -> None:
+    """Held: its principals weighted by the members (this member's share of each budget),
+    the others' not; the bus stays up for them."""
+    member, engine, alice = silent_alice([])
+    membership, fleet = member.fleet.membership, member.fleet
     # sent at 250: silent after twice GONE_AFTER intervals (the owner's hop)
     member.assign(["member-0", "member-1"], [], 0, 2150)
-    assert membership.bus_up(2150) and not member.silent_owner(2150)
+    assert member.held == frozenset() and fleet.holding is None
     member.assign(["member-0", "member-1"], [], 0, 2350)
-    assert member.silent_owner(2350)
+    assert member.held == {alice}
+    assert membership.bus_up(2350) and membership.share(2350) == 1.0
+    other = next(c for c in map(str, range(99)) if partition_of("", c, PARTITIONS) != alice)
+    assert fleet.holding is not None
+    assert fleet.holding("", "app") and not fleet.holding("", other)
+    sensors = engine.produce.sensors_for("alice", "app", 2350)
+    sensors.weight = 1.0
+    member.publish(engine, 2500, 2500)
+    assert sensors.weight == 2.0  # as if the other member used as much as this one
+
+
+def test_a_held_sensor_keeps_the_use_it_anticipated_for_the_others() -> None:
+    """Unheard, the others may have used what was anticipated for them: it is not
+    withdrawn."""
+    member, engine, _ = silent_alice([])
+    member.assign(["member-0", "member-1"], [], 0, 2350)
+    member.publish(engine, 2350, 2350)  # weighted 2 from here
+    sensors = engine.produce.sensors_for("alice", "app", 2400)
+    engine.produce.record_and_get_throttle_time_ms(sensors, 1000.0, 2400)
+    before = sensors.rate.total()
+    for now in range(2500, 4000, 250):
+        member.assign(["member-0", "member-1"], [], 0, now)
+        member.publish(engine, now, now)
+    assert sensors.rate.total() == pytest.approx(before)
+
+
+def test_while_an_owners_totals_are_late_nothing_anticipated_is_withdrawn() -> None:
+    """Late once its contribution would have come back straight (ANTICIPATED_FOR intervals
+    and the delay): what the others did not report is known only once they report."""
+    member, engine, alice = silent_alice([])
+    fleet = member.fleet
+    member.assign(["member-0", "member-1"], [], 0, 700)
+    assert member.late == frozenset() and fleet.awaiting is None
+    member.assign(["member-0", "member-1"], [], 0, 800)  # sent at 250, 2 x 250 ms since
+    assert member.late == {alice} and member.held == frozenset()
+    assert fleet.awaiting is not None and fleet.awaiting("", "app")
+    member.publish(engine, 800, 800)
+    sensors = engine.produce.sensors_for("", "app", 850)
+    sensors.weight = 2.0  # as if the other member used as much lately
+    engine.produce.record_and_get_throttle_time_ms(sensors, 1000.0, 850)
+    before = sensors.rate.total()
+    for now in range(1000, 2250, 250):
+        member.assign(["member-0", "member-1"], [], 0, now)
+        member.publish(engine, now, now)
+    assert member.held == frozenset()
+    assert sensors.rate.total() == pytest.approx(before)
+
+
+def test_the_next_generation_drops_what_a_held_partition_did_not_fold() -> None:
+    """Its use was held by the shares: heard now, it would only throttle everyone at once."""
+    member, _, alice = silent_alice([])
+    member.assign(["member-0", "member-1"], [], 0, 2350)
+    assert member.held == {alice}
+    member.assign(["member-1", "member-0"], [], 1, 2600)
+    assert member.held == frozenset() and member.fleet.holding is None
+    assert member.routes.oldest_unfolded_ms() is None
+    _, sends = member.routes.route(publication([]), 2700)
+    assert sends == {}
+
+
+def test_a_member_that_reads_none_of_its_own_totals_holds_its_share_of_every_budget() -> None:
+    """Its own partition silent: it cannot read its own totals back, it is cut off."""
+    member, _, alice = silent_alice(list(range(PARTITIONS)))
+    membership = member.fleet.membership
+    member.assign(["member-0", "member-1"], list(range(PARTITIONS)), 0, 2350)
+    assert member.held == {alice}
     # down at once, not GONE_AFTER intervals after it was last up
     assert not membership.bus_up(2350) and membership.share(2350) == 1 / 2
 
