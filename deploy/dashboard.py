@@ -577,8 +577,10 @@ ROWS = (
             ),
             Panel(
                 "Fleet bus and budget share",
-                "Whether each member reads its own publications back (bus up = 1), and the "
-                "share of every quota it enforces on its own (1 with the bus up).",
+                "Whether each member reads its own publications back (bus up = 1), the "
+                "share of every quota it enforces on its own (1 with the bus up), and, "
+                "through owners, the partitions whose owner is silent, whose principals it "
+                "holds at its share.",
                 (
                     Query(
                         f"min by (instance) (kafka_quota_proxy_fleet_bus_up{{{PROXIES}}})",
@@ -587,6 +589,11 @@ ROWS = (
                     Query(
                         f"min by (instance) (kafka_quota_proxy_fleet_budget_share{{{PROXIES}}})",
                         "{{instance}} budget share",
+                    ),
+                    Query(
+                        "max by (instance) "
+                        f"(kafka_quota_proxy_fleet_partitions_held{{{PROXIES}}})",
+                        "{{instance}} partitions held",
                     ),
                 ),
                 width=6,
