@@ -15,7 +15,7 @@ the same load: how long the survivors took to count two members, and the HEAVY p
 rate together, second by second and over every span of Kafka's default quota windows (11 x
 1 s), before and after the kill. With `--against REV` the same run on REV's proxies (a git
 worktree), first, on the same cluster. With `--owners`, this tree's proxies through owners
-([fleet] owners = true) as well. With `--mixed REV`, a fleet mid-roll as well: member 0
+([fleet] owners = true) as well, and REV's too with `--against`. With `--mixed REV`, a fleet mid-roll as well: member 0
 on REV, the others on this tree, and what their logs said of the record versions (member 0
 is the one killed, and the others are then alone on this tree's).
 """
@@ -337,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.against is not None:
                 with checkout(args.against) as tree:
                     leg(cluster, work, [tree] * MEMBERS, f"at-{args.against}")
+                    if args.owners:
+                        trees = [tree] * MEMBERS
+                        leg(cluster, work, trees, f"owners-at-{args.against}", owners=True)
             with checkout(None) as tree:
                 leg(cluster, work, [tree] * MEMBERS, "this-tree")
                 if args.owners:
