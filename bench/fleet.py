@@ -9,6 +9,9 @@
    every member's publication, its own included), and the entries published (uses and
    standings: a principal published, or its standing named). With
    `--against REV` the same bus and demand run on the fleet of REV (a git worktree), first.
+   Through owners, member 0's CPU also alone: replayed in a process of its own on what it
+   read beside the others (and checked to write the same), since 20 members' sensors in one
+   process share its caches as no real member's do.
 2. One worker with 1,000 principals near their quota and, on the bus, two simulated
    members (another process) publishing the same principals' use every interval: the bus's
    own CPU per second with no client, as a share of a worker's core (target: under 5 %); and
@@ -34,6 +37,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
@@ -128,12 +132,31 @@ def bus(principals: int, members: int, intervals: int) -> BusCost:
     )
 
 
-def bus_through_owners(principals: int, members: int, intervals: int) -> BusCost:
+@dataclass
+class Slot:
+    """What member 0 of bus_through_owners reads in one of an interval's FOLDS slots, and
+    what it writes (to check that a replay of it alone writes the same)."""
+
+    now: int
+    publishes: bool
+    broadcasts: list[bytes]
+    #: (writer's place, partition, record) of the partitions member 0 owns
+    contributions: list[tuple[int, int, bytes]]
+    totals: list[bytes]
+    #: member 0's contributions and totals
+    sent: list[bytes]
+    totalled: list[bytes]
+
+
+def bus_through_owners(
+    principals: int, members: int, intervals: int, recording: list[Slot] | None = None
+) -> BusCost:
     """bus() with owners (proxy/enforcement/fleet_owners.py): partitions assigned round
     robin; the members publish staggered over FOLDS slots of each interval, and every owner
     publishes its totals at every slot. A member reads what is not a use of every member's,
     its partitions' contributions and every owner's totals. Read is the average member's;
-    CPU, member 0's."""
+    CPU, member 0's, beside the others' in one process (`recording` takes what member 0
+    reads and writes, for owners_alone)."""
     # here, not at the top: the leg of --against runs this file in a tree from before owners
     from protocol.fleet_records import decode_totals, encode_totals
     from proxy.enforcement.fleet_owners import FOLDS, PARTITIONS, Owning
@@ -166,6 +189,8 @@ def bus_through_owners(principals: int, members: int, intervals: int) -> BusCost
         for slot in range(FOLDS):
             now = interval * SYNC_MS + (slot + 1) * SYNC_MS // FOLDS
             broadcasts, contributions, totals = [], [], []
+            sent_by_0: list[bytes] = []
+            totalled_by_0: list[bytes] = []
             for index, (member, each) in enumerate(zip(fleet, engines, strict=True)):
                 started = time.process_time()
                 if index % FOLDS == slot:
@@ -173,13 +198,24 @@ def bus_through_owners(principals: int, members: int, intervals: int) -> BusCost
                     broadcast, sends = member.publish(each, now, now)
                     if broadcast is not None:
                         broadcasts.append(encode(broadcast))
-                    contributions += [(index, p, encode(c)) for p, c in sends.items()]
+                    sent_now = [(index, p, encode(c)) for p, c in sends.items()]
+                    contributions += sent_now
+                    if index == 0:
+                        sent_by_0 = [record for _, _, record in sent_now]
                     if measured:
                         sent = [broadcast] if broadcast is not None else []
                         uses += sum(map(_entries, [*sent, *sends.values()]))
-                totals += [encode_totals(t) for t in member.totals()]
-                if index == 0 and measured:
-                    publish_cpu += time.process_time() - started
+                totalled = [encode_totals(t) for t in member.totals()]
+                totals += totalled
+                if index == 0:
+                    totalled_by_0 = totalled
+                    if measured:
+                        publish_cpu += time.process_time() - started
+            if recording is not None:
+                owned = [each for each in contributions if owner_of[each[1]] == 0]
+                recording.append(
+                    Slot(now, slot == 0, broadcasts, owned, totals, sent_by_0, totalled_by_0)
+                )
             everyone = sum(map(len, broadcasts)) + sum(map(len, totals))
             for index, (member, each) in enumerate(zip(fleet, engines, strict=True)):
                 started = time.process_time()
@@ -208,16 +244,92 @@ def bus_through_owners(principals: int, members: int, intervals: int) -> BusCost
     )
 
 
+def owners_alone(principals: int, members: int, slots: list[Slot], intervals: int) -> float:
+    """Member 0 of bus_through_owners replayed alone (run it in a process of its own): its
+    demand, and what it read there, slot by slot. Its CPU per second over the measured
+    intervals, publish and read, as bus_through_owners counts it; it must write what it
+    wrote there, record for record."""
+    from protocol.fleet_records import decode_totals, encode_totals
+    from proxy.enforcement.fleet_owners import FOLDS, PARTITIONS, Owning
+
+    _collect_as_the_proxy_does()
+    limit = 1_000_000.0
+    limits = {QuotaType.PRODUCE: {QuotaEntity(client_id=DEFAULT): limit}}
+    engine = QuotaEngine(QuotaConfig(limits=limits))
+    names = [f"member-{index}" for index in range(members)]
+    member = Owning(FleetMember(names[0], SYNC_MS), 0, PARTITIONS)
+    member.assign(names, [p for p in range(PARTITIONS) if p % members == 0], 0, 0)
+    clients = [f"client-{index:05d}" for index in range(principals)]
+    per_member = [
+        float(round(demand(rank, principals) * limit * SYNC_MS / 1000 / members))
+        for rank in range(1, principals + 1)
+    ]
+    produce = engine.produce
+    cpu = 0.0
+    for index, slot in enumerate(slots):
+        interval = index // FOLDS
+        if index % FOLDS == 0:
+            now = interval * SYNC_MS + 1
+            for client, value in zip(clients, per_member, strict=True):
+                sensors = produce.sensors_for("", client, now)
+                produce.record_and_get_throttle_time_ms(sensors, value, now)
+        started = time.process_time()
+        sent = []
+        if slot.publishes:
+            member.assign(names, list(member.folds), 0, slot.now)
+            _, sends = member.publish(engine, slot.now, slot.now)
+            sent = [encode(contribution) for contribution in sends.values()]
+        totalled = [encode_totals(totals) for totals in member.totals()]
+        for record in slot.broadcasts:
+            member.receive(decode(record), engine, slot.now)
+        for writer, partition, record in slot.contributions:
+            member.contribution(writer, partition, 0, decode(record))
+        for record in slot.totals:
+            member.read_totals(decode_totals(record), engine, slot.now)
+        if interval >= WARM_INTERVALS:
+            cpu += time.process_time() - started
+        # as sets are ordered by string hashes, which differ from process to process
+        same = [_sorted(decode(record)) for record in sent] == [
+            _sorted(decode(record)) for record in slot.sent
+        ] and [_sorted(decode_totals(record)) for record in totalled] == [
+            _sorted(decode_totals(record)) for record in slot.totalled
+        ]
+        if not same:
+            raise AssertionError(f"member 0 alone wrote otherwise at {slot.now} ms")
+    return cpu / (intervals * SYNC_MS / 1000)
+
+
+def _sorted(record: Any) -> Any:
+    """A publication's or totals' uses and standings in order."""
+    return record._replace(uses=sorted(record.uses), standings=sorted(record.standings or ()))
+
+
+def owners_table(intervals: int) -> list[tuple[int, int, BusCost, float]]:
+    """bus_table through owners, and member 0's CPU per second alone in a process of its
+    own, replaying what it read (beside the others, 20 members' sensors share one process's
+    caches)."""
+    _collect_as_the_proxy_does()
+    context = multiprocessing.get_context("spawn")
+    rows = []
+    with context.Pool(1) as pool:
+        for principals in (1_000, 10_000):
+            for members in (3, 20):
+                slots: list[Slot] = []
+                cost = bus_through_owners(principals, members, intervals, slots)
+                alone = pool.apply(owners_alone, (principals, members, slots, intervals))
+                rows.append((principals, members, cost, alone))
+    return rows
+
+
 def _entries(publication: Publication) -> int:
     """Its uses and standings (a tree of --against may have no standings)."""
     return len(publication.uses) + len(getattr(publication, "standings", None) or ())
 
 
-def bus_table(intervals: int, owners: bool = False) -> list[tuple[int, int, BusCost]]:
+def bus_table(intervals: int) -> list[tuple[int, int, BusCost]]:
     _collect_as_the_proxy_does()
-    run = bus_through_owners if owners else bus
     return [
-        (principals, members, run(principals, members, intervals))
+        (principals, members, bus(principals, members, intervals))
         for principals in (1_000, 10_000)
         for members in (3, 20)
     ]
@@ -251,7 +363,8 @@ def print_bus(intervals: int, against: str | None) -> None:
             (f"at {against}", [(p, m, BusCost(**c)) for p, m, c in json.loads(done.stdout)])
         )
     legs.append(("this tree", bus_table(intervals)))
-    legs.append(("owners", bus_table(intervals, owners=True)))
+    owners = owners_table(intervals)
+    legs.append(("owners", [(p, m, cost) for p, m, cost, _ in owners]))
     print("| fleet | principals | members | published | read | CPU publish + read | entries |")
     print("|---|---|---|---|---|---|---|")
     for name, table in legs:
@@ -261,6 +374,13 @@ def print_bus(intervals: int, against: str | None) -> None:
                 f" {cost.read / 1e3:,.1f} kB | {cost.publish_cpu * 1e3:.1f} +"
                 f" {cost.read_cpu * 1e3:.1f} ms | {cost.uses:,.0f} |"
             )
+    print()
+    print("Owners, member 0's CPU per second beside the others in one process, and alone:")
+    print("| principals | members | beside the others | alone |")
+    print("|---|---|---|---|")
+    for principals, members, cost, alone in owners:
+        beside = (cost.publish_cpu + cost.read_cpu) * 1e3
+        print(f"| {principals:,} | {members} | {beside:.1f} ms | {alone * 1e3:.1f} ms |")
 
 
 # 2 and 3. real processes ----------------------------------------------------------------------
