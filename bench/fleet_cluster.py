@@ -15,9 +15,9 @@ the same load: how long the survivors took to count two members, and the HEAVY p
 rate together, second by second and over every span of Kafka's default quota windows (11 x
 1 s), before and after the kill. With `--against REV` the same run on REV's proxies (a git
 worktree), first, on the same cluster. With `--owners`, this tree's proxies through owners
-([fleet] owners = true) as well, and REV's too with `--against`. With `--mixed REV`, a fleet mid-roll as well: member 0
-on REV, the others on this tree, and what their logs said of the record versions (member 0
-is the one killed, and the others are then alone on this tree's).
+([fleet] owners = true) as well, and REV's too with `--against`. With `--mixed REV`, a fleet
+mid-roll as well: member 0 on REV, the others on this tree, and what their logs said of the
+record versions (member 0 is the one killed, and the others are then alone on this tree's).
 """
 
 from __future__ import annotations

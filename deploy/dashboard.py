@@ -591,8 +591,7 @@ ROWS = (
                         "{{instance}} budget share",
                     ),
                     Query(
-                        "max by (instance) "
-                        f"(kafka_quota_proxy_fleet_partitions_held{{{PROXIES}}})",
+                        f"max by (instance) (kafka_quota_proxy_fleet_partitions_held{{{PROXIES}}})",
                         "{{instance}} partitions held",
                     ),
                 ),
