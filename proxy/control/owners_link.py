@@ -88,6 +88,7 @@ class OwnersLink:
                 try:
                     await self.join()
                     await self._fold()
+                    await self._reach()
                     if self._rejoin or self.stuck():
                         log.warning(
                             "fleet: the owners' group is joined again, for its next generation "
@@ -173,9 +174,10 @@ class OwnersLink:
         """Why the bus is down, as far as the owners go."""
         if self.topic.group is None:
             return f"the owners' group on {self.topic.topic} has not assigned this member"
-        if self.owning.held & self.owning.folds.keys():
+        if self.owning.cut_off():
             return (
-                f"this member has read none of its own totals for {self.owning.silent_after_ms} ms"
+                f"owners have folded none of this member's use for {self.owning.silent_after_ms}"
+                " ms, and the cluster does not answer it or its own totals do not come back"
             )
         return "a member sharing its use the other way is heard, or the bus's topic failed"
 
@@ -231,6 +233,18 @@ class OwnersLink:
                 continue
             self.owning.contribution(place, record.partition, generation, contribution)
         self._stats.cpu_seconds += time.thread_time() - started
+
+    async def _reach(self) -> None:
+        """While an owner's totals are late, whether this member still reaches the cluster
+        (Owning.reached): an owner silent alone holds its partitions; a member cut off
+        holds its share of every budget."""
+        if not self.owning.late:
+            return
+        try:
+            await asyncio.wait_for(self.topic.reach(), self._interval_s)
+        except UNREACHABLE:
+            return
+        self.owning.reached(self._context.clock.now_ms())
 
     async def _total_every_fold(self) -> None:
         while True:

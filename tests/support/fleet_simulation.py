@@ -191,6 +191,7 @@ def simulate_fleet(
         names = [fleet[each].member for each in group]
         place = group.index(index)
         owned = list(range(place, PARTITIONS, len(group)))
+        member.reached(now_ms)  # the cluster answers every member alive: none is cut off
         member.assign(names, owned, generation[0], now_ms)
         broadcast, sends = member.publish(contexts[index].quotas.engine, now_ms, now_ms)
         delay = bus.delay_ms * MS

@@ -253,9 +253,9 @@ def test_a_contribution_of_a_generation_the_owner_has_not_reached_waits_for_it()
     assert totals.uses == [(0, "alice", "app", 2.0)]
 
 
-def silent_alice(owned: list[int]) -> tuple[Owning, QuotaEngine, int]:
+def silent_alice(owned: list[int]) -> tuple[Owning, QuotaEngine, int, Publication]:
     """A member of two, owning `owned` of 4 partitions, whose contribution of alice's use
-    (sent at 250) no owner folds; and alice's partition."""
+    (sent at 250) no owner folds; alice's partition, and that contribution."""
     member, engine = owning("member-0", 0, PARTITIONS)
     member.assign(["member-0", "member-1"], owned, 0, 0)
     member.publish(engine, 0, 0)  # the lines are set: half the limit over two members
@@ -265,14 +265,16 @@ def silent_alice(owned: list[int]) -> tuple[Owning, QuotaEngine, int]:
     _, sends = member.publish(engine, 250, 250)
     alice = partition_of("", "app", PARTITIONS)  # tagged by client id, as its quota is
     assert list(sends) == [alice]  # watched from its first use past the line
-    return member, engine, alice
+    return member, engine, alice, sends[alice]
 
 
 def test_a_partition_whose_owner_folds_nothing_for_twice_gone_after_is_held() -> None:
     """Held: its principals weighted by the members (this member's share of each budget),
-    the others' not; the bus stays up for them."""
-    member, engine, alice = silent_alice([])
+    the others' not; the bus stays up for them, as the cluster answers this member."""
+    member, engine, alice, _ = silent_alice([])
     membership, fleet = member.fleet.membership, member.fleet
+    member.assign(["member-0", "member-1"], [], 0, 800)  # late: the caller asks the cluster
+    member.reached(900)
     # sent at 250: silent after twice GONE_AFTER intervals (the owner's hop)
     member.assign(["member-0", "member-1"], [], 0, 2150)
     assert member.held == frozenset() and fleet.holding is None
@@ -289,24 +291,34 @@ def test_a_partition_whose_owner_folds_nothing_for_twice_gone_after_is_held() ->
 
 
 def test_a_held_sensor_keeps_the_use_it_anticipated_for_the_others() -> None:
-    """Unheard, the others may have used what was anticipated for them: it is not
-    withdrawn."""
-    member, engine, _ = silent_alice([])
-    member.assign(["member-0", "member-1"], [], 0, 2350)
+    """Unheard, the others may have used what was anticipated for them: it stays charged
+    once the owner folds again, and the others' report then adds to it (the safe side)."""
+    member, engine, alice, sent = silent_alice([])
+    group = ["member-0", "member-1"]
+    member.assign(group, [], 0, 800)
+    member.reached(900)
+    member.assign(group, [], 0, 2350)
+    assert member.held == {alice}
     member.publish(engine, 2350, 2350)  # weighted 2 from here
-    sensors = engine.produce.sensors_for("alice", "app", 2400)
+    sensors = engine.produce.sensors_for("", "app", 2400)
     engine.produce.record_and_get_throttle_time_ms(sensors, 1000.0, 2400)
-    before = sensors.rate.total()
-    for now in range(2500, 4000, 250):
-        member.assign(["member-0", "member-1"], [], 0, now)
+    _, sends = member.publish(engine, 2500, 2500)  # 1,000 anticipated for the other
+    kept = sensors.rate.recorded()  # all it ever recorded: a withdrawal records less
+    # the owner folds this member's two contributions, and reports nothing of the other's
+    mine = sum(use[3] for contribution in (sent, *sends.values()) for use in contribution.uses)
+    totals = Totals("member-1", alice, 0, 0, {0: 1 + len(sends)}, [(0, "", "app", mine)], [])
+    member.read_totals(totals, engine, 2600)
+    for now in range(2750, 4000, 250):
+        member.assign(group, [], 0, now)
+        assert member.late == frozenset()
         member.publish(engine, now, now)
-    assert sensors.rate.total() == pytest.approx(before)
+    assert sensors.rate.recorded() == pytest.approx(kept)
 
 
 def test_while_an_owners_totals_are_late_nothing_anticipated_is_withdrawn() -> None:
     """Late once its contribution would have come back straight (ANTICIPATED_FOR intervals
     and the delay): what the others did not report is known only once they report."""
-    member, engine, alice = silent_alice([])
+    member, engine, alice, _ = silent_alice([])
     fleet = member.fleet
     member.assign(["member-0", "member-1"], [], 0, 700)
     assert member.late == frozenset() and fleet.awaiting is None
@@ -327,7 +339,7 @@ def test_while_an_owners_totals_are_late_nothing_anticipated_is_withdrawn() -> N
 
 def test_the_next_generation_drops_what_a_held_partition_did_not_fold() -> None:
     """Its use was held by the shares: heard now, it would only throttle everyone at once."""
-    member, _, alice = silent_alice([])
+    member, _, alice, _ = silent_alice([])
     member.assign(["member-0", "member-1"], [], 0, 2350)
     assert member.held == {alice}
     member.assign(["member-1", "member-0"], [], 1, 2600)
@@ -337,10 +349,26 @@ def test_the_next_generation_drops_what_a_held_partition_did_not_fold() -> None:
     assert sends == {}
 
 
-def test_a_member_that_reads_none_of_its_own_totals_holds_its_share_of_every_budget() -> None:
-    """Its own partition silent: it cannot read its own totals back, it is cut off."""
-    member, _, alice = silent_alice(list(range(PARTITIONS)))
+def test_a_member_the_cluster_does_not_answer_holds_its_share_of_every_budget() -> None:
+    """Cut off, not its owner lost: no answer since the totals were late (an answer from
+    before does not count)."""
+    member, _, alice, _ = silent_alice([])
     membership = member.fleet.membership
+    member.reached(700)
+    member.assign(["member-0", "member-1"], [], 0, 800)
+    assert member.late == {alice}
+    member.assign(["member-0", "member-1"], [], 0, 2350)
+    assert member.held == {alice} and member.cut_off()
+    assert not membership.bus_up(2350) and membership.share(2350) == 1 / 2
+
+
+def test_a_member_that_reads_none_of_its_own_totals_holds_its_share_of_every_budget() -> None:
+    """Its own partition silent: it cannot read its own totals back, it is cut off, though
+    the cluster answers."""
+    member, _, alice, _ = silent_alice(list(range(PARTITIONS)))
+    membership = member.fleet.membership
+    member.assign(["member-0", "member-1"], list(range(PARTITIONS)), 0, 800)
+    member.reached(900)
     member.assign(["member-0", "member-1"], list(range(PARTITIONS)), 0, 2350)
     assert member.held == {alice}
     # down at once, not GONE_AFTER intervals after it was last up
