@@ -67,6 +67,8 @@ class OwnersLink:
         )
         #: per partition, the send of its contribution in flight
         self._sending: dict[int, asyncio.Task[None]] = {}
+        #: the question to the cluster in flight (_reach)
+        self._reaching: asyncio.Task[None] | None = None
         self._generation: int | None = None
         self._rejoin = False
         #: the partitions held when last assigned
@@ -88,7 +90,6 @@ class OwnersLink:
                 try:
                     await self.join()
                     await self._fold()
-                    await self._reach()
                     if self._rejoin or self.stuck():
                         log.warning(
                             "fleet: the owners' group is joined again, for its next generation "
@@ -130,9 +131,10 @@ class OwnersLink:
         self.topic.renew(cluster)
 
     async def close(self) -> None:
-        for task in list(self._sending.values()):
+        tasks = [*self._sending.values(), *([self._reaching] if self._reaching else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._sending.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self.topic.close()
 
     def assign(self, now_ms: int) -> None:
@@ -151,6 +153,9 @@ class OwnersLink:
             )
         owning = self.owning
         owning.assign(group.order, group.owned, group.generation, now_ms)
+        reaching = self._reaching
+        if owning.late and (reaching is None or reaching.done()):
+            self._reaching = asyncio.get_running_loop().create_task(self._reach())
         held, before = owning.held, self._held
         if held - before:
             log.warning(
@@ -237,11 +242,10 @@ class OwnersLink:
     async def _reach(self) -> None:
         """While an owner's totals are late, whether this member still reaches the cluster
         (Owning.reached): an owner silent alone holds its partitions; a member cut off
-        holds its share of every budget."""
-        if not self.owning.late:
-            return
+        holds its share of every budget. Beside the folding, which it must not hold up; one
+        at a time, each for up to a session timeout."""
         try:
-            await asyncio.wait_for(self.topic.reach(), self._interval_s)
+            await asyncio.wait_for(self.topic.reach(), SESSION_TIMEOUT_MS / 1000)
         except UNREACHABLE:
             return
         self.owning.reached(self._context.clock.now_ms())
