@@ -143,6 +143,7 @@ class OwnersLink:
         group = self.topic.group
         if group is None:
             return
+        owning = self.owning
         if group.generation != self._generation:
             self._generation = group.generation
             log.info(
@@ -151,10 +152,10 @@ class OwnersLink:
                 len(group.order),
                 ", ".join(map(str, group.owned)) or "none",
             )
-        owning = self.owning
+            owning.reached(now_ms)  # the group's assignment is the cluster's answer
         owning.assign(group.order, group.owned, group.generation, now_ms)
         reaching = self._reaching
-        if owning.late and (reaching is None or reaching.done()):
+        if reaching is None or reaching.done():
             self._reaching = asyncio.get_running_loop().create_task(self._reach())
         held, before = owning.held, self._held
         if held - before:
@@ -179,10 +180,10 @@ class OwnersLink:
         """Why the bus is down, as far as the owners go."""
         if self.topic.group is None:
             return f"the owners' group on {self.topic.topic} has not assigned this member"
-        if self.owning.cut_off():
+        if self.owning.cut_off(now_ms):
             return (
-                f"owners have folded none of this member's use for {self.owning.silent_after_ms}"
-                " ms, and the cluster does not answer it or its own totals do not come back"
+                f"the cluster has not answered this member for {self.owning.silent_after_ms} "
+                "ms, or its own totals do not come back"
             )
         return "a member sharing its use the other way is heard, or the bus's topic failed"
 
@@ -240,10 +241,10 @@ class OwnersLink:
         self._stats.cpu_seconds += time.thread_time() - started
 
     async def _reach(self) -> None:
-        """While an owner's totals are late, whether this member still reaches the cluster
-        (Owning.reached): an owner silent alone holds its partitions; a member cut off
-        holds its share of every budget. Beside the folding, which it must not hold up; one
-        at a time, each for up to a session timeout."""
+        """Whether this member still reaches the cluster (Owning.reached), asked every
+        interval: an owner silent alone holds its partitions, a member cut off holds its
+        share of every budget, idle or not. Beside the folding, which it must not hold up;
+        one at a time, each for up to a session timeout."""
         try:
             await asyncio.wait_for(self.topic.reach(), SESSION_TIMEOUT_MS / 1000)
         except UNREACHABLE:

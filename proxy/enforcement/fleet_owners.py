@@ -397,11 +397,11 @@ class Owning:
     use the sensors hold from before the loss ages out as this member's own takes its
     place, instead of throttling the principal for twice its windows (Kafka's arithmetic
     for use far over a limit). That is for an owner lost. A member cut off from the
-    cluster hears no owner either, and the others' next generation drops its standings:
-    it counts its bus down, and holds its share of every budget, as with the bus lost,
-    when a partition is held and the cluster has not answered it (`reached`: the caller
-    asks it while a partition's totals are late) since the totals were first late, or
-    when a partition it owns itself is held (it cannot read its own totals back)."""
+    cluster hears no owner either, and the others' next generation drops its standings,
+    whether it has use in flight or not: it counts its bus down, and holds its share of
+    every budget, as with the bus lost, once the cluster has not answered it for
+    silent_after_ms (`reached`: the caller asks it every interval), or when a partition it
+    owns itself is held (it cannot read its own totals back)."""
 
     def __init__(self, fleet: FleetMember, member: int, partitions: int = PARTITIONS) -> None:
         self.fleet = fleet
@@ -415,9 +415,8 @@ class Owning:
         #: held at this member's share
         self.late: frozenset[int] = frozenset()
         self.held: frozenset[int] = frozenset()
-        #: since when some partition's totals are late, and when the cluster last answered
-        #: this member
-        self._late_since: int | None = None
+        #: when the cluster last answered this member; None: the caller does not ask it
+        #: (a simulation, where it always answers)
         self._reached_ms: int | None = None
 
     def assign(
@@ -454,11 +453,7 @@ class Owning:
         self.late, self.held = late | held, held
         fleet.awaiting = self._awaiting if self.late else None
         fleet.holding = self._holding if held else None
-        if not self.late:
-            self._late_since = None
-        elif self._late_since is None:
-            self._late_since = now_ms
-        if self.cut_off():
+        if self.cut_off(now_ms):
             membership.fell()
         else:
             membership.heard_self(now_ms)
@@ -467,13 +462,11 @@ class Owning:
         """The cluster answered this member: it is not cut off."""
         self._reached_ms = now_ms
 
-    def cut_off(self) -> bool:
-        """Whether this member holds a partition as cut off from the cluster, not as its
-        owner is lost: unanswered since the totals were late, or one of its own."""
-        if not self.held:
-            return False
-        since, reached = self._late_since, self._reached_ms
-        unanswered = since is None or reached is None or reached < since
+    def cut_off(self, now_ms: int) -> bool:
+        """Whether this member is cut off from the cluster, not only from an owner: the
+        cluster has not answered it for silent_after_ms, or a partition it owns is held."""
+        reached = self._reached_ms
+        unanswered = reached is not None and now_ms - reached > self.silent_after_ms
         return unanswered or bool(self.held & self.folds.keys())
 
     def _awaiting(self, user: str, client_id: str) -> bool:

@@ -309,6 +309,7 @@ def test_a_held_sensor_keeps_the_use_it_anticipated_for_the_others() -> None:
     totals = Totals("member-1", alice, 0, 0, {0: 1 + len(sends)}, [(0, "", "app", mine)], [])
     member.read_totals(totals, engine, 2600)
     for now in range(2750, 4000, 250):
+        member.reached(now - 50)
         member.assign(group, [], 0, now)
         assert member.late == frozenset()
         member.publish(engine, now, now)
@@ -350,16 +351,21 @@ def test_the_next_generation_drops_what_a_held_partition_did_not_fold() -> None:
 
 
 def test_a_member_the_cluster_does_not_answer_holds_its_share_of_every_budget() -> None:
-    """Cut off, not its owner lost: no answer since the totals were late (an answer from
-    before does not count)."""
-    member, _, alice, _ = silent_alice([])
+    """Cut off, not only from an owner: unanswered for twice GONE_AFTER intervals, idle or
+    not (the others' next generation drops its standings); up again once answered."""
+    member, _ = owning("member-0", 0, PARTITIONS)
     membership = member.fleet.membership
-    member.reached(700)
-    member.assign(["member-0", "member-1"], [], 0, 800)
-    assert member.late == {alice}
-    member.assign(["member-0", "member-1"], [], 0, 2350)
-    assert member.held == {alice} and member.cut_off()
-    assert not membership.bus_up(2350) and membership.share(2350) == 1 / 2
+    group = ["member-0", "member-1"]
+    member.reached(0)
+    member.assign(group, [], 0, 0)
+    member.assign(group, [], 0, 2000)
+    assert membership.bus_up(2000) and not member.cut_off(2000)
+    member.assign(group, [], 0, 2250)
+    assert member.cut_off(2250) and member.held == frozenset()
+    assert not membership.bus_up(2250) and membership.share(2250) == 1 / 2
+    member.reached(2400)
+    member.assign(group, [], 0, 2500)
+    assert membership.bus_up(2500)
 
 
 def test_a_member_that_reads_none_of_its_own_totals_holds_its_share_of_every_budget() -> None:
