@@ -203,6 +203,8 @@ async def test_an_instance_killed_mid_run_leaves_the_others_holding_the_principa
             timelines = await asyncio.to_thread(fleet_timelines, processes, seconds + 120)
         if owners:
             shown = await top_once(instances[-1] if victim is instances[0] else instances[0])
+        # read before the survivors stop: the first stopped is an owner the other holds
+        logs = [instance.log() for instance in instances if instance is not victim]
     finally:
         stop_all(instances)
 
@@ -218,7 +220,6 @@ async def test_an_instance_killed_mid_run_leaves_the_others_holding_the_principa
     if owners:
         # a survivor with use in the killed owner's partitions held their principals at its
         # share, and each that held shared the budget again after, of the two left
-        logs = [instance.log() for instance in instances if instance is not victim]
         held = "their owner has folded none of this member's use"
         assert any(held in log for log in logs), "no survivor noticed its owner gone"
         for log in logs:
