@@ -74,12 +74,12 @@ from protocol.fleet_records import (
     RESTATING,
     STANDINGLESS,
     VERSION,
-    WHOLE,
     Publication,
     Use,
 )
 from proxy.enforcement.fleet_gaps import Gaps
-from proxy.enforcement.fleet_membership import GONE_AFTER, Membership
+from proxy.enforcement.fleet_membership import Membership
+from proxy.enforcement.fleet_outbox import Outbox
 from quotas.engine import QuotaEngine
 from quotas.entities import MetricTags
 from quotas.managers import (
@@ -260,16 +260,11 @@ class FleetMember:
         self.sync_interval_ms = sync_interval_ms
         #: who else is in the fleet, and whether this member's bus is up
         self.membership = Membership(sync_interval_ms, self._gone)
-        self._sequence = 0
-        #: when this member's publications were made (by sequence), until they come back:
-        #: the bus's delay is how long they took (among owners, the caller's: how long a
-        #: contribution took to come back in its owner's totals)
-        self._published_ms: dict[int, int] = {}
+        #: its publications until they come back, and what the bus did not take
+        self.outbox = Outbox()
+        #: how long its publications took to come back (among owners, the caller's: how
+        #: long a contribution took to come back in its owner's totals)
         self.delay_ms = 0
-        #: a publication the bus did not take: its use goes out with the next one; and
-        #: when the first was lost since one of this member's came back
-        self._lost: Publication | None = None
-        self._lost_ms: int | None = None
         #: members whose standings some share holds; what this member missed of the bus, and
         #: whose standings are named again
         self._standing: set[str] = set()
@@ -397,7 +392,7 @@ class FleetMember:
         producer_ids = {tags[0]: ids for tags, ids in engine.producer_ids.take_admitted().items()}
         publication = Publication(
             self.member,
-            self._sequence + 1,
+            self.outbox.sequence + 1,
             wall_ms,
             uses,
             producer_ids,
@@ -407,38 +402,15 @@ class FleetMember:
         if gaps.asking:
             publication.uses.append((RESTATE_ASKED, "", "", 0.0))
             gaps.asking = False
-        lost, lost_ms = self._lost, self._lost_ms
-        if lost is not None and (lost_ms is None or now_ms - lost_ms <= membership.gone_after_ms):
-            publication = _merged(lost, publication)
-        self._lost = None
+        publication = self.outbox.send(publication, now_ms, membership.gone_after_ms)
         if publication.standings is None or publication.version < VERSION:
             publication.uses.insert(0, (READS_NEWEST, "", "", float(VERSION)))
-        self._sequence += 1
-        self._published_ms[self._sequence] = now_ms
-        self._published_ms.pop(self._sequence - 2 * GONE_AFTER, None)  # never read back
         return publication
 
     def lost(self, publication: Publication, now_ms: int) -> None:
-        """The bus did not take a publication: its use goes out with the next one, unless
-        the bus has been down so long that the others have fallen back to their shares
-        (then it was held by the shares, and would only throttle everyone at once on
-        return). One that timed out may have been written after all: its use then counts
-        twice, on the safe side. Its standings may be older than ones published since (a
-        send fails seconds late): the next publication names every standing again instead,
-        and of the lost ones only those it ended, which no standing here names now."""
-        self._published_ms.pop(publication.sequence, None)
-        if self._lost_ms is None:
-            self._lost_ms = now_ms
-        # counts and loads are whole, and the next publication names them again
-        publication = publication._replace(
-            uses=[use for use in publication.uses if use[0] not in WHOLE],
-            standings=None
-            if publication.standings is None
-            else [use for use in publication.standings if not use[3]],
-        )
-        if self._lost is not None:
-            publication = _merged(self._lost, publication)
-        self._lost = publication
+        """The bus did not take a publication (Outbox.lost): the next one names every
+        standing again."""
+        self.outbox.lost(publication, now_ms)
         self.gaps.restate = True
 
     def receive(self, publication: Publication, engine: QuotaEngine, now_ms: int) -> list[Use]:
@@ -449,13 +421,10 @@ class FleetMember:
         own publication too."""
         member = publication.member
         if member == self.member:
-            published = self._published_ms.pop(publication.sequence, None)
-            if published is not None:
-                self.delay_ms = now_ms - published
-                for older in [seq for seq in self._published_ms if seq < publication.sequence]:
-                    del self._published_ms[older]
+            delay = self.outbox.came_back(publication.sequence, now_ms)
+            if delay is not None:
+                self.delay_ms = delay
             self.membership.heard_self(now_ms)
-            self._lost_ms = None
             places = len(engine.shared())
             return [use for use in publication.uses if use[0] >= places]
         uses, standings = publication.uses, publication.standings
@@ -568,34 +537,6 @@ class FleetMember:
     def watched(self) -> int:
         """The sensors this member watches, over every quota type and topic."""
         return sum(map(len, self._shares))
-
-
-def _merged(lost: Publication, publication: Publication) -> Publication:
-    """A lost publication's use, standings and producer ids added to a new one's (a
-    standing named anew replaces the lost one)."""
-    values = {
-        (quota_type, user, client_id): value
-        for quota_type, user, client_id, value in publication.uses
-    }
-    for quota_type, user, client_id, value in lost.uses:
-        if quota_type != READS_NEWEST:
-            key = quota_type, user, client_id
-            values[key] = values.get(key, 0.0) + value
-    producer_ids = {
-        user: [*lost.producer_ids.get(user, ()), *ids]
-        for user, ids in publication.producer_ids.items()
-    }
-    for user, ids in lost.producer_ids.items():
-        producer_ids.setdefault(user, ids)
-    standings = publication.standings
-    if standings is not None and lost.standings:
-        named = {(quota_type, user, client_id) for quota_type, user, client_id, _ in standings}
-        standings = [*(use for use in lost.standings if use[:3] not in named), *standings]
-    return publication._replace(
-        uses=[(*key, value) for key, value in values.items()],
-        producer_ids=producer_ids,
-        standings=standings,
-    )
 
 
 def remember_producer_ids(publication: Publication, engine: QuotaEngine, now_ms: int) -> None:
