@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 #: how long a contribution may wait for its owner before this member joins the group again:
 #: past the broker's session timeout (a dead owner's partitions have a new owner by then)
 STUCK_AFTER_MS: Final = 2 * SESSION_TIMEOUT_MS
+#: how often at most this member asks the cluster whether it answers (an interval, or
+#: this, whichever is longer)
+ASK_EVERY_MS: Final = 250
 
 
 class OwnersLink:
@@ -67,8 +70,9 @@ class OwnersLink:
         )
         #: per partition, the send of its contribution in flight
         self._sending: dict[int, asyncio.Task[None]] = {}
-        #: the question to the cluster in flight (_reach)
+        #: the question to the cluster in flight (_reach), and when it was last asked
         self._reaching: asyncio.Task[None] | None = None
+        self._asked_ms = -ASK_EVERY_MS
         self._generation: int | None = None
         self._rejoin = False
         #: the partitions held when last assigned
@@ -100,10 +104,10 @@ class OwnersLink:
                             f"this member's has waited over {STUCK_AFTER_MS} ms for its owner",
                         )
                         self._rejoin = False
-                        await self.topic.close()
+                        await self._close_topic()
                 except UNREACHABLE as exc:
                     log.warning("fleet: the owners' topic %s failed: %r", self.topic.topic, exc)
-                    await self.topic.close()
+                    await self._close_topic()
                     await asyncio.sleep(RETRY_S)
         finally:
             totalling.cancel()
@@ -131,10 +135,18 @@ class OwnersLink:
         self.topic.renew(cluster)
 
     async def close(self) -> None:
-        tasks = [*self._sending.values(), *([self._reaching] if self._reaching else [])]
-        for task in tasks:
+        for task in list(self._sending.values()):
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*self._sending.values(), return_exceptions=True)
+        await self._close_topic()
+
+    async def _close_topic(self) -> None:
+        """Close the topic, and the question to the cluster its consumer carries: the next
+        consumer asks anew (a question left on a closed one would wait out its timeout)."""
+        reaching, self._reaching = self._reaching, None
+        if reaching is not None:
+            reaching.cancel()
+            await asyncio.gather(reaching, return_exceptions=True)
         await self.topic.close()
 
     def assign(self, now_ms: int) -> None:
@@ -155,8 +167,12 @@ class OwnersLink:
             owning.reached(now_ms)  # the group's assignment is the cluster's answer
         owning.assign(group.order, group.owned, group.generation, now_ms)
         reaching = self._reaching
-        if reaching is None or reaching.done():
-            self._reaching = asyncio.get_running_loop().create_task(self._reach())
+        asked = self._asked_ms
+        if (reaching is None or reaching.done()) and now_ms - asked >= ASK_EVERY_MS:
+            self._asked_ms = now_ms
+            # a partition by this member's place: a leader's election does not stop all
+            partition = owning.routes.member % owning.routes.partitions
+            self._reaching = asyncio.get_running_loop().create_task(self._reach(partition))
         held, before = owning.held, self._held
         if held - before:
             log.warning(
@@ -240,13 +256,13 @@ class OwnersLink:
             self.owning.contribution(place, record.partition, generation, contribution)
         self._stats.cpu_seconds += time.thread_time() - started
 
-    async def _reach(self) -> None:
+    async def _reach(self, partition: int) -> None:
         """Whether this member still reaches the cluster (Owning.reached), asked every
         interval: an owner silent alone holds its partitions, a member cut off holds its
         share of every budget, idle or not. Beside the folding, which it must not hold up;
         one at a time, each for up to a session timeout."""
         try:
-            await asyncio.wait_for(self.topic.reach(), SESSION_TIMEOUT_MS / 1000)
+            await asyncio.wait_for(self.topic.reach(partition), SESSION_TIMEOUT_MS / 1000)
         except UNREACHABLE:
             return
         self.owning.reached(self._context.clock.now_ms())

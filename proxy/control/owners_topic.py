@@ -189,10 +189,10 @@ class OwnersTopic(ConsumerRebalanceListener):  # type: ignore[misc]
         batches = await consumer.getmany(timeout_ms=timeout_ms)
         return [record for records in batches.values() for record in records]
 
-    async def reach(self) -> None:
+    async def reach(self, partition: int) -> None:
         """Ask the cluster for the end of one of the topic's partitions: it answers a member
         that is not cut off from it."""
-        await self._opened(self._consumer).end_offsets([TopicPartition(self.topic, 0)])
+        await self._opened(self._consumer).end_offsets([TopicPartition(self.topic, partition)])
 
     async def send(self, partition: int, key: bytes, value: bytes) -> None:
         await self._opened(self._producer).send_and_wait(

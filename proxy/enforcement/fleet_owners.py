@@ -61,6 +61,10 @@ FOLDS: Final = 2
 OWNERS_MARK: Final = (READS_NEWEST, "", "", float(TOTALS))
 #: how many times GONE_AFTER intervals a contribution may wait for its owner's totals
 SILENT_AFTER: Final = 2
+#: the least time the cluster may take to answer a member before it counts as cut off: the
+#: question waits behind the consumer's fetch on the broker's connection (a long poll of up
+#: to 500 ms), whatever the sync interval
+ANSWER_WITHIN_MS: Final = 2000
 #: the partitions of an owners' bus (members own a share each; more members than partitions
 #: leave some owning none)
 PARTITIONS: Final = 16
@@ -400,8 +404,9 @@ class Owning:
     cluster hears no owner either, and the others' next generation drops its standings,
     whether it has use in flight or not: it counts its bus down, and holds its share of
     every budget, as with the bus lost, once the cluster has not answered it for
-    silent_after_ms (`reached`: the caller asks it every interval), or when a partition it
-    owns itself is held (it cannot read its own totals back)."""
+    silent_after_ms (`reached`: the caller asks it every interval; ANSWER_WITHIN_MS at the
+    least), or when a partition it owns itself is held (it cannot read its own totals
+    back)."""
 
     def __init__(self, fleet: FleetMember, member: int, partitions: int = PARTITIONS) -> None:
         self.fleet = fleet
@@ -464,9 +469,11 @@ class Owning:
 
     def cut_off(self, now_ms: int) -> bool:
         """Whether this member is cut off from the cluster, not only from an owner: the
-        cluster has not answered it for silent_after_ms, or a partition it owns is held."""
+        cluster has not answered it for silent_after_ms (ANSWER_WITHIN_MS at the least), or
+        a partition it owns is held."""
         reached = self._reached_ms
-        unanswered = reached is not None and now_ms - reached > self.silent_after_ms
+        within = max(self.silent_after_ms, ANSWER_WITHIN_MS)
+        unanswered = reached is not None and now_ms - reached > within
         return unanswered or bool(self.held & self.folds.keys())
 
     def _awaiting(self, user: str, client_id: str) -> bool:

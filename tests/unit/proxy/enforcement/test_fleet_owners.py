@@ -27,6 +27,7 @@ from protocol.fleet_records import (
 from proxy.enforcement.fleet import FleetMember
 from proxy.enforcement.fleet_membership import OLDER_FOR_MS, Membership
 from proxy.enforcement.fleet_owners import (
+    ANSWER_WITHIN_MS,
     OWNERS_MARK,
     Fold,
     Owning,
@@ -273,8 +274,7 @@ def test_a_partition_whose_owner_folds_nothing_for_twice_gone_after_is_held() ->
     the others' not; the bus stays up for them, as the cluster answers this member."""
     member, engine, alice, _ = silent_alice([])
     membership, fleet = member.fleet.membership, member.fleet
-    member.assign(["member-0", "member-1"], [], 0, 800)  # late: the caller asks the cluster
-    member.reached(900)
+    member.reached(900)  # the cluster answers it
     # sent at 250: silent after twice GONE_AFTER intervals (the owner's hop)
     member.assign(["member-0", "member-1"], [], 0, 2150)
     assert member.held == frozenset() and fleet.holding is None
@@ -368,13 +368,23 @@ def test_a_member_the_cluster_does_not_answer_holds_its_share_of_every_budget() 
     assert membership.bus_up(2500)
 
 
+def test_on_a_short_interval_the_cluster_has_answer_within_ms_to_answer() -> None:
+    """Its answer waits behind the consumer's fetch, whatever the interval: at 50 ms, not cut
+    off after eight intervals unanswered, but after ANSWER_WITHIN_MS."""
+    member = Owning(FleetMember("member-0", 50), 0, PARTITIONS)
+    group = ["member-0", "member-1"]
+    member.reached(0)
+    member.assign(group, [], 0, 0)
+    assert member.silent_after_ms == 400
+    assert not member.cut_off(ANSWER_WITHIN_MS) and member.cut_off(ANSWER_WITHIN_MS + 1)
+
+
 def test_a_member_that_reads_none_of_its_own_totals_holds_its_share_of_every_budget() -> None:
     """Its own partition silent: it cannot read its own totals back, it is cut off, though
     the cluster answers."""
     member, _, alice, _ = silent_alice(list(range(PARTITIONS)))
     membership = member.fleet.membership
-    member.assign(["member-0", "member-1"], list(range(PARTITIONS)), 0, 800)
-    member.reached(900)
+    member.reached(2300)
     member.assign(["member-0", "member-1"], list(range(PARTITIONS)), 0, 2350)
     assert member.held == {alice}
     # down at once, not GONE_AFTER intervals after it was last up
